@@ -1,0 +1,43 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint types docs-check browser clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall when the project's install files change.
+$(STAMP): $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[torch,dask,dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	bash scripts/demo.sh
+
+# The report tests drive a real headless Chromium; install Debian's package when it is absent.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		{ (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+		  || echo "warning: could not install chromium; browser tests will be skipped"; }
+
+test: $(STAMP) browser
+	$(BIN)/python -m pytest -q
+	$(BIN)/ruff check datalint tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/python scripts/docs_check.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check datalint tests benchmarks
+
+types: $(STAMP)
+	$(BIN)/mypy
+
+docs-check: $(STAMP)
+	$(BIN)/python scripts/docs_check.py
+
+clean:
+	rm -rf $(VENV) .datalint out

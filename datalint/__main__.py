@@ -1,0 +1,3 @@
+from datalint.cli import entry
+
+entry()

@@ -1,0 +1,1 @@
+"""The static half: rule catalog, parsed modules, matchers, engine and output formats."""

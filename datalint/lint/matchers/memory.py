@@ -1,0 +1,7 @@
+"""Matchers for the memory rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MATCHERS: dict[str, Any] = {}
