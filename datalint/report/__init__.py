@@ -1,0 +1,138 @@
+"""`datalint report`: one self-contained HTML page from a scan index.
+
+    from datalint.report import ReportOptions, write_report
+    write_report(Path(".datalint/scan.db"), Path("report.html"), ReportOptions())
+
+The page holds its CSS, script, SVG charts and image previews inline and fetches nothing, so
+it opens from a CI artifact on a machine with no network. Its size is bounded whatever the
+number of samples: the table, the tracebacks and the previews are capped (see ReportOptions).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from datalint.errors import DatalintError
+from datalint.report.extras import load_bench, load_lint_findings
+from datalint.report.index import IndexSummary, open_index, read_index
+from datalint.report.render import Page, render_page
+from datalint.report.thumbs import Thumbnail, thumbnail
+
+__all__ = ["ReportOptions", "ReportResult", "build_report", "datasette_metadata", "write_report"]
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    title: str | None = None
+    lint: Path | None = None  # `datalint check --format json` output
+    bench: Path | None = None  # `datalint bench --format json` output
+    max_rows: int = 20_000  # flagged samples in the table (quarantined first)
+    thumbnails: int = 200  # previews of flagged images
+    good_thumbnails: int = 24  # previews of a spread of good images
+    image_root: Path | None = None  # where image keys resolve, when the scanned folder moved
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    path: Path
+    bytes: int
+    samples: int
+    flagged: int
+    quarantined: int
+    rows: int
+    previews: int
+
+
+def build_report(db: Path, options: ReportOptions) -> tuple[str, Page]:
+    """The page as HTML, and the values it was drawn from."""
+    for name, value in (("--max-rows", options.max_rows), ("--thumbnails", options.thumbnails)):
+        if value < 0:
+            raise DatalintError(f"{name} must be 0 or more, not {value}")
+    lint = load_lint_findings(options.lint) if options.lint else None
+    bench = load_bench(options.bench) if options.bench else None
+    index = read_index(db, max_rows=options.max_rows, max_good_images=options.good_thumbnails)
+    flagged_thumbs, good_thumbs = _previews(index, options)
+    run = index.scan_run
+    page = Page(
+        title=options.title or f"datalint report: {run.spec if run else db.name}",
+        generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        index=index,
+        flagged_thumbs=flagged_thumbs,
+        good_thumbs=good_thumbs,
+        lint=lint,
+        bench=bench,
+        browse_hint=f"datasette {db} --metadata meta.json",
+    )
+    return render_page(page), page
+
+
+def write_report(db: Path, output: Path, options: ReportOptions) -> ReportResult:
+    """Write the page atomically: a reader (or a CI upload) never sees half a report."""
+    if not output.parent.is_dir():  # before the work, not after it
+        raise DatalintError(f"{output}: the folder {output.parent} does not exist")
+    html, page = build_report(db, options)
+    data = html.encode("utf-8")
+    _write_atomic(output, data)
+    index = page.index
+    previews = sum(1 for thumb in (*page.flagged_thumbs, *page.good_thumbs) if thumb.data_uri)
+    return ReportResult(
+        output,
+        len(data),
+        index.sample_count,
+        index.flagged_total,
+        index.quarantined_total,
+        len(index.flagged),
+        previews,
+    )
+
+
+def _write_atomic(output: Path, data: bytes) -> None:
+    directory = output.parent
+    # a plain open (not mkstemp) so the page gets the usual umask permissions, readable by a CI upload
+    tmp = directory / f".{output.name}.{os.getpid()}.tmp"
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, output)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise DatalintError(f"{output}: cannot write the report ({exc.strerror or exc})") from exc
+
+
+def _image_root(index: IndexSummary, options: ReportOptions) -> Path | None:
+    if options.image_root is not None:
+        return options.image_root
+    run = index.scan_run
+    if run is not None and run.kind == "images" and Path(run.spec).is_dir():
+        return Path(run.spec)
+    return None
+
+
+def _previews(
+    index: IndexSummary, options: ReportOptions
+) -> tuple[tuple[Thumbnail, ...], tuple[Thumbnail, ...]]:
+    if not index.is_image_scan:
+        return (), ()
+    root = _image_root(index, options)
+    flagged = tuple(thumbnail(sample, root) for sample in index.flagged[: options.thumbnails])
+    good = tuple(thumbnail(sample, root) for sample in index.good_images)
+    return flagged, good
+
+
+def datasette_metadata(db: Path) -> dict[str, Any]:
+    """datasette's metadata for this index: table and column labels, and canned queries.
+
+    datasette keys per-database metadata by the file's stem, so the packaged template is
+    filled in for this one file.
+    """
+    open_index(db).close()  # the same clear error as the report for a file that is not an index
+    template = json.loads(
+        resources.files("datalint.report").joinpath("datasette-metadata.json").read_text(encoding="utf-8")
+    )
+    database = template.pop("database")
+    return {**template, "databases": {db.stem: database}}

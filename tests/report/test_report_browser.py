@@ -1,0 +1,141 @@
+"""The report in a real headless Chromium: it loads cleanly and its own controls filter the table."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from report_browser import Browser, Page, find_chromium
+from report_dataset import HOSTILE_KEY, HOSTILE_MESSAGE, PLANTED
+from report_images import ImageCase
+
+from datalint.cli import main
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = find_chromium()
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (`make browser` installs Debian's package)"
+)
+
+ROWS = "Array.from(document.querySelectorAll('#samples tbody tr')).map(tr => Number(tr.dataset.idx))"
+MATCHING = "Number(document.getElementById('table-status').dataset.matching)"
+FLAGGED = sorted(PLANTED)
+QUARANTINED = sorted(i for i, kind in PLANTED.items() if kind not in ("dtype_mismatch", "slow"))
+CRASH, ERROR, OVERSIZED = (
+    next(i for i, k in PLANTED.items() if k == kind) for kind in ("crash", "error", "oversized")
+)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """One browser for the module (starting one costs seconds); each test opens its own tab."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (`make browser` installs Debian's package)")
+    chromium = Browser(CHROMIUM, tmp_path_factory.mktemp("profile"))
+    try:
+        yield chromium
+    finally:
+        chromium.close()
+
+
+def open_report(browser: Browser, db: Path, out: Path) -> Page:
+    assert main(["report", str(db), "-o", str(out)]) == 0
+    return browser.open(out.resolve().as_uri())
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    width, height = struct.unpack(">II", header[16:24])
+    return width, height
+
+
+@needs_chromium
+def test_the_page_loads_without_errors_and_screenshots(
+    browser: Browser, scanned_db: Path, tmp_path: Path
+) -> None:
+    page = open_report(browser, scanned_db, tmp_path / "report.html")
+    assert page.evaluate("document.getElementById('table-controls').hidden") is False, (
+        "the script did not run"
+    )
+    assert page.evaluate(MATCHING) == len(FLAGGED)
+    shot = tmp_path / "report.png"
+    page.screenshot(shot)
+    width, height = png_size(shot)
+    assert width == 1280 and height > 1500, (width, height)
+    assert shot.stat().st_size > 50_000, "a blank page compresses to almost nothing"
+    assert page.problems() == []
+
+
+@needs_chromium
+def test_filtering_by_kind_through_the_page_controls(
+    browser: Browser, scanned_db: Path, tmp_path: Path
+) -> None:
+    page = open_report(browser, scanned_db, tmp_path / "report.html")
+    assert len(page.evaluate(ROWS)) == 100, "the first page holds 100 rows"
+
+    page.click("#kinds-none")
+    assert page.evaluate(MATCHING) == 0
+    page.click("#filter-kinds input[value=crash]")
+    assert page.evaluate(ROWS) == [CRASH]
+
+    page.click("#kinds-all")
+    page.click(f"#samples tr[data-idx='{OVERSIZED}'] button.kind[data-kind=oversized]")  # show only that kind
+    assert page.evaluate(ROWS) == [OVERSIZED]
+    assert page.evaluate("document.querySelector('#filter-kinds input[value=slow]').checked") is False
+
+    page.click("#kinds-all")
+    page.click("#filter-quarantined")
+    assert page.evaluate(ROWS) == QUARANTINED[:100]
+    page.click("#filter-quarantined")
+
+    page.click("#pager [data-page=next]")
+    assert page.evaluate(ROWS) == FLAGGED[100:]
+
+    page.click("th[data-sort=nbytes] button")  # ascending, then descending
+    page.click("th[data-sort=nbytes] button")
+    assert page.evaluate(ROWS)[0] == OVERSIZED
+    assert (
+        page.evaluate("document.querySelector('th[data-sort=nbytes]').getAttribute('aria-sort')")
+        == "descending"
+    )
+
+    page.type_text("#filter-text", "owned")
+    assert page.evaluate(ROWS) == [ERROR]
+    # the hostile file name is text in the cell, not an element
+    assert (
+        page.evaluate(f"document.querySelector(\"tr[data-idx='{ERROR}'] td.key\").textContent") == HOSTILE_KEY
+    )
+    assert page.evaluate("document.querySelectorAll('#samples img, #samples b').length") == 0
+    page.click(f"tr[data-idx='{ERROR}'] summary")
+    traceback = page.evaluate(f"document.querySelector(\"tr[data-idx='{ERROR}'] pre.traceback\").textContent")
+    assert traceback.rstrip().endswith(HOSTILE_MESSAGE)
+    assert page.problems() == []
+
+
+@needs_chromium
+def test_a_link_can_open_the_table_filtered(browser: Browser, scanned_db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    assert main(["report", str(scanned_db), "-o", str(out)]) == 0
+    page = browser.open(out.resolve().as_uri() + "#kind=crash")
+    assert page.evaluate(ROWS) == [CRASH]
+    assert page.problems() == []
+
+
+@needs_chromium
+def test_an_image_report_shows_its_previews(
+    browser: Browser, image_scan: tuple[Path, list[ImageCase], Path], tmp_path: Path
+) -> None:
+    _, cases, db = image_scan
+    page = open_report(browser, db, tmp_path / "images.html")
+    decoded = page.evaluate(
+        "Array.from(document.querySelectorAll('#gallery img'))"
+        ".filter(img => img.complete && img.naturalWidth > 0).length"
+    )
+    previewable = sum(1 for case in cases if case.kinds and case.decodes) + 24  # flagged, and good ones
+    assert decoded == previewable, "every embedded preview decodes in the browser (and the CSP allows it)"
+    page.screenshot(tmp_path / "images.png")
+    assert page.problems() == []
