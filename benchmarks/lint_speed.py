@@ -1,0 +1,158 @@
+"""How fast is `datalint check`? Throughput on a large real tree, and cold start on one file.
+
+Compares, on the same files, in the same run:
+- bare `ast.parse` + `ast.walk` (the floor any ast-based linter pays),
+- datalint's engine with every default rule (`Linter.check_source`, in process),
+- flake8 (`flake8 --isolated -j 1`, in a subprocess), where installed,
+and times `datalint check one_file.py` from a fresh interpreter (cold start).
+
+    .venv/bin/python benchmarks/lint_speed.py                 # the installed torch package
+    .venv/bin/python benchmarks/lint_speed.py --tree PATH --no-flake8 --repeat 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import compileall
+import importlib.util
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ONE_FILE = """\
+from torch.utils.data import DataLoader, Dataset
+
+
+class Squares(Dataset):
+    def __len__(self):
+        return 100
+
+    def __getitem__(self, index):
+        return index * index
+
+
+loader = DataLoader(Squares(), batch_size=8, num_workers=2, prefetch_factor=4)
+"""
+
+
+def torch_tree() -> Path:
+    spec = importlib.util.find_spec("torch")  # finds the package without importing it
+    if spec is None or spec.origin is None:
+        raise SystemExit("torch is not installed; pass --tree PATH")
+    return Path(spec.origin).parent
+
+
+def load_sources(tree: Path, limit: int | None) -> list[tuple[str, bytes]]:
+    paths = sorted(tree.rglob("*.py"))[:limit]
+    return [(str(path), path.read_bytes()) for path in paths]
+
+
+def time_bare(sources: list[tuple[str, bytes]]) -> float:
+    start = time.perf_counter()
+    for path, data in sources:
+        try:
+            tree = ast.parse(data, filename=path)
+        except (SyntaxError, ValueError):
+            continue
+        for _ in ast.walk(tree):
+            pass
+    return time.perf_counter() - start
+
+
+def time_datalint(sources: list[tuple[str, bytes]]) -> tuple[float, int]:
+    from datalint.config import Config
+    from datalint.lint.engine import Linter
+
+    linter = Linter(Config())
+    start = time.perf_counter()
+    findings = sum(len(linter.check_source(data, path)) for path, data in sources)
+    return time.perf_counter() - start, findings
+
+
+def time_flake8(sources: list[tuple[str, bytes]]) -> float | None:
+    flake8 = shutil.which("flake8", path=str(Path(sys.executable).parent))
+    if flake8 is None:
+        return None
+    start = time.perf_counter()
+    for chunk in range(0, len(sources), 200):  # keep each command line short
+        paths = [path for path, _ in sources[chunk : chunk + 200]]
+        subprocess.run([flake8, "--isolated", "-j", "1", "--exit-zero", "-q", *paths], capture_output=True)
+    return time.perf_counter() - start
+
+
+def cold_start(runs: int) -> list[float]:
+    """Wall time of `python -m datalint check one_file.py`, bytecode compiled as an install would."""
+    compileall.compile_dir(str(ROOT / "datalint"), quiet=1)
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / "one_file.py"
+        target.write_text(ONE_FILE)
+        command = [sys.executable, "-m", "datalint", "check", "--isolated", str(target)]
+        subprocess.run(command, capture_output=True)  # warm the OS file cache once
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            subprocess.run(command, capture_output=True)
+            times.append(time.perf_counter() - start)
+        python_only = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "pass"], capture_output=True)
+            python_only.append(time.perf_counter() - start)
+    return [statistics.median(times), min(times), statistics.median(python_only)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", type=Path, help="folder to lint (default: the installed torch package)")
+    parser.add_argument("--limit", type=int, help="only the first N files (sorted by path)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed passes; the best one counts")
+    parser.add_argument("--no-flake8", action="store_true")
+    parser.add_argument(
+        "--flake8-files", type=int, default=300, help="flake8 is slow: compare on the first N files (0: all)"
+    )
+    parser.add_argument("--cold-runs", type=int, default=15)
+    args = parser.parse_args()
+
+    tree = args.tree or torch_tree()
+    sources = load_sources(tree, args.limit)
+    lines = sum(data.count(b"\n") for _, data in sources)
+    print(f"tree: {tree}\nfiles: {len(sources):,}  lines: {lines:,}")
+
+    bare = min(time_bare(sources) for _ in range(args.repeat))
+    runs = [time_datalint(sources) for _ in range(args.repeat)]
+    ours, findings = min(runs)
+    print(f"bare ast.parse + ast.walk: {bare:7.2f} s  {lines / bare:>10,.0f} lines/s")
+    print(
+        f"datalint (all rules):      {ours:7.2f} s  {lines / ours:>10,.0f} lines/s  "
+        f"{ours / bare:.2f}x the bare parse  ({findings} findings)"
+    )
+    if not args.no_flake8:
+        subset = sources[: args.flake8_files or None]
+        subset_lines = sum(data.count(b"\n") for _, data in subset)
+        flake8 = time_flake8(subset)
+        if flake8 is None:
+            print("flake8: not installed")
+        else:
+            ours_subset, _ = time_datalint(subset)
+            print(f"on the first {len(subset):,} files ({subset_lines:,} lines):")
+            print(f"  flake8 -j 1:             {flake8:7.2f} s  {subset_lines / flake8:>10,.0f} lines/s")
+            rate = subset_lines / ours_subset
+            print(
+                f"  datalint:                {ours_subset:7.2f} s  {rate:>10,.0f} lines/s"
+                f"  (flake8 takes {flake8 / ours_subset:.1f}x as long)"
+            )
+    median, best, python_only = cold_start(args.cold_runs)
+    print(
+        f"cold start, datalint check one_file.py: median {median * 1000:.0f} ms, best {best * 1000:.0f} ms "
+        f"(python -c pass: median {python_only * 1000:.0f} ms)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,970 @@
+"""One parsed source file, computed once and queried by every matcher.
+
+`Module` holds the syntax tree and the facts the rules share: the import table
+(local name -> qualified name), classes, which classes are Datasets and which of
+those are iterable, the DataLoader calls with each argument classified as
+literal / unknown / absent, the functions that run inside worker processes, the
+start method the code asks for, and the `# noqa` comment of each line.
+
+Everything but the parse and one walk is computed lazily, on first use, so a
+file that never imports torch costs little more than `ast.parse` itself.
+
+The guiding rule: when the code does not say for sure, a fact is *unknown*, and
+matchers stay silent on unknowns.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
+ArgState = Literal["literal", "unknown", "absent"]
+
+START_METHODS: tuple[str, ...] = ("fork", "spawn", "forkserver")
+
+# torch.utils.data re-exports these submodules' public names; qualified names are
+# reported in the short public form so rule files list one spelling.
+CANONICAL_MODULES: dict[str, str] = {
+    "torch.utils.data.dataloader": "torch.utils.data",
+    "torch.utils.data.dataset": "torch.utils.data",
+    "torch.utils.data.sampler": "torch.utils.data",
+    "torch.utils.data.distributed": "torch.utils.data",
+    "torch.utils.data.datapipes.datapipe": "torch.utils.data",
+    "torch.utils.data.datapipes": "torch.utils.data",
+}
+
+LOADER_CLASSES: frozenset[str] = frozenset({"torch.utils.data.DataLoader"})
+DATASET_BASES: frozenset[str] = frozenset(
+    {
+        "torch.utils.data.Dataset",
+        "torch.utils.data.IterableDataset",
+        "torch.utils.data.TensorDataset",
+        "torch.utils.data.ConcatDataset",
+        "torch.utils.data.ChainDataset",
+        "torch.utils.data.Subset",
+        "torch.utils.data.StackDataset",
+        "torch.utils.data.IterDataPipe",
+        "torch.utils.data.MapDataPipe",
+    }
+)
+ITERABLE_DATASET_BASES: frozenset[str] = frozenset(
+    {"torch.utils.data.IterableDataset", "torch.utils.data.ChainDataset", "torch.utils.data.IterDataPipe"}
+)
+DATASET_METHODS: tuple[str, ...] = ("__getitem__", "__getitems__", "__iter__", "__len__")
+START_METHOD_CALLS: frozenset[str] = frozenset(
+    {
+        "multiprocessing.set_start_method",
+        "multiprocessing.get_context",
+        "torch.multiprocessing.set_start_method",
+        "torch.multiprocessing.get_context",
+    }
+)
+PARTIAL_CALLS: frozenset[str] = frozenset({"functools.partial"})
+# Lowercase factories that never return None (CapWords callables are assumed to be classes).
+NEVER_NONE_CALLS: frozenset[str] = frozenset(
+    {"multiprocessing.get_context", "torch.multiprocessing.get_context", "functools.partial"}
+)
+
+# DataLoader(dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
+#            collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
+#            multiprocessing_context=None, generator=None, *, prefetch_factor=None, ...) in torch 2.x
+LOADER_POSITIONAL: tuple[str, ...] = (
+    "dataset",
+    "batch_size",
+    "shuffle",
+    "sampler",
+    "batch_sampler",
+    "num_workers",
+    "collate_fn",
+    "pin_memory",
+    "drop_last",
+    "timeout",
+    "worker_init_fn",
+    "multiprocessing_context",
+    "generator",
+)
+LOADER_DEFAULTS: dict[str, Any] = {
+    "batch_size": 1,
+    "shuffle": None,
+    "sampler": None,
+    "batch_sampler": None,
+    "num_workers": 0,
+    "collate_fn": None,
+    "pin_memory": False,
+    "drop_last": False,
+    "timeout": 0,
+    "worker_init_fn": None,
+    "multiprocessing_context": None,
+    "generator": None,
+    "prefetch_factor": None,
+    "persistent_workers": False,
+    "pin_memory_device": "",
+    "in_order": True,
+}
+
+_NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
+_CODE = re.compile(r"[A-Z]+[0-9]*", re.IGNORECASE)
+_BUILTINS = frozenset(dir(builtins))
+
+
+class _Unknown:
+    """The value of an argument the code does not pin down."""
+
+    _instance: _Unknown | None = None
+
+    def __new__(cls) -> _Unknown:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+    def __bool__(self) -> bool:
+        raise TypeError("UNKNOWN has no truth value: test `value is UNKNOWN` first")
+
+
+UNKNOWN: Any = _Unknown()
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of a call: a literal value, an unknown expression, or absent."""
+
+    name: str
+    state: ArgState
+    node: ast.expr | None = None  # the expression as written (None when absent or only **kwargs)
+    value: Any = UNKNOWN  # the literal value when state == "literal"
+
+    @property
+    def is_literal(self) -> bool:
+        return self.state == "literal"
+
+    @property
+    def is_unknown(self) -> bool:
+        return self.state == "unknown"
+
+    @property
+    def is_absent(self) -> bool:
+        return self.state == "absent"
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    """A class defined in the file, with its bases as written and its own methods."""
+
+    node: ast.ClassDef
+    name: str
+    bases: tuple[ast.expr, ...]
+    methods: Mapping[str, ast.FunctionDef | ast.AsyncFunctionDef]
+
+
+@dataclass(frozen=True)
+class LoaderCall:
+    """A call of `torch.utils.data.DataLoader` or of an in-file subclass of it."""
+
+    node: ast.Call
+    callee: str  # the qualified name, or the in-file subclass's name
+    args: Mapping[str, Arg]
+    # False for an in-file subclass with its own __init__: its defaults and positions are not DataLoader's.
+    signature_known: bool
+
+    def arg(self, name: str) -> Arg:
+        """The argument `name`: literal, unknown (`**kwargs`, variables, `*args`), or absent."""
+        found = self.args.get(name)
+        if found is not None:
+            return found
+        return Arg(name, "absent" if self.signature_known else "unknown")
+
+    def effective(self, name: str) -> Any:
+        """The literal value, DataLoader's default when absent, or UNKNOWN."""
+        arg = self.arg(name)
+        if arg.is_literal:
+            return arg.value
+        if arg.is_absent and name in LOADER_DEFAULTS:
+            return LOADER_DEFAULTS[name]
+        return UNKNOWN
+
+    @property
+    def workers_known_zero(self) -> bool:
+        """True only when num_workers is certainly 0 (literal 0, or absent with no **kwargs)."""
+        value = self.effective("num_workers")
+        return value is not UNKNOWN and _is_number(value) and value == 0
+
+    @property
+    def workers_known_positive(self) -> bool:
+        value = self.effective("num_workers")
+        return value is not UNKNOWN and _is_number(value) and value > 0
+
+    def may_use_workers(self) -> bool:
+        """False only when the loader certainly runs in the main process (num_workers known to be 0)."""
+        return not self.workers_known_zero
+
+
+@dataclass(frozen=True)
+class WorkerFunction:
+    """A function that runs in DataLoader worker processes, and why datalint thinks so."""
+
+    node: FunctionNode
+    reason: str  # e.g. "MyDataset.__getitem__", "collate_fn of the DataLoader at line 12"
+
+
+@dataclass(frozen=True)
+class StartMethodSite:
+    """A place where the code chooses a multiprocessing start method."""
+
+    method: str
+    node: ast.AST
+    via: str  # "multiprocessing_context", "set_start_method" or "get_context"
+
+
+@dataclass(frozen=True)
+class Noqa:
+    """A `# noqa` comment; codes is None for a bare `# noqa`, which silences every code."""
+
+    codes: frozenset[str] | None
+
+    def silences(self, code: str) -> bool:
+        return self.codes is None or any(code.startswith(prefix) for prefix in self.codes)
+
+
+class Module:
+    """One parsed file. Build it with `Module.parse(source, path)`; matchers only read it."""
+
+    def __init__(self, tree: ast.Module, source: str, path: str, default_start_method: str = "spawn") -> None:
+        self.tree = tree
+        self.source = source
+        self.path = path
+        self.default_start_method = default_start_method
+        self.lines: list[str] = source.splitlines()
+        self._nodes, self._parents = _index(tree)
+        self._qualnames: dict[ast.AST, str | None] = {}
+
+    @classmethod
+    def parse(cls, source: str, path: str = "<string>", default_start_method: str = "spawn") -> Module:
+        """Parse `source`; raises SyntaxError (or ValueError for NUL bytes) like `ast.parse`."""
+        return cls(ast.parse(source, filename=path), source, path, default_start_method)
+
+    # ---- raw nodes -------------------------------------------------------------------------
+
+    def nodes_of(self, *types: type[ast.AST]) -> Iterator[Any]:
+        """Every node of the given types, in `ast.walk` order per type."""
+        for kind in types:
+            yield from self._nodes.get(kind, ())
+
+    @property
+    def calls(self) -> list[ast.Call]:
+        return self._nodes.get(ast.Call, [])  # type: ignore[return-value]
+
+    @property
+    def functions(self) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        return [*self._nodes.get(ast.FunctionDef, []), *self._nodes.get(ast.AsyncFunctionDef, [])]  # type: ignore[list-item]
+
+    def segment(self, node: ast.AST) -> str:
+        """The source text of `node` (one line, whitespace collapsed), for messages."""
+        text = ast.get_source_segment(self.source, node) or ast.unparse(node)
+        return " ".join(text.split())
+
+    # ---- imports and qualified names ---------------------------------------------------------
+
+    @cached_property
+    def imports(self) -> Mapping[str, str]:
+        """Local name -> qualified name, from every import in the file (ambiguous names dropped)."""
+        table: dict[str, str] = {}
+        ambiguous: set[str] = set()
+        for node in self.nodes_of(ast.Import, ast.ImportFrom):
+            for local, target in _import_bindings(node):
+                if table.get(local, target) != target:
+                    ambiguous.add(local)
+                table[local] = target
+        for local in ambiguous:
+            del table[local]
+        return table
+
+    @cached_property
+    def imports_torch(self) -> bool:
+        """Whether anything in the file is imported from torch (no torch, no loaders, no Datasets)."""
+        return any(target == "torch" or target.startswith("torch.") for target in self.imports.values())
+
+    @cached_property
+    def bound_names(self) -> frozenset[str]:
+        """Every name the file binds anywhere (so a builtin shadowed by it is not the builtin)."""
+        names = {n.id for n in self.nodes_of(ast.Name) if not isinstance(n.ctx, ast.Load)}
+        names.update(n.name for n in self.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        names.update(a.arg for a in self.nodes_of(ast.arg))
+        names.update(self.imports)
+        return frozenset(names)
+
+    def qualname(self, node: ast.AST) -> str | None:
+        """`tud.DataLoader` -> "torch.utils.data.DataLoader"; `open` -> "open"; else None.
+
+        Resolves Name / Attribute chains whose root is an imported name, or an unshadowed
+        builtin. Submodules of torch.utils.data are reported in their public short form.
+        """
+        # Many rules ask about the same call nodes; the answer is cached per node.
+        try:
+            return self._qualnames[node]
+        except KeyError:
+            qualified = self._qualnames[node] = self._resolve_qualname(node)
+            return qualified
+
+    def _resolve_qualname(self, node: ast.AST) -> str | None:
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        root = self.imports.get(node.id)
+        if root is None:
+            if node.id not in _BUILTINS or node.id in self.bound_names:
+                return None
+            root = node.id
+        parts.append(root)
+        return canonical(".".join(reversed(parts)))
+
+    def call_qualname(self, call: ast.Call) -> str | None:
+        return self.qualname(call.func)
+
+    # ---- structure: parents, scopes, bindings -------------------------------------------------
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        return self._parents.get(node)
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        """Parents of `node`, nearest first, up to the module."""
+        current = self._parents.get(node)
+        while current is not None:
+            yield current
+            current = self._parents.get(current)
+
+    def enclosing_function(self, node: ast.AST) -> FunctionNode | None:
+        """The nearest def / async def / lambda around `node` (not `node` itself)."""
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                return ancestor
+        return None
+
+    def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
+        """The nearest class around `node` (not `node` itself)."""
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, ast.ClassDef):
+                return ancestor
+        return None
+
+    def is_main_guarded(self, node: ast.AST) -> bool:
+        """Whether `node` sits under `if __name__ == "__main__":`."""
+        return any(isinstance(a, ast.If) and _is_main_guard(a.test) for a in self.ancestors(node))
+
+    def scope_of(self, node: ast.AST) -> ScopeNode:
+        """The function, lambda, class or module whose body holds `node` (not `node` itself)."""
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, _SCOPES):
+                return ancestor
+        return self.tree
+
+    @cached_property
+    def _binding_sites(self) -> dict[str, list[ast.AST]]:
+        """Every node that binds a name, by name (their scopes are found only when asked)."""
+        sites: dict[str, list[ast.AST]] = defaultdict(list)
+        for name in self.nodes_of(ast.Name):
+            if not isinstance(name.ctx, ast.Load) and not _is_bare_annotation(self.parent(name), name):
+                sites[name.id].append(name)
+        for arg in self.nodes_of(ast.arg):
+            sites[arg.arg].append(arg)
+        for definition in self.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            sites[definition.name].append(definition)
+        for alias in self.nodes_of(ast.alias):
+            if alias.name != "*":
+                sites[alias.asname or alias.name.partition(".")[0]].append(alias)
+        for node in self.nodes_of(ast.ExceptHandler, ast.MatchAs, ast.MatchStar):
+            if node.name:
+                sites[node.name].append(node)
+        for node in self.nodes_of(ast.MatchMapping):
+            if node.rest:
+                sites[node.rest].append(node)
+        return sites
+
+    @cached_property
+    def _declared_outside(self) -> dict[ast.AST, set[str]]:
+        """Per scope, the names its `global` / `nonlocal` statements hand to another scope."""
+        declared: dict[ast.AST, set[str]] = defaultdict(set)
+        for statement in self.nodes_of(ast.Global, ast.Nonlocal):
+            declared[self.scope_of(statement)].update(statement.names)
+        return declared
+
+    def binding(self, name: ast.Name) -> ast.AST | None:
+        """What the name refers to, when exactly one statement binds it in its scope.
+
+        Returns the assigned expression for `x = expr`, the def/class node for
+        `def x` / `class x`, else None (several bindings, parameters, loops,
+        imports, `global`: the value is unknown).
+        """
+        sites = self._binding_sites.get(name.id)
+        if not sites:
+            return None
+        by_scope: dict[ast.AST, list[ast.AST]] = defaultdict(list)
+        for site in sites:
+            by_scope[self.scope_of(site)].append(site)
+        declared = self._declared_outside
+        scope: ast.AST = self.scope_of(name)
+        while True:
+            if name.id in declared.get(scope, ()):
+                return None
+            found = by_scope.get(scope)
+            if found:
+                return self._bound_value(found[0]) if len(found) == 1 else None
+            if scope is self.tree:
+                return None
+            scope = self.scope_of(scope)
+            # Class bodies do not enclose the functions defined in them.
+            while isinstance(scope, ast.ClassDef):
+                scope = self.scope_of(scope)
+
+    def _bound_value(self, site: ast.AST) -> ast.AST | None:
+        """`expr` for `x = expr` / `x: T = expr`; the def or class; None for opaque bindings."""
+        if isinstance(site, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            return site
+        parent = self.parent(site)
+        if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and parent.targets[0] is site:
+            return parent.value
+        if isinstance(parent, ast.AnnAssign) and parent.target is site:
+            return parent.value
+        return None  # a loop target, a parameter, an import, tuple unpacking, a walrus...
+
+    def resolve(self, node: ast.expr, depth: int = 0) -> ast.AST:
+        """Follow a name to its sole binding (`x = expr` -> expr), repeatedly; else the node itself."""
+        while isinstance(node, ast.Name) and depth < 8:
+            bound = self.binding(node)
+            if not isinstance(bound, ast.expr):
+                return bound if bound is not None else node
+            node, depth = bound, depth + 1
+        return node
+
+    def literal(self, node: ast.expr) -> Any:
+        """The literal value of `node` (directly, or through a sole `NAME = literal`), else UNKNOWN."""
+        resolved = self.resolve(node)
+        if not isinstance(resolved, ast.expr):
+            return UNKNOWN
+        try:
+            return ast.literal_eval(resolved)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return UNKNOWN
+
+    def definitely_not_none(self, node: ast.expr) -> bool:
+        """True when `node` cannot evaluate to None (a literal, a container, a class instantiation)."""
+        resolved = self.resolve(node)
+        if isinstance(resolved, ast.Constant):
+            return resolved.value is not None
+        if isinstance(resolved, ast.IfExp):
+            return self.definitely_not_none(resolved.body) and self.definitely_not_none(resolved.orelse)
+        if isinstance(resolved, ast.Call):
+            return self._is_instantiation(resolved)
+        return isinstance(resolved, _NEVER_NONE)
+
+    def _is_instantiation(self, call: ast.Call) -> bool:
+        if self.resolve_class(call.func) is not None:
+            return True
+        qualified = self.qualname(call.func)
+        if qualified in NEVER_NONE_CALLS:
+            return True
+        name = qualified or _dotted(call.func)
+        last = (name or "").rpartition(".")[2]
+        # CapWords callables are classes by convention: constructors never return None.
+        return bool(last) and last[0].isupper() and not last.isupper()
+
+    # ---- classes ---------------------------------------------------------------------------
+
+    @cached_property
+    def classes(self) -> tuple[ClassInfo, ...]:
+        """Every class defined in the file, in walk order."""
+        return tuple(_class_info(node) for node in self.nodes_of(ast.ClassDef))
+
+    @cached_property
+    def _classes_by_name(self) -> dict[str, ClassInfo | None]:
+        table: dict[str, ClassInfo | None] = {}
+        for info in self.classes:
+            table[info.name] = None if info.name in table else info  # two classes, one name: ambiguous
+        return table
+
+    def class_named(self, name: str) -> ClassInfo | None:
+        return self._classes_by_name.get(name)
+
+    @cached_property
+    def _classes_by_node(self) -> dict[ast.ClassDef, ClassInfo]:
+        return {info.node: info for info in self.classes}
+
+    def class_of(self, node: ast.ClassDef) -> ClassInfo:
+        return self._classes_by_node[node]
+
+    def resolve_class(self, node: ast.expr) -> ClassInfo | None:
+        """The in-file class an expression names (`MyDataset`, or a name bound to it), else None."""
+        if isinstance(node, ast.Subscript):  # Dataset[int]
+            node = node.value
+        # The cheap test first: most called names are not classes of this file.
+        if not isinstance(node, ast.Name) or node.id not in self._classes_by_name:
+            return None
+        bound = self.binding(node)
+        return self.class_of(bound) if isinstance(bound, ast.ClassDef) else None
+
+    def base_classes(self, info: ClassInfo) -> Iterator[ClassInfo]:
+        """In-file ancestors of `info`, depth first (cycles and repeats skipped)."""
+        seen = {info.name}
+        stack = list(info.bases)
+        while stack:
+            base = self.resolve_class(stack.pop(0))
+            if base is None or base.name in seen:
+                continue
+            seen.add(base.name)
+            yield base
+            stack.extend(base.bases)
+
+    def method(self, info: ClassInfo, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """`name` defined on the class or inherited from an in-file base."""
+        for candidate in (info, *self.base_classes(info)):
+            if name in candidate.methods:
+                return candidate.methods[name]
+        return None
+
+    def attribute_assignments(self, info: ClassInfo) -> Mapping[str, tuple[tuple[ast.expr, ast.stmt], ...]]:
+        """`{"x": ((value, statement), ...)}` for `self.x = v`, `self.x: T = v`, `self.x[k] = v`
+        in the class's own methods (nested functions included), in source order. Cached per class:
+        use it instead of walking the methods again for every call you look at."""
+        cached = self._attribute_assignments.get(info.node)
+        if cached is None:
+            cached = self._attribute_assignments[info.node] = _attribute_assignments(info)
+        return cached
+
+    @cached_property
+    def _attribute_assignments(
+        self,
+    ) -> dict[ast.ClassDef, Mapping[str, tuple[tuple[ast.expr, ast.stmt], ...]]]:
+        return {}
+
+    def _external_bases(self, info: ClassInfo) -> set[str]:
+        """Qualified names of the non-local bases of `info` and of its in-file ancestors."""
+        names: set[str] = set()
+        for candidate in (info, *self.base_classes(info)):
+            for base in candidate.bases:
+                qualified = self.qualname(base.value if isinstance(base, ast.Subscript) else base)
+                if qualified is not None:
+                    names.add(qualified)
+        return names
+
+    @cached_property
+    def loader_classes(self) -> tuple[ClassInfo, ...]:
+        """In-file subclasses of DataLoader (directly or through other in-file classes)."""
+        if not self.imports_torch:
+            return ()
+        return tuple(c for c in self.classes if self._external_bases(c) & LOADER_CLASSES)
+
+    @cached_property
+    def dataset_classes(self) -> tuple[ClassInfo, ...]:
+        """Classes that are Datasets: by their bases, or because the file passes one to a DataLoader."""
+        if not self.imports_torch:
+            return ()
+        by_base = [c for c in self.classes if self._external_bases(c) & DATASET_BASES]
+        passed = [c for c in (self._loader_dataset_class(call) for call in self.loader_calls) if c]
+        unique = {id(c.node): c for c in (*by_base, *passed)}
+        return tuple(unique.values())
+
+    def is_dataset(self, info: ClassInfo) -> bool:
+        return any(info.node is c.node for c in self.dataset_classes)
+
+    def is_iterable_dataset(self, info: ClassInfo) -> bool:
+        """True when the class derives (maybe through in-file classes) from IterableDataset."""
+        return bool(self._external_bases(info) & ITERABLE_DATASET_BASES)
+
+    # ---- DataLoader calls ----------------------------------------------------------------------
+
+    @cached_property
+    def loader_calls(self) -> tuple[LoaderCall, ...]:
+        """Every DataLoader construction in the file, with classified arguments."""
+        if not self.imports_torch:
+            return ()
+        # Only a call whose last name could be a DataLoader is resolved: the cheap test first.
+        names = {"DataLoader", *(c.name for c in self.loader_classes)}
+        names.update(local for local, target in self.imports.items() if canonical(target) in LOADER_CLASSES)
+        found = []
+        for call in self.calls:
+            func = call.func
+            last = (
+                func.id
+                if isinstance(func, ast.Name)
+                else func.attr
+                if isinstance(func, ast.Attribute)
+                else None
+            )
+            if last in names:
+                loader = self._as_loader_call(call)
+                if loader is not None:
+                    found.append(loader)
+        return tuple(found)
+
+    def _as_loader_call(self, call: ast.Call) -> LoaderCall | None:
+        qualified = self.qualname(call.func)
+        if qualified in LOADER_CLASSES:
+            return LoaderCall(call, qualified, self._loader_args(call, True), True)
+        if not self.loader_classes:
+            return None
+        local = self.resolve_class(call.func)
+        if local is None or not any(local.node is c.node for c in self.loader_classes):
+            return None
+        known = self.method(local, "__init__") is None
+        return LoaderCall(call, local.name, self._loader_args(call, known), known)
+
+    def _loader_args(self, call: ast.Call, signature_known: bool) -> dict[str, Arg]:
+        args: dict[str, Arg] = {}
+        for position, node in enumerate(call.args):
+            if isinstance(node, ast.Starred):
+                # `*args` hides every later position.
+                for name in LOADER_POSITIONAL[position:]:
+                    args.setdefault(name, Arg(name, "unknown"))
+                break
+            if position < len(LOADER_POSITIONAL):
+                name = LOADER_POSITIONAL[position]
+                args[name] = self._classify(name, node) if signature_known else Arg(name, "unknown", node)
+        for keyword in call.keywords:
+            if keyword.arg is not None:
+                args[keyword.arg] = self._classify(keyword.arg, keyword.value)
+        if any(keyword.arg is None for keyword in call.keywords):
+            # `**kwargs` may carry any argument not written out.
+            for name in (*LOADER_POSITIONAL, *LOADER_DEFAULTS):
+                args.setdefault(name, Arg(name, "unknown"))
+        return args
+
+    def _classify(self, name: str, node: ast.expr) -> Arg:
+        value = self.literal(node)
+        if value is UNKNOWN:
+            return Arg(name, "unknown", node)
+        return Arg(name, "literal", node, value)
+
+    def loader_dataset_class(self, loader: LoaderCall) -> ClassInfo | None:
+        """The in-file class of the loader's dataset (`DataLoader(MyDS(...))`, or via a variable)."""
+        return self._loader_dataset_class(loader)
+
+    def _loader_dataset_class(self, loader: LoaderCall) -> ClassInfo | None:
+        node = loader.arg("dataset").node
+        if node is None:
+            return None
+        resolved = self.resolve(node)
+        if isinstance(resolved, ast.Call):
+            return self.resolve_class(resolved.func)
+        return None
+
+    # ---- code that runs in worker processes ---------------------------------------------------------
+
+    @cached_property
+    def worker_functions(self) -> tuple[WorkerFunction, ...]:
+        """Functions run by DataLoader workers: Dataset methods, what they call, transforms, hooks.
+
+        Seeds: a Dataset's __getitem__/__getitems__/__iter__/__len__; `__call__` of in-file
+        classes (and in-file functions, lambdas) stored on the dataset or passed to its
+        constructor; functions and lambdas passed as collate_fn / worker_init_fn. Then every
+        in-file function or method those call (`helper(x)`, `self.method(x)`), transitively.
+        """
+        if not self.imports_torch:
+            return ()
+        found: dict[ast.AST, WorkerFunction] = {}
+        queue: list[WorkerFunction] = list(self._worker_seeds())
+        while queue:
+            item = queue.pop(0)
+            if item.node in found:
+                continue
+            found[item.node] = item
+            queue.extend(self._called_functions(item))
+        return tuple(found.values())
+
+    def in_worker_code(self, node: ast.AST) -> bool:
+        """Whether `node` is inside a function that runs in worker processes."""
+        reachable = self._worker_nodes
+        if not reachable:
+            return False
+        if node in reachable:
+            return True
+        return any(ancestor in reachable for ancestor in self.ancestors(node))
+
+    def worker_function_of(self, node: ast.AST) -> WorkerFunction | None:
+        """The innermost worker function containing `node`, if any."""
+        by_node = self._worker_by_node
+        if not by_node:
+            return None
+        for ancestor in (node, *self.ancestors(node)):
+            if ancestor in by_node:
+                return by_node[ancestor]
+        return None
+
+    @cached_property
+    def _worker_by_node(self) -> dict[ast.AST, WorkerFunction]:
+        return {w.node: w for w in self.worker_functions}
+
+    @cached_property
+    def _worker_nodes(self) -> frozenset[ast.AST]:
+        return frozenset(self._worker_by_node)
+
+    def _worker_seeds(self) -> Iterator[WorkerFunction]:
+        for info in self.dataset_classes:
+            for name in DATASET_METHODS:
+                method = self.method(info, name)
+                if method is not None:
+                    yield WorkerFunction(method, f"{info.name}.{name}")
+            for value in self._stored_values(info):
+                yield from self._callables_in(value, f"stored on {info.name}")
+        for call in self.calls:
+            built = self.resolve_class(call.func)
+            if built is not None and self.is_dataset(built):
+                for value in (*call.args, *(k.value for k in call.keywords)):
+                    yield from self._callables_in(value, f"passed to {built.name}()")
+        for loader in self.loader_calls:
+            for hook in ("collate_fn", "worker_init_fn"):
+                node = loader.arg(hook).node
+                if node is not None:
+                    where = f"{hook} of the DataLoader at line {loader.node.lineno}"
+                    yield from self._callables_in(node, where)
+
+    def _stored_values(self, info: ClassInfo) -> Iterator[ast.expr]:
+        """Right-hand sides of `self.x = ...` in the class's methods."""
+        for assignments in self.attribute_assignments(info).values():
+            for value, _statement in assignments:
+                yield value
+
+    def _callables_in(self, expr: ast.expr, reason: str) -> Iterator[WorkerFunction]:
+        """Lambdas, in-file functions and in-file callable classes' __call__ in an expression."""
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Lambda):
+                yield WorkerFunction(node, f"lambda {reason}")
+            elif isinstance(node, ast.Call) and (info := self.resolve_class(node.func)) is not None:
+                call = self.method(info, "__call__") or self.method(info, "forward")
+                if call is not None:
+                    yield WorkerFunction(call, f"{info.name}.{call.name} ({reason})")
+            elif (
+                isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and not self._called_here(node)
+            ):
+                bound = self.binding(node)
+                if isinstance(bound, ast.FunctionDef | ast.AsyncFunctionDef):
+                    yield WorkerFunction(bound, f"{bound.name} ({reason})")
+
+    def _called_here(self, name: ast.Name) -> bool:
+        """`f(...)` in a stored value runs f in the parent (in `__init__`); only `f` itself is stored."""
+        parent = self.parent(name)
+        return isinstance(parent, ast.Call) and parent.func is name
+
+    def _called_functions(self, caller: WorkerFunction) -> Iterator[WorkerFunction]:
+        owner = self.enclosing_class(caller.node)
+        owner_info: ClassInfo | None = self.class_of(owner) if owner is not None else None
+        for node in ast.walk(caller.node):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name):
+                bound = self.binding(func)
+                if isinstance(bound, ast.FunctionDef | ast.AsyncFunctionDef):
+                    yield WorkerFunction(bound, f"{bound.name} (called from {caller.reason})")
+            elif owner_info is not None and isinstance(func, ast.Attribute) and _is_self(func.value):
+                method = self.method(owner_info, func.attr)
+                if method is not None:
+                    where = f"{owner_info.name}.{method.name} (called from {caller.reason})"
+                    yield WorkerFunction(method, where)
+
+    # ---- start method -----------------------------------------------------------------------
+
+    @cached_property
+    def start_method_sites(self) -> tuple[StartMethodSite, ...]:
+        """`multiprocessing_context="spawn"`, `set_start_method("fork")`, `get_context("forkserver")`."""
+        sites: list[StartMethodSite] = []
+        for loader in self.loader_calls:
+            value = loader.arg("multiprocessing_context").value
+            if isinstance(value, str):
+                sites.append(StartMethodSite(value, loader.node, "multiprocessing_context"))
+        for call in self.calls:
+            qualified = self.qualname(call.func)
+            if qualified not in START_METHOD_CALLS:
+                continue
+            value = self.literal(_first_argument(call, "method"))
+            if isinstance(value, str):
+                sites.append(StartMethodSite(value, call, qualified.rpartition(".")[2]))
+        return tuple(sites)
+
+    @cached_property
+    def start_method(self) -> str | None:
+        """The one start method the code asks for, or None (none asked, or several)."""
+        methods = {site.method for site in self.start_method_sites if site.method in START_METHODS}
+        return methods.pop() if len(methods) == 1 else None
+
+    @property
+    def effective_start_method(self) -> str:
+        """The code's start method if it names one, else the configured default."""
+        return self.start_method or self.default_start_method
+
+    # ---- noqa --------------------------------------------------------------------------------
+
+    def noqa(self, line: int) -> Noqa | None:
+        """The `# noqa` / `# noqa: DL001,DL002` comment on a 1-based line, if any."""
+        if not 0 < line <= len(self.lines):
+            return None
+        return parse_noqa(self.lines[line - 1])
+
+
+_NEVER_NONE = (
+    ast.List,
+    ast.Tuple,
+    ast.Dict,
+    ast.Set,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+    ast.Lambda,
+    ast.JoinedStr,
+)
+
+
+def parse_noqa(line: str) -> Noqa | None:
+    """The `# noqa` directive in one physical line (like flake8, read from the line's text)."""
+    match = _NOQA.search(line)
+    if match is None:
+        return None
+    codes = match.group("codes")
+    if codes is None:
+        return Noqa(None)
+    return Noqa(frozenset(code.upper() for code in _CODE.findall(codes)))
+
+
+def canonical(qualified: str) -> str:
+    """Rewrite `torch.utils.data.dataloader.DataLoader` to `torch.utils.data.DataLoader`."""
+    module, _, name = qualified.rpartition(".")
+    replacement = CANONICAL_MODULES.get(module)
+    return f"{replacement}.{name}" if replacement else qualified
+
+
+def _import_bindings(node: ast.Import | ast.ImportFrom) -> Iterator[tuple[str, str]]:
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.asname:
+                yield alias.asname, alias.name
+            else:
+                root = alias.name.partition(".")[0]
+                yield root, root
+        return
+    module = "." * node.level + (node.module or "")
+    for alias in node.names:
+        if alias.name != "*":
+            yield alias.asname or alias.name, f"{module}.{alias.name}" if module else alias.name
+
+
+def _index(tree: ast.Module) -> tuple[dict[type, list[ast.AST]], dict[ast.AST, ast.AST]]:
+    """One breadth-first walk (ast.walk's order): nodes bucketed by type, and each node's parent.
+
+    Expression contexts (Load / Store / Del singletons) are skipped: they are not places.
+    """
+    nodes: dict[type, list[ast.AST]] = defaultdict(list)
+    parents: dict[ast.AST, ast.AST] = {}
+    queue: list[ast.AST] = [tree]
+    append = queue.append
+    for node in queue:  # the list grows while it is read: a queue without popping
+        nodes[type(node)].append(node)
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        parents[item] = node
+                        append(item)
+            elif isinstance(value, ast.AST) and name != "ctx":
+                parents[value] = node
+                append(value)
+    return nodes, parents
+
+
+def _attribute_assignments(info: ClassInfo) -> dict[str, tuple[tuple[ast.expr, ast.stmt], ...]]:
+    found: dict[str, list[tuple[ast.expr, ast.stmt]]] = defaultdict(list)
+    for method in info.methods.values():
+        for node in ast.walk(method):
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            else:
+                continue
+            for target in targets:
+                if isinstance(target, ast.Subscript):
+                    target = target.value
+                if _is_self_attribute(target):
+                    found[target.attr].append((value, node))  # type: ignore[attr-defined]
+    return {
+        name: tuple(sorted(pairs, key=lambda p: (p[1].lineno, p[1].col_offset)))
+        for name, pairs in found.items()
+    }
+
+
+def _class_info(node: ast.ClassDef) -> ClassInfo:
+    methods = {
+        item.name: item for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    return ClassInfo(node, node.name, tuple(node.bases), methods)
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = [test.left, *test.comparators]
+    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+    mains = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+    return bool(names and mains)
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+def _is_self_attribute(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and _is_self(node.value)
+
+
+def _dotted(node: ast.expr) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _is_bare_annotation(parent: ast.AST | None, name: ast.Name) -> bool:
+    """`x: int` with no value binds nothing."""
+    return isinstance(parent, ast.AnnAssign) and parent.target is name and parent.value is None
+
+
+def _first_argument(call: ast.Call, keyword: str) -> ast.expr:
+    """The first positional argument, or the keyword one; a None constant when neither is given."""
+    if call.args and not isinstance(call.args[0], ast.Starred):
+        return call.args[0]
+    return next((k.value for k in call.keywords if k.arg == keyword), ast.Constant(None))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float)
+
+
+@dataclass(frozen=True)
+class Match:
+    """What a matcher yields: the node to report, and the fields its rule's message template uses.
+
+    `start_method` overrides the module's start method for this one finding's severity
+    (e.g. a loader with its own `multiprocessing_context="fork"`).
+    """
+
+    node: ast.AST
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    start_method: str | None = None
