@@ -1,7 +1,1002 @@
-"""Matchers for the memory rules."""
+"""Matchers for the memory rules (DL3xx): what grows, is copied, or stays open in worker processes.
+
+The helpers at the top (assignments to `self.x`, loaders of a dataset class, loops over a
+loader) are shared with the randomness and contract families; they are queries about one
+parsed file and would sit as well on `Module`.
+"""
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-MATCHERS: dict[str, Any] = {}
+from datalint.lint.module import ClassInfo, LoaderCall, Match, Module
+
+FunctionDef = ast.FunctionDef | ast.AsyncFunctionDef
+NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+# ---- shared queries ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SelfAssignment:
+    """One `self.<attr> = value` (or `+=`, or a tuple target) inside a method of a class."""
+
+    method: FunctionDef
+    statement: ast.stmt
+    attr: str
+    value: ast.expr | None  # None when the value cannot be told apart (tuple targets, `+=`)
+
+
+def self_assignments(module: Module, info: ClassInfo) -> list[SelfAssignment]:
+    """Every assignment to an attribute of `self` in the class and its in-file bases, in source order."""
+    found: list[SelfAssignment] = []
+    for owner in (info, *module.base_classes(info)):
+        for method in owner.methods.values():
+            for statement in walk_scope(method):
+                found.extend(_assignments_in(method, statement))
+    return found
+
+
+def _assignments_in(method: FunctionDef, statement: ast.AST) -> Iterator[SelfAssignment]:
+    if isinstance(statement, ast.Assign):
+        for target in statement.targets:
+            if is_self_attribute(target):
+                assert isinstance(target, ast.Attribute)
+                value = statement.value if len(statement.targets) == 1 else None
+                yield SelfAssignment(method, statement, target.attr, value)
+            elif isinstance(target, ast.Tuple | ast.List):
+                for element in target.elts:
+                    if isinstance(element, ast.Attribute) and is_self_attribute(element):
+                        yield SelfAssignment(method, statement, element.attr, None)
+    elif isinstance(statement, ast.AnnAssign | ast.AugAssign) and is_self_attribute(statement.target):
+        assert isinstance(statement.target, ast.Attribute)
+        value = statement.value if isinstance(statement, ast.AnnAssign) else None
+        yield SelfAssignment(method, statement, statement.target.attr, value)
+
+
+def walk_scope(node: ast.AST) -> Iterator[ast.AST]:
+    """The nodes inside a function's own body: nested functions, lambdas and classes are skipped."""
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        child = stack.pop()
+        yield child
+        if not isinstance(child, NESTED_SCOPES):
+            stack.extend(ast.iter_child_nodes(child))
+
+
+def is_self_attribute(node: ast.AST, attr: str | None = None) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        and (attr is None or node.attr == attr)
+    )
+
+
+def loaders_of(module: Module, info: ClassInfo) -> list[LoaderCall]:
+    """The in-file DataLoader calls whose dataset is an instance of `info`."""
+    return [
+        loader
+        for loader in module.loader_calls
+        if (dataset := module.loader_dataset_class(loader)) is not None and dataset.node is info.node
+    ]
+
+
+def main_process_only(module: Module, info: ClassInfo) -> bool:
+    """True when the file builds loaders of this dataset and every one of them has no workers."""
+    loaders = loaders_of(module, info)
+    return bool(loaders) and all(loader.workers_known_zero for loader in loaders)
+
+
+def worker_classes(module: Module) -> list[ClassInfo]:
+    """Datasets, and in-file classes whose methods run in workers (transforms the dataset holds)."""
+    found = {info.node: info for info in module.dataset_classes}
+    for worker in module.worker_functions:
+        owner = module.enclosing_class(worker.node)
+        if owner is not None and owner not in found:
+            found[owner] = module.class_of(owner)
+    return list(found.values())
+
+
+def unwrap_iterable(module: Module, expr: ast.expr) -> tuple[ast.expr, bool]:
+    """`enumerate(x)`, `tqdm(x)`, `iter(x)` -> (x, whether the loop target is `(index, item)`)."""
+    indexed = False
+    while isinstance(expr, ast.Call) and expr.args:
+        name = module.qualname(expr.func) or ""
+        last = name.rpartition(".")[2]
+        if last == "enumerate":
+            indexed = True
+        elif last not in {"tqdm", "iter", "track"}:
+            break
+        expr = expr.args[0]
+    return expr, indexed
+
+
+def names_in(target: ast.AST) -> set[str]:
+    """Names bound by an assignment or loop target (`a`, `(a, b)`, `[a, *b]`)."""
+    return {node.id for node in ast.walk(target) if isinstance(node, ast.Name)}
+
+
+def dotted(node: ast.AST) -> str | None:
+    """`self.train_loader` -> "self.train_loader"; None for anything but a Name/Attribute chain."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def imports_any(module: Module, names: Iterable[str]) -> bool:
+    """Whether the file imports one of `names` or something from inside them (a cheap first test)."""
+    roots = {name.partition(".")[0] for name in names}
+    return any(target.partition(".")[0] in roots for target in module.imports.values())
+
+
+def qualified_in(module: Module, node: ast.AST, names: Iterable[str]) -> bool:
+    """Whether `node` names one of `names` (exactly, or a member of a listed module prefix)."""
+    qualified = module.qualname(node)
+    if qualified is None:
+        return False
+    return any(qualified == name or qualified.startswith(name + ".") for name in names)
+
+
+# ---- DL301 python-objects-copy-on-read ----------------------------------------------------------
+
+INDEX_FUNCTIONS = frozenset({"int", "abs", "min", "max", "divmod", "round", "operator.index"})
+
+
+@dataclass(frozen=True)
+class Builders:
+    """What makes a container of Python objects: calls that read data, conversions, list-making methods."""
+
+    calls: frozenset[str]  # json.load, glob.glob, os.listdir ...: always fresh per-sample objects
+    conversions: frozenset[str]  # list, sorted, dict ...: as per-sample as what they convert
+    methods: frozenset[str]  # .tolist(), .readlines() ...
+
+
+def python_objects_copy_on_read(
+    module: Module,
+    *,
+    builder_calls: Sequence[str] = (),
+    conversion_calls: Sequence[str] = (),
+    builder_methods: Sequence[str] = (),
+) -> Iterator[Match]:
+    """`self.x = <list/dict of Python objects>` in a dataset, subscripted by the sample index."""
+    builders = Builders(frozenset(builder_calls), frozenset(conversion_calls), frozenset(builder_methods))
+    reported: set[ast.AST] = set()  # a subclass must not report its in-file base's assignment again
+    for info in module.dataset_classes:
+        if main_process_only(module, info):
+            continue
+        assignments = self_assignments(module, info)
+        for attr in sorted(_attrs_indexed_per_sample(module, info)):
+            mine = [a for a in assignments if a.attr == attr]
+            kinds = [_container_kind(module, info, a.method, a.value, builders, 0) for a in mine]
+            # Any other assignment (np.array(...), a parameter, an unknown call) may make it an array.
+            if not mine or not all(kinds):
+                continue
+            if any(kind.startswith("?") for kind in kinds if kind) and not _sized_by(module, info, attr):
+                continue  # `tuple(transforms)`: a conversion of unknown size, and not the dataset's length
+            if mine[0].statement not in reported:
+                reported.add(mine[0].statement)
+                yield Match(mine[0].statement, {"attr": attr, "kind": (kinds[0] or "").lstrip("?")})
+
+
+def _sized_by(module: Module, info: ClassInfo, attr: str) -> bool:
+    """`__len__` returns `len(self.<attr>)`: the container holds one entry per sample."""
+    method = module.method(info, "__len__")
+    if method is None:
+        return False
+    return any(
+        isinstance(node, ast.Call)
+        and module.qualname(node.func) == "len"
+        and bool(node.args)
+        and is_self_attribute(node.args[0], attr)
+        for node in walk_scope(method)
+    )
+
+
+def _attrs_indexed_per_sample(module: Module, info: ClassInfo) -> set[str]:
+    found: set[str] = set()
+    for name in ("__getitem__", "__getitems__"):
+        method = module.method(info, name)
+        if method is not None:
+            params = [a.arg for a in (*method.args.posonlyargs, *method.args.args)][1:2]
+            _collect_indexed(module, info, method, set(params), found, depth=0)
+    return found
+
+
+def _collect_indexed(
+    module: Module, info: ClassInfo, function: FunctionDef, tainted: set[str], found: set[str], depth: int
+) -> None:
+    """Attributes `self.x` subscripted by an expression computed from the sample index."""
+    tainted = set(tainted)
+    aliases: dict[str, str] = {}
+    for node in sorted(walk_scope(function), key=_position):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if _index_derived(module, node.value, tainted):
+                tainted |= names_in(target)
+            elif isinstance(target, ast.Name) and is_self_attribute(node.value):
+                assert isinstance(node.value, ast.Attribute)
+                aliases[target.id] = node.value.attr
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            attr = _subscripted_attr(node, aliases)
+            if attr is not None and _index_derived(module, node.slice, tainted):
+                found.add(attr)
+        elif isinstance(node, ast.Call) and depth < 3 and is_self_attribute(node.func):
+            _follow_call(module, info, node, tainted, found, depth)
+
+
+def _position(node: ast.AST) -> tuple[int, int]:
+    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+
+
+def _follow_call(
+    module: Module, info: ClassInfo, call: ast.Call, tainted: set[str], found: set[str], depth: int
+) -> None:
+    """`self.load(index)`: the index flows into the method's parameter."""
+    assert isinstance(call.func, ast.Attribute)
+    callee = module.method(info, call.func.attr)
+    if callee is None:
+        return
+    params = [a.arg for a in (*callee.args.posonlyargs, *callee.args.args)][1:]
+    passed = {
+        params[i] for i, arg in enumerate(call.args[: len(params)]) if _index_derived(module, arg, tainted)
+    }
+    passed |= {k.arg for k in call.keywords if k.arg in params and _index_derived(module, k.value, tainted)}
+    if passed:
+        _collect_indexed(module, info, callee, passed, found, depth + 1)
+
+
+def _subscripted_attr(node: ast.Subscript, aliases: dict[str, str]) -> str | None:
+    """`self.x[...]`, `self.x["a"][...]` or `alias[...]` (alias = self.x) -> "x"."""
+    base: ast.expr = node.value
+    while isinstance(base, ast.Subscript):
+        base = base.value
+    if isinstance(base, ast.Attribute) and is_self_attribute(base):
+        return base.attr
+    if isinstance(base, ast.Name):
+        return aliases.get(base.id)
+    return None
+
+
+def _index_derived(module: Module, expr: ast.expr, tainted: set[str]) -> bool:
+    """Whether `expr` is arithmetic on the sample index (a value looked up *with* it is not)."""
+    if isinstance(expr, ast.Name):
+        return expr.id in tainted
+    if isinstance(expr, ast.BinOp):
+        return _index_derived(module, expr.left, tainted) or _index_derived(module, expr.right, tainted)
+    if isinstance(expr, ast.UnaryOp):
+        return _index_derived(module, expr.operand, tainted)
+    if isinstance(expr, ast.IfExp):
+        return _index_derived(module, expr.body, tainted) or _index_derived(module, expr.orelse, tainted)
+    if isinstance(expr, ast.Tuple):
+        return any(_index_derived(module, e, tainted) for e in expr.elts)
+    if isinstance(expr, ast.Call) and module.qualname(expr.func) in INDEX_FUNCTIONS:
+        return any(_index_derived(module, a, tainted) for a in expr.args)
+    return False
+
+
+def _container_kind(
+    module: Module,
+    info: ClassInfo,
+    function: FunctionDef,
+    value: ast.expr | None,
+    builders: Builders,
+    depth: int,
+) -> str | None:
+    """The kind: "list", "dict", "container" for Python objects; "?list" when it depends on what a
+    conversion converts; None when unknown."""
+    if value is None or depth > 3:
+        return None
+    if isinstance(value, ast.ListComp):
+        return "list"
+    if isinstance(value, ast.DictComp):
+        return "dict"
+    if isinstance(value, ast.List | ast.Dict):
+        # A literal with items is a fixed, small table; an empty one is per-sample if the parent fills it.
+        return None if _literal_items(value) else _filled_in_parent(module, info, function, value)
+    if isinstance(value, ast.Subscript):  # json.load(f)["annotations"]
+        inner = _container_kind(module, info, function, value.value, builders, depth + 1)
+        return "container" if inner and not inner.startswith("?") else None
+    if isinstance(value, ast.Name):
+        bound = module.binding(value)
+        return (
+            _container_kind(module, info, function, bound, builders, depth + 1)
+            if isinstance(bound, ast.expr)
+            else None
+        )
+    if isinstance(value, ast.Call):
+        return _call_kind(module, info, function, value, builders, depth)
+    return None
+
+
+def _call_kind(
+    module: Module, info: ClassInfo, function: FunctionDef, call: ast.Call, builders: Builders, depth: int
+) -> str | None:
+    qualified = module.qualname(call.func)
+    if qualified is not None and qualified in builders.calls | builders.conversions:
+        if not call.args and not call.keywords:
+            # `list()`, `OrderedDict()`: empty, like `[]`; what fills it, and where, decides.
+            return _filled_in_parent(module, info, function, call)
+        kind = _kind_of(qualified)
+        if qualified in builders.calls or _fresh_objects(
+            module, info, function, call.args[0], builders, depth
+        ):
+            return kind
+        return f"?{kind}"
+    if isinstance(call.func, ast.Attribute) and call.func.attr in builders.methods and qualified is None:
+        return "list"
+    helper = _in_file_function(module, info, call)
+    if helper is not None and depth < 2:
+        returns = [r.value for r in walk_scope(helper) if isinstance(r, ast.Return) and r.value is not None]
+        kinds = [_container_kind(module, info, helper, r, builders, depth + 1) for r in returns]
+        if kinds and all(kinds):
+            return kinds[0]
+    return None
+
+
+def _kind_of(qualified: str) -> str:
+    last = qualified.rpartition(".")[2].lower()
+    return "dict" if "dict" in last else "list" if last in {"list", "sorted", "tuple"} else "container"
+
+
+def _fresh_objects(
+    module: Module, info: ClassInfo, function: FunctionDef, source: ast.expr, builders: Builders, depth: int
+) -> bool:
+    """What a conversion converts is data read here (a call, a comprehension, another builder)."""
+    if isinstance(source, ast.Call | ast.ListComp | ast.GeneratorExp | ast.DictComp | ast.SetComp):
+        return True
+    if isinstance(source, ast.Attribute) and is_self_attribute(source):
+        values = [a for a in self_assignments(module, info) if a.attr == source.attr]
+        return bool(values) and all(
+            (kind := _container_kind(module, info, a.method, a.value, builders, depth + 1))
+            and not kind.startswith("?")
+            for a in values
+        )
+    kind = _container_kind(module, info, function, source, builders, depth + 1)
+    return kind is not None and not kind.startswith("?")
+
+
+def _in_file_function(module: Module, info: ClassInfo, call: ast.Call) -> FunctionDef | None:
+    if isinstance(call.func, ast.Name):
+        bound = module.binding(call.func)
+        return bound if isinstance(bound, ast.FunctionDef | ast.AsyncFunctionDef) else None
+    if is_self_attribute(call.func):
+        assert isinstance(call.func, ast.Attribute)
+        return module.method(info, call.func.attr)
+    return None
+
+
+def _literal_items(value: ast.List | ast.Dict) -> bool:
+    return bool(value.elts if isinstance(value, ast.List) else value.keys)
+
+
+def _filled_in_parent(module: Module, info: ClassInfo, function: FunctionDef, value: ast.expr) -> str | None:
+    """The kind ("list", "dict") of an empty container bound here and filled outside worker code."""
+    parent = module.parent(value)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+        key = dotted(parent.targets[0])
+    elif isinstance(parent, ast.AnnAssign):
+        key = dotted(parent.target)
+    else:
+        return None
+    fills = [
+        node
+        for method in (*info.methods.values(), function)
+        for node in walk_scope(method)
+        if _fills(node, key)
+    ]
+    if not fills or any(module.in_worker_code(node) for node in fills):
+        return None
+    is_list = isinstance(value, ast.List) or (
+        isinstance(value, ast.Call) and module.qualname(value.func) == "list"
+    )
+    return "list" if is_list else "dict"
+
+
+def _fills(node: ast.AST, key: str | None) -> bool:
+    if key is None:
+        return False
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        filling = node.func.attr in {"append", "extend", "insert", "update", "setdefault"}
+        return filling and dotted(node.func.value) == key
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Subscript) and dotted(t.value) == key for t in node.targets)
+    return False
+
+
+# ---- DL302 unbounded-cache-in-dataset ------------------------------------------------------------
+
+
+def unbounded_cache_in_dataset(
+    module: Module,
+    *,
+    unbounded_caches: Sequence[str] = (),
+    sized_caches: Sequence[str] = (),
+    dict_factories: Sequence[str] = (),
+    eviction_methods: Sequence[str] = (),
+) -> Iterator[Match]:
+    """Unbounded cache decorators/wrappers on dataset methods, and per-sample dicts never evicted."""
+    if not module.imports_torch:
+        return
+    last_names = {name.rpartition(".")[2] for name in (*unbounded_caches, *sized_caches)}
+    for function in module.functions:
+        if (
+            function.decorator_list
+            and _takes_arguments(module, function)
+            and _is_data_function(module, function)
+        ):
+            for decorator in function.decorator_list:
+                if _unbounded(module, decorator, unbounded_caches, sized_caches):
+                    yield Match(decorator, {"what": f"The cache on `{function.name}`"})
+    for call in module.calls:
+        # Cheap name test first: qualifying every call of a large file is the expensive part.
+        func = call.func.func if isinstance(call.func, ast.Call) else call.func
+        if (dotted(func) or "").rpartition(".")[2] not in last_names:
+            continue
+        wrapped = _wrapped_by_unbounded_cache(module, call, unbounded_caches, sized_caches)
+        if wrapped and (module.in_worker_code(call) or _in_dataset(module, call)):
+            yield Match(call, {"what": f"The cache around `{module.segment(wrapped)}`"})
+    for info in worker_classes(module):
+        if not main_process_only(module, info):
+            yield from _dicts_filled_in_workers(module, info, dict_factories, eviction_methods)
+
+
+def _takes_arguments(module: Module, function: FunctionDef) -> bool:
+    """A cached function of no argument (besides self) holds one value: it is bounded."""
+    args = [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]
+    if module.enclosing_class(function) is not None and args and args[0].arg in {"self", "cls"}:
+        args = args[1:]
+    return bool(args or function.args.vararg or function.args.kwarg)
+
+
+def _is_data_function(module: Module, function: FunctionDef) -> bool:
+    return module.in_worker_code(function) or _in_dataset(module, function)
+
+
+def _in_dataset(module: Module, node: ast.AST) -> bool:
+    owner = module.enclosing_class(node)
+    return owner is not None and module.is_dataset(module.class_of(owner))
+
+
+def _unbounded(module: Module, decorator: ast.expr, unbounded: Sequence[str], sized: Sequence[str]) -> bool:
+    if module.qualname(decorator) in unbounded:
+        return True
+    if isinstance(decorator, ast.Call):
+        if module.qualname(decorator.func) in unbounded:
+            return True
+        if module.qualname(decorator.func) in sized:
+            size = decorator.args[0] if decorator.args else _keyword(decorator, "maxsize")
+            return size is not None and isinstance(size, ast.Constant) and size.value is None
+    return False
+
+
+def _wrapped_by_unbounded_cache(
+    module: Module, call: ast.Call, unbounded: Sequence[str], sized: Sequence[str]
+) -> ast.expr | None:
+    """`functools.cache(f)` or `lru_cache(maxsize=None)(f)` -> f."""
+    if not call.args:
+        return None
+    if module.qualname(call.func) in unbounded:
+        return call.args[0]
+    if isinstance(call.func, ast.Call) and _unbounded(module, call.func, unbounded, sized):
+        return call.args[0]
+    return None
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _dicts_filled_in_workers(
+    module: Module, info: ClassInfo, dict_factories: Sequence[str], eviction_methods: Sequence[str]
+) -> Iterator[Match]:
+    assignments = self_assignments(module, info)
+    candidates = {
+        a.attr
+        for a in assignments
+        if a.method.name == "__init__"
+        and a.value is not None
+        and _empty_dict(module, a.value, dict_factories)
+    }
+    for attr in sorted(candidates):
+        others = [a for a in assignments if a.attr == attr and a.method.name != "__init__"]
+        if others or _evicted(module, info, attr, eviction_methods):
+            continue
+        stores = [node for node in _class_nodes(module, info) if _stores_into(node, attr)]
+        in_workers = [node for node in stores if module.in_worker_code(node)]
+        if in_workers:
+            first = min(in_workers, key=lambda n: (n.lineno, n.col_offset))
+            yield Match(first, {"what": f"`self.{attr}`, filled in `__getitem__` and never evicted,"})
+
+
+def _empty_dict(module: Module, value: ast.expr, factories: Sequence[str]) -> bool:
+    if isinstance(value, ast.Dict):
+        return not value.keys
+    return isinstance(value, ast.Call) and module.qualname(value.func) in factories and not value.args[1:]
+
+
+def _class_nodes(module: Module, info: ClassInfo) -> Iterator[Any]:
+    for owner in (info, *module.base_classes(info)):
+        for method in owner.methods.values():
+            yield from walk_scope(method)
+
+
+def _stores_into(node: ast.AST, attr: str) -> bool:
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Subscript) and is_self_attribute(t.value, attr) for t in node.targets)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr in {"setdefault", "update", "__setitem__"} and is_self_attribute(
+            node.func.value, attr
+        )
+    return False
+
+
+def _evicted(module: Module, info: ClassInfo, attr: str, eviction_methods: Sequence[str]) -> bool:
+    """`del self.x[k]`, `self.x.pop(...)`, or any `len(self.x)` (a size check bounds it)."""
+    for node in _class_nodes(module, info):
+        if isinstance(node, ast.Delete) and any(
+            isinstance(t, ast.Subscript) and is_self_attribute(t.value, attr) for t in node.targets
+        ):
+            return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr in eviction_methods
+                and is_self_attribute(func.value, attr)
+            ):
+                return True
+            if module.qualname(func) == "len" and node.args and is_self_attribute(node.args[0], attr):
+                return True
+    return False
+
+
+# ---- DL303 caching-closure -----------------------------------------------------------------------
+
+
+def caching_closure(
+    module: Module,
+    *,
+    container_factories: Sequence[str] = (),
+    store_methods: Sequence[str] = (),
+    data_keywords: Sequence[str] = (),
+    transform_wrappers: Sequence[str] = (),
+) -> Iterator[Match]:
+    """A lambda or nested def used for data that writes into a mutable default or closed-over container."""
+    if not imports_any(module, ("torch", *transform_wrappers)):
+        return
+    for function in (*module.functions, *module.nodes_of(ast.Lambda)):
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) and not _nested(module, function):
+            continue
+        store = _memo_store(module, function, container_factories, store_methods)
+        if store is None:
+            continue
+        if _used_for_data(module, function, data_keywords, transform_wrappers):
+            name = function.name if not isinstance(function, ast.Lambda) else "lambda"
+            yield Match(function, {"func": name, "store": store})
+
+
+def _nested(module: Module, function: FunctionDef) -> bool:
+    """Defined directly inside a function (not a method of a class)."""
+    for ancestor in module.ancestors(function):
+        if isinstance(ancestor, ast.ClassDef):
+            return False
+        if isinstance(ancestor, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            return True
+    return False
+
+
+def _memo_store(
+    module: Module,
+    function: FunctionDef | ast.Lambda,
+    factories: Sequence[str],
+    store_methods: Sequence[str],
+) -> str | None:
+    """The name of the mutable default or closed-over container the function writes to, if any."""
+    memos = _mutable_defaults(module, function, factories)
+    for node in walk_scope(function) if not isinstance(function, ast.Lambda) else ast.walk(function.body):
+        name = _stored_name(node, store_methods)
+        if name is None:
+            continue
+        if name in memos:
+            return name
+        if _closed_over_container(module, function, node, name, factories):
+            return name
+    return None
+
+
+def _mutable_defaults(
+    module: Module, function: FunctionDef | ast.Lambda, factories: Sequence[str]
+) -> set[str]:
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+    return {arg.arg for arg, default in pairs if _new_container(module, default, factories)}
+
+
+def _new_container(module: Module, expr: ast.AST, factories: Sequence[str]) -> bool:
+    if isinstance(expr, ast.List | ast.Dict | ast.Set):
+        return True
+    return isinstance(expr, ast.Call) and module.qualname(expr.func) in factories
+
+
+def _stored_name(node: ast.AST, store_methods: Sequence[str]) -> str | None:
+    """`cache[k] = v` or `cache.setdefault(...)` -> "cache"."""
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                return target.value.id
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in store_methods
+    ) and isinstance(node.func.value, ast.Name):
+        return node.func.value.id
+    return None
+
+
+def _closed_over_container(
+    module: Module, function: FunctionDef | ast.Lambda, node: ast.AST, name: str, factories: Sequence[str]
+) -> bool:
+    """`name` is bound in an enclosing *function* (not here, not at module level) to a new container."""
+    probe = next(
+        (
+            n
+            for n in ast.walk(node)
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        ),
+        None,
+    )
+    if probe is None:
+        return False
+    bound = module.binding(probe)
+    if bound is None or not _new_container(module, bound, factories):
+        return False
+    owner = module.enclosing_function(bound)
+    return owner is not None and owner is not function and owner in set(module.ancestors(function))
+
+
+def _used_for_data(
+    module: Module,
+    function: FunctionDef | ast.Lambda,
+    data_keywords: Sequence[str],
+    transform_wrappers: Sequence[str],
+) -> bool:
+    if module.in_worker_code(function) and not isinstance(function, ast.Lambda):
+        return True
+    for use in _references(module, function):
+        if _data_position(module, use, data_keywords, transform_wrappers):
+            return True
+    return False
+
+
+def _references(module: Module, function: FunctionDef | ast.Lambda) -> Iterator[ast.expr]:
+    """The lambda itself, or every load of the def's name that binds to it."""
+    if isinstance(function, ast.Lambda):
+        yield function
+        return
+    for name in module.nodes_of(ast.Name):
+        if name.id != function.name or not isinstance(name.ctx, ast.Load):
+            continue
+        parent = module.parent(name)
+        if isinstance(parent, ast.Call) and parent.func is name:
+            continue  # called right here: its result is used, not the function
+        if module.binding(name) is function:
+            yield name
+
+
+def _data_position(
+    module: Module, use: ast.expr, data_keywords: Sequence[str], transform_wrappers: Sequence[str]
+) -> bool:
+    """Passed to a loader, a dataset or a transform wrapper, as a data keyword, or stored on a dataset."""
+    node: ast.AST = use
+    for parent in module.ancestors(use):
+        if isinstance(parent, ast.keyword) and parent.arg in data_keywords:
+            return True
+        if (
+            isinstance(parent, ast.Call)
+            and node is not parent.func
+            and _data_callee(module, parent, transform_wrappers)
+        ):
+            return True
+        if isinstance(parent, ast.Assign) and node is parent.value:
+            return any(is_self_attribute(t) for t in parent.targets) and _in_dataset(module, parent)
+        if isinstance(parent, ast.stmt):
+            return False
+        node = parent
+    return False
+
+
+def _data_callee(module: Module, call: ast.Call, transform_wrappers: Sequence[str]) -> bool:
+    if any(loader.node is call for loader in module.loader_calls):
+        return True
+    built = module.resolve_class(call.func)
+    if built is not None and module.is_dataset(built):
+        return True
+    return qualified_in(module, call.func, transform_wrappers)
+
+
+# ---- DL304 batches-kept-alive --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """Calls that keep a batch's shared-memory storage alive, and calls that add to a container."""
+
+    methods: frozenset[str]  # batch.cpu(), .numpy(), .view(...): same storage
+    calls: frozenset[str]  # np.asarray(batch): same storage
+    appends: frozenset[str]  # kept.append(...), .extend(...)
+
+
+def batches_kept_alive(
+    module: Module,
+    *,
+    sharing_methods: Sequence[str] = (),
+    sharing_calls: Sequence[str] = (),
+    append_methods: Sequence[str] = (),
+    loader_parameter_names: Sequence[str] = (),
+    file_system_strategy: Sequence[str] = (),
+) -> Iterator[Match]:
+    """Inside `for batch in loader:`, `kept.append(batch ...)` into a list that outlives the loop."""
+    if not module.imports_torch or _uses_file_system_strategy(module, file_system_strategy):
+        return
+    sharing = Sharing(frozenset(sharing_methods), frozenset(sharing_calls), frozenset(append_methods))
+    for loop in module.nodes_of(ast.For, ast.AsyncFor):
+        iterable, indexed = unwrap_iterable(module, loop.iter)
+        if not _may_be_worker_loader(module, iterable, loader_parameter_names):
+            continue
+        target = loop.target
+        if indexed and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            target = target.elts[1]  # `for step, batch in enumerate(loader)`
+        yield from _kept_batches(module, loop, names_in(target), sharing)
+
+
+def _uses_file_system_strategy(module: Module, calls: Sequence[str]) -> bool:
+    return any(
+        module.qualname(call.func) in calls and call.args and module.literal(call.args[0]) == "file_system"
+        for call in module.calls
+    )
+
+
+def _may_be_worker_loader(module: Module, iterable: ast.expr, parameter_names: Sequence[str]) -> bool:
+    resolved = module.resolve(iterable)
+    for loader in module.loader_calls:
+        if loader.node is resolved:
+            return loader.may_use_workers()
+    if isinstance(iterable, ast.Name) and module.binding(iterable) is None:
+        # A parameter (or another opaque binding) named like a loader: it most likely is one.
+        return iterable.id in parameter_names and _is_parameter(module, iterable)
+    if isinstance(iterable, ast.Attribute) and is_self_attribute(iterable):
+        return iterable.attr in parameter_names
+    return False
+
+
+def _is_parameter(module: Module, name: ast.Name) -> bool:
+    function = module.enclosing_function(name)
+    if function is None:
+        return False
+    args = function.args
+    return name.id in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+
+
+def _kept_batches(
+    module: Module, loop: ast.For | ast.AsyncFor, batch_names: set[str], sharing: Sharing
+) -> Iterator[Match]:
+    """Appends of the batch (or names bound to views of it, in source order) to outliving containers."""
+    derived = set(batch_names)
+    local = names_assigned_in(loop.body)
+    nodes = [n for s in loop.body for n in (s, *walk_scope(s)) if isinstance(n, ast.Assign | ast.Call)]
+    for node in sorted(nodes, key=_position):
+        if isinstance(node, ast.Assign):
+            for target, value in _pairs(node):
+                bound = names_in(target)
+                derived = (
+                    derived | bound if _shares_batch(module, value, derived, sharing) else derived - bound
+                )
+        elif _appends_batch(module, node, derived, local, sharing):
+            assert isinstance(node.func, ast.Attribute)
+            yield Match(node, {"container": module.segment(node.func.value)})
+
+
+def _pairs(assign: ast.Assign) -> list[tuple[ast.expr, ast.expr]]:
+    """`a, b = x, y` -> [(a, x), (b, y)]; any other assignment -> [(target, value), ...]."""
+    pairs: list[tuple[ast.expr, ast.expr]] = []
+    value = assign.value
+    for target in assign.targets:
+        if _same_shape(target, value):
+            assert isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
+            pairs.extend(zip(target.elts, value.elts, strict=True))
+        else:
+            pairs.append((target, value))
+    return pairs
+
+
+def _same_shape(target: ast.expr, value: ast.expr) -> bool:
+    return (
+        isinstance(target, ast.Tuple)
+        and isinstance(value, ast.Tuple)
+        and len(target.elts) == len(value.elts)
+        and not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts))
+    )
+
+
+def _appends_batch(
+    module: Module, call: ast.Call, derived: set[str], local: set[str], sharing: Sharing
+) -> bool:
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in sharing.appends or not call.args:
+        return False
+    container = func.value
+    if isinstance(container, ast.Name) and container.id in local:
+        return False  # rebuilt in every iteration: it dies with it
+    if not isinstance(container, ast.Name) and not is_self_attribute(container):
+        return False
+    return _shares_batch(module, call.args[-1], derived, sharing)
+
+
+def names_assigned_in(body: Sequence[ast.stmt]) -> set[str]:
+    """Names assigned anywhere in `body` (a list created there does not outlive an iteration)."""
+    found: set[str] = set()
+    for statement in body:
+        for node in (statement, *walk_scope(statement)):
+            if isinstance(node, ast.Assign):
+                found.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return found
+
+
+def _shares_batch(module: Module, expr: ast.expr, derived: set[str], sharing: Sharing) -> bool:
+    """Whether `expr` is (a view of) the batch: the name, an item of it, or a storage-sharing call."""
+    if isinstance(expr, ast.Name):
+        return expr.id in derived
+    if isinstance(expr, ast.Subscript | ast.Attribute):
+        return _shares_batch(module, expr.value, derived, sharing)
+    if isinstance(expr, ast.Tuple | ast.List):
+        return any(_shares_batch(module, e, derived, sharing) for e in expr.elts)
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in sharing.methods and module.qualname(func) is None:
+            return _shares_batch(module, func.value, derived, sharing)
+        if module.qualname(func) in sharing.calls and expr.args:
+            return _shares_batch(module, expr.args[0], derived, sharing)
+    return False
+
+
+# ---- DL305 lazy-image-handle ---------------------------------------------------------------------
+
+COMPREHENSIONS = (ast.ListComp, ast.DictComp, ast.SetComp)
+
+
+@dataclass(frozen=True)
+class ImageUses:
+    """Which uses of an opened image leave it lazy, and which add it to a container."""
+
+    header_attributes: frozenset[str]
+    container_methods: frozenset[str]
+
+
+def lazy_image_handle(
+    module: Module,
+    *,
+    openers: Sequence[str] = (),
+    header_attributes: Sequence[str] = (),
+    container_methods: Sequence[str] = (),
+) -> Iterator[Match]:
+    """`Image.open(path)` whose still-lazy result is stored, returned or put in a container that is."""
+    if not imports_any(module, openers):
+        return
+    uses = ImageUses(frozenset(header_attributes), frozenset(container_methods))
+    for call in module.calls:
+        if module.qualname(call.func) not in openers or _opens_file_object(module, call):
+            continue
+        where = _kept_where(module, call, uses)
+        if where is not None:
+            yield Match(call, {"where": where})
+
+
+def _opens_file_object(module: Module, call: ast.Call) -> bool:
+    """`Image.open(f)` on a file object or buffer: Pillow does not own that descriptor."""
+    if not call.args:
+        return True
+    source = call.args[0]
+    if isinstance(source, ast.Call):
+        return (module.qualname(source.func) or "").rpartition(".")[2] in {"open", "BytesIO"}
+    if isinstance(source, ast.Name):
+        for ancestor in module.ancestors(call):
+            if isinstance(ancestor, ast.With | ast.AsyncWith) and any(
+                item.optional_vars is not None and source.id in names_in(item.optional_vars)
+                for item in ancestor.items
+            ):
+                return True
+        bound = module.binding(source)
+        if isinstance(bound, ast.Call):
+            return (module.qualname(bound.func) or "").rpartition(".")[2] in {"open", "BytesIO"}
+    return False
+
+
+def _kept_where(module: Module, call: ast.Call, uses: ImageUses) -> str | None:
+    """How the open image escapes while still lazy ("it is returned unloaded", ...), or None."""
+    node: ast.AST = call
+    parent = module.parent(node)
+    container = False
+    while isinstance(parent, (ast.List, ast.Tuple, ast.Dict, ast.Set, *COMPREHENSIONS)):
+        if isinstance(parent, COMPREHENSIONS) and node is not getattr(
+            parent, "elt", getattr(parent, "value", None)
+        ):
+            return None  # the image is what the comprehension iterates over, not what it keeps
+        node, parent, container = parent, module.parent(parent), True
+    return _escape(module, node, parent, container, uses)
+
+
+def _escape(
+    module: Module, node: ast.AST, parent: ast.AST | None, container: bool, uses: ImageUses
+) -> str | None:
+    """Where `node` (the image, or a container of images) goes from its `parent`."""
+    if isinstance(parent, ast.Return):
+        return "it is returned unloaded"
+    if isinstance(parent, ast.Call) and node is not parent.func:
+        if isinstance(parent.func, ast.Attribute) and parent.func.attr in uses.container_methods:
+            return _container_escape(module, parent.func.value, uses)
+        return None  # handed to code that may decode it
+    if isinstance(parent, ast.Assign) and node is parent.value and len(parent.targets) == 1:
+        target = parent.targets[0]
+        if isinstance(target, ast.Attribute | ast.Subscript):
+            return f"it is stored in `{module.segment(target)}`"
+        if isinstance(target, ast.Name):
+            return _name_escape(module, parent, target.id, container, uses)
+    return None
+
+
+def _container_escape(module: Module, receiver: ast.expr, uses: ImageUses) -> str | None:
+    """`receiver.append(image)`: kept if the receiver is stored, or a local that is returned or stored."""
+    if isinstance(receiver, ast.Attribute | ast.Subscript):
+        return f"it is put in `{module.segment(receiver)}`"
+    if isinstance(receiver, ast.Name):
+        bound = module.binding(receiver)
+        assignment = module.parent(bound) if bound is not None else None
+        if isinstance(assignment, ast.Assign):
+            return _name_escape(module, assignment, receiver.id, True, uses)
+    return None
+
+
+def _name_escape(
+    module: Module, assignment: ast.Assign, name: str, container: bool, uses: ImageUses
+) -> str | None:
+    """Follow `image = Image.open(p)` (or a list of them): kept if returned or stored, never decoded."""
+    scope = module.enclosing_function(assignment) or module.tree
+    kept: str | None = None
+    for use in walk_scope(scope):
+        if not (isinstance(use, ast.Name) and use.id == name and isinstance(use.ctx, ast.Load)):
+            continue
+        if use.lineno < assignment.lineno:
+            continue
+        parent = module.parent(use)
+        if isinstance(parent, ast.Attribute | ast.Subscript):
+            if container or (isinstance(parent, ast.Attribute) and parent.attr in uses.header_attributes):
+                continue  # `images.sort()`, `image.size`: the files stay open
+            return None  # `image.convert(...)`, `.load()`, `.close()`: decoded or closed
+        if isinstance(parent, ast.withitem):
+            return None
+        escape = _escape(module, use, parent, container, uses)
+        if escape is None and isinstance(parent, ast.Call):
+            return None
+        kept = escape or kept
+    return kept
+
+
+MATCHERS: dict[str, Any] = {
+    "python-objects-copy-on-read": python_objects_copy_on_read,
+    "unbounded-cache-in-dataset": unbounded_cache_in_dataset,
+    "caching-closure": caching_closure,
+    "batches-kept-alive": batches_kept_alive,
+    "lazy-image-handle": lazy_image_handle,
+}

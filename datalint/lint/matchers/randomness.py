@@ -1,7 +1,470 @@
-"""Matchers for the randomness rules."""
+"""Matchers for the randomness and epoch rules (DL4xx): silent repeats, stale state, shared splits."""
 
 from __future__ import annotations
 
+import ast
+import operator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-MATCHERS: dict[str, Any] = {}
+from datalint.lint.matchers.memory import (
+    SelfAssignment,
+    dotted,
+    is_self_attribute,
+    main_process_only,
+    self_assignments,
+    unwrap_iterable,
+    walk_scope,
+    worker_classes,
+)
+from datalint.lint.module import UNKNOWN, ClassInfo, LoaderCall, Match, Module
+
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+# Arithmetic a seed expression may use and still be a constant (`BASE + 1`, `SEED * 2`).
+CONSTANT_OPERATORS: dict[type, Any] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Mod: operator.mod,
+    ast.FloorDiv: operator.floordiv,
+}
+
+# ---- DL401 rng-created-in-init -------------------------------------------------------------------
+
+
+def rng_created_in_init(
+    module: Module,
+    *,
+    rng_constructors: Sequence[str] = (),
+    reseed_names: Sequence[str] = (),
+    reseed_methods: Sequence[str] = (),
+) -> Iterator[Match]:
+    """`self.rng = default_rng(...)` in `__init__`, drawn from in worker code, never reseeded per worker."""
+    if _unknown_worker_init(module):
+        return
+    for info in worker_classes(module):
+        if main_process_only(module, info):
+            continue
+        assignments = self_assignments(module, info)
+        for assignment in assignments:
+            if assignment.method.name != "__init__" or assignment.value is None:
+                continue
+            if not _creates_rng(module, assignment.value, rng_constructors):
+                continue
+            attr = assignment.attr
+            if _reseeded(module, info, attr, assignments, reseed_names, reseed_methods):
+                continue
+            if _drawn_in_workers(module, info, attr):
+                yield Match(assignment.statement, {"attr": attr})
+
+
+def _creates_rng(module: Module, value: ast.expr, constructors: Sequence[str]) -> bool:
+    """`default_rng(0)`, `torch.Generator().manual_seed(0)`, or a local name bound to one."""
+    resolved = module.resolve(value)
+    while isinstance(resolved, ast.Call):
+        if module.qualname(resolved.func) in constructors:
+            return True
+        if not isinstance(resolved.func, ast.Attribute) or not isinstance(resolved.func.value, ast.Call):
+            return False
+        resolved = resolved.func.value
+    return False
+
+
+def _reseeded(
+    module: Module,
+    info: ClassInfo,
+    attr: str,
+    assignments: list[SelfAssignment],
+    reseed_names: Sequence[str],
+    reseed_methods: Sequence[str],
+) -> bool:
+    """Recreated or reseeded outside `__init__`, a per-worker seed read by workers, or a worker_init_fn."""
+    if any(a.attr == attr and a.method.name != "__init__" for a in assignments):
+        return True
+    for owner in (info, *module.base_classes(info)):
+        for method in owner.methods.values():
+            if method.name == "__init__":
+                continue
+            for node in walk_scope(method):
+                if _reseeds(node, attr, reseed_methods):
+                    return True
+                if module.in_worker_code(node) and _mentions(node, reseed_names):
+                    return True
+    return any(_touches_attr(hook, attr) for hook in _worker_init_functions(module))
+
+
+def _reseeds(node: ast.AST, attr: str, reseed_methods: Sequence[str]) -> bool:
+    """`self.rng.seed(...)`, `self.gen.manual_seed(...)`, `self.rng.bit_generator.state = ...`."""
+    if isinstance(node, ast.Attribute) and node.attr in reseed_methods:
+        return is_self_attribute(node.value, attr)
+    return False
+
+
+def _mentions(node: ast.AST, names: Sequence[str]) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.Attribute):
+        return node.attr in names
+    return False
+
+
+def _touches_attr(function: ast.AST, attr: str) -> bool:
+    return any(isinstance(node, ast.Attribute) and node.attr == attr for node in ast.walk(function))
+
+
+def _worker_init_functions(module: Module) -> list[ast.AST]:
+    """The in-file functions and lambdas passed as `worker_init_fn`."""
+    found: list[ast.AST] = []
+    for loader in module.loader_calls:
+        node = loader.arg("worker_init_fn").node
+        if node is not None:
+            resolved = module.resolve(node)
+            if isinstance(resolved, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                found.append(resolved)
+    return found
+
+
+def _unknown_worker_init(module: Module) -> bool:
+    """A worker_init_fn the linter cannot read (imported, built by a call) may reseed anything."""
+    for loader in module.loader_calls:
+        arg = loader.arg("worker_init_fn")
+        if arg.is_unknown and arg.node is not None:
+            resolved = module.resolve(arg.node)
+            if not isinstance(resolved, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                return True
+    return False
+
+
+def _drawn_in_workers(module: Module, info: ClassInfo, attr: str) -> bool:
+    for owner in (info, *module.base_classes(info)):
+        for method in owner.methods.values():
+            if module.in_worker_code(method) and any(
+                isinstance(node, ast.Attribute)
+                and is_self_attribute(node, attr)
+                and isinstance(node.ctx, ast.Load)
+                for node in walk_scope(method)
+            ):
+                return True
+    return False
+
+
+# ---- DL402 constant-worker-seed ------------------------------------------------------------------
+
+
+def constant_worker_seed(
+    module: Module, *, seed_calls: Sequence[str] = (), worker_init_names: Sequence[str] = ()
+) -> Iterator[Match]:
+    """A seed call with a constant argument in a worker_init_fn or in code the workers run."""
+    if not module.imports_torch:
+        return
+    seen: set[ast.AST] = set()
+    for function, where, effect in _seeded_functions(module, worker_init_names):
+        for call in walk_scope(function) if not isinstance(function, ast.Lambda) else ast.walk(function):
+            if not isinstance(call, ast.Call) or call in seen:
+                continue
+            seed = _constant_seed(module, call, seed_calls)
+            if seed is not None:
+                seen.add(call)
+                fields = {"call": module.segment(call.func), "seed": seed, "where": where, "effect": effect}
+                yield Match(call, fields)
+
+
+def _seeded_functions(module: Module, worker_init_names: Sequence[str]) -> Iterator[tuple[Any, str, str]]:
+    """(function, where, effect) for worker_init_fns and for the functions workers run."""
+    hooks: dict[int, Any] = {id(f): f for f in _worker_init_functions(module)}
+    for function in module.functions:
+        if function.name in worker_init_names and module.enclosing_class(function) is None:
+            hooks[id(function)] = function
+    same = "every worker draws the same numbers, every epoch"
+    for hook in hooks.values():
+        name = hook.name if not isinstance(hook, ast.Lambda) else "lambda"
+        yield hook, f"the worker_init_fn `{name}`", same
+    for worker in module.worker_functions:
+        if worker.node not in set(hooks.values()):
+            yield worker.node, f"`{worker.reason}`", "every sample gets the same random draw"
+
+
+def _constant_seed(module: Module, call: ast.Call, seed_calls: Sequence[str]) -> str | None:
+    """The constant seed of `np.random.seed(42)`, `random.Random(SEED)`, `Generator().manual_seed(0)`."""
+    qualified = module.qualname(call.func)
+    is_seed = qualified in seed_calls or _seeds_new_generator(module, call, seed_calls)
+    if not is_seed:
+        return None
+    argument = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "seed"), None)
+    if argument is None:
+        return None  # no seed: drawn from OS entropy
+    value = _constant(module, argument)
+    return None if value is UNKNOWN or value is None else repr(value)
+
+
+def _seeds_new_generator(module: Module, call: ast.Call, seed_calls: Sequence[str]) -> bool:
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in {"manual_seed", "seed"}
+        and isinstance(func.value, ast.Call)
+        and (module.qualname(func.value.func) or "").rpartition(".")[2]
+        in {"Generator", "RandomState", "Random"}
+    )
+
+
+def _constant(module: Module, node: ast.expr) -> Any:
+    """A number the code pins down (literals, module constants, arithmetic on them), else UNKNOWN."""
+    if isinstance(node, ast.BinOp):
+        left, right = _constant(module, node.left), _constant(module, node.right)
+        apply = CONSTANT_OPERATORS.get(type(node.op))
+        if left is UNKNOWN or right is UNKNOWN or apply is None:
+            return UNKNOWN
+        try:
+            return apply(left, right)
+        except ArithmeticError:
+            return UNKNOWN
+    value = module.literal(node)
+    if value is UNKNOWN or isinstance(value, bool) or not isinstance(value, int | float):
+        return UNKNOWN
+    return value
+
+
+# ---- DL403 missing-set-epoch ---------------------------------------------------------------------
+
+
+def missing_set_epoch(
+    module: Module, *, samplers: Sequence[str] = (), iteration_wrappers: Sequence[str] = ()
+) -> Iterator[Match]:
+    """A shuffling DistributedSampler whose loader runs in an epoch loop, and no set_epoch anywhere."""
+    if not module.imports_torch:
+        return
+    shuffling = [c for c in module.calls if module.qualname(c.func) in samplers and _shuffles(module, c)]
+    if not shuffling or _mentions_set_epoch(module):
+        return
+    for call in shuffling:
+        names = _bound_names(module, call)
+        loaders = [loader for loader in module.loader_calls if _uses_sampler(module, loader, call, names)]
+        for loader in loaders:
+            loader_names = _bound_names(module, loader.node)
+            if _iterated_in_epoch_loop(module, loader_names, names, iteration_wrappers):
+                yield Match(
+                    call, {"sampler": next(iter(sorted(names)), f"{_loader_label(loader_names)}.sampler")}
+                )
+                break
+
+
+def _loader_label(names: set[str]) -> str:
+    return next(iter(sorted(names)), "loader")
+
+
+def _mentions_set_epoch(module: Module) -> bool:
+    """set_epoch called anywhere, through a helper, a hook or a wrapper: assume it is handled."""
+    for node in module.nodes_of(ast.Attribute, ast.Name, ast.FunctionDef, ast.Constant):
+        text = getattr(node, "attr", None) or getattr(node, "id", None) or getattr(node, "name", None)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        if text == "set_epoch":
+            return True
+    return False
+
+
+def _shuffles(module: Module, call: ast.Call) -> bool:
+    shuffle = next((k.value for k in call.keywords if k.arg == "shuffle"), None)
+    if shuffle is None and len(call.args) > 3:
+        shuffle = call.args[3]
+    if shuffle is None:
+        return not any(k.arg is None for k in call.keywords)  # default True, unless **kwargs hides it
+    return module.literal(shuffle) is True
+
+
+def _bound_names(module: Module, value: ast.AST) -> set[str]:
+    """`x = value` or `self.x = value` -> {"x"} / {"self.x"}."""
+    parent = module.parent(value)
+    if isinstance(parent, ast.Assign) and parent.value is value:
+        return {d for t in parent.targets if (d := dotted(t)) is not None}
+    return set()
+
+
+def _uses_sampler(module: Module, loader: LoaderCall, sampler: ast.Call, names: set[str]) -> bool:
+    node = loader.arg("sampler").node
+    if node is None:
+        return False
+    return node is sampler or dotted(node) in names
+
+
+def _iterated_in_epoch_loop(
+    module: Module, loader_names: set[str], sampler_names: set[str], wrappers: Sequence[str]
+) -> bool:
+    return any(
+        not _handed_to_helper(module, epoch, loader_names | sampler_names, wrappers)
+        for epoch in _epoch_loops(module, loader_names)
+    )
+
+
+def _crosses_function(module: Module, inner: ast.AST, outer: ast.AST) -> bool:
+    for ancestor in module.ancestors(inner):
+        if ancestor is outer:
+            return False
+        if isinstance(ancestor, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            return True
+    return True
+
+
+def _handed_to_helper(module: Module, loop: ast.AST, names: set[str], wrappers: Sequence[str]) -> bool:
+    """The loader or sampler passed to a call that is not a plain iteration wrapper (it may set the epoch)."""
+    for call in walk_scope(loop):
+        if not isinstance(call, ast.Call):
+            continue
+        name = module.qualname(call.func) or dotted(call.func) or ""
+        if name in wrappers or name.rpartition(".")[2] in wrappers:
+            continue
+        arguments = [*call.args, *(k.value for k in call.keywords)]
+        if any(dotted(a) in names for a in arguments):
+            return True
+    return False
+
+
+# ---- DL404 stale-worker-state --------------------------------------------------------------------
+
+
+def stale_worker_state(module: Module, *, mutator_prefixes: Sequence[str] = ()) -> Iterator[Match]:
+    """Dataset attributes changed inside the epoch loop of a loader with persistent workers."""
+    for loader in module.loader_calls:
+        persistent = loader.arg("persistent_workers")
+        if not (persistent.is_literal and persistent.value is True) or loader.workers_known_zero:
+            continue
+        loader_names = _bound_names(module, loader.node)
+        dataset = loader.arg("dataset").node
+        dataset_name = dotted(dataset) if dataset is not None else None
+        targets = {f"{name}.dataset" for name in loader_names} | ({dataset_name} if dataset_name else set())
+        for epoch in _epoch_loops(module, loader_names):
+            for node in walk_scope(epoch):
+                hit = _changes(node, targets, mutator_prefixes)
+                if hit is not None:
+                    yield Match(node, {"target": hit, "loader": _loader_label(loader_names)})
+
+
+def _epoch_loops(module: Module, loader_names: set[str]) -> list[ast.AST]:
+    """Loops around an iteration of the loader (`for b in loader`, `[... for b in loader]`), same function."""
+    loops: dict[int, ast.AST] = {}
+    if not loader_names:
+        return []
+    for site in module.nodes_of(ast.For, ast.AsyncFor, ast.comprehension):
+        iterable, _ = unwrap_iterable(module, site.iter)
+        if dotted(iterable) in loader_names:
+            epoch = next((a for a in module.ancestors(site) if isinstance(a, LOOPS)), None)
+            if epoch is not None and not _crosses_function(module, site, epoch):
+                loops[id(epoch)] = epoch
+    return list(loops.values())
+
+
+def _changes(node: ast.AST, targets: set[str], prefixes: Sequence[str]) -> str | None:
+    """`ds.epoch = e`, `ds.level += 1`, `loader.dataset.x = ...`, `ds.set_epoch(e)` -> the text changed."""
+    if isinstance(node, ast.Assign | ast.AugAssign):
+        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+            if isinstance(target, ast.Attribute) and dotted(target.value) in targets:
+                return dotted(target)
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        func = node.value.func
+        mutates = isinstance(func, ast.Attribute) and any(func.attr.startswith(p) for p in prefixes)
+        if mutates and isinstance(func, ast.Attribute) and dotted(func.value) in targets:
+            return f"{dotted(func)}(...)"
+    return None
+
+
+# ---- DL405 shared-split-transform ----------------------------------------------------------------
+
+
+def shared_split_transform(
+    module: Module, *, splitters: Sequence[str] = (), subsets: Sequence[str] = ()
+) -> Iterator[Match]:
+    """`split.dataset.attr = ...` where `split` shares its dataset with another split."""
+    if not module.imports_torch:
+        return
+    for scope, groups in _split_groups(module, splitters, subsets).items():
+        for names in groups:
+            yield from _assignments_through_dataset(module, scope, names)
+
+
+def _split_groups(
+    module: Module, splitters: Sequence[str], subsets: Sequence[str]
+) -> dict[ast.AST, list[set[str]]]:
+    """Per scope, sets of names that share one underlying dataset."""
+    groups: dict[ast.AST, list[set[str]]] = {}
+    by_base: dict[tuple[ast.AST, str], set[str]] = {}
+    for assign in module.nodes_of(ast.Assign):
+        call = assign.value
+        if not isinstance(call, ast.Call) or len(assign.targets) != 1:
+            continue
+        target = assign.targets[0]
+        names = (
+            {d for e in target.elts if (d := dotted(e))}
+            if isinstance(target, ast.Tuple | ast.List)
+            else set()
+        )
+        if not names and (single := dotted(target)) is not None:
+            names = {single}
+        scope = _split_scope(module, assign, names)
+        qualified = module.qualname(call.func)
+        if qualified in splitters and len(names) > 1:
+            groups.setdefault(scope, []).append(names)
+        elif qualified in subsets and len(names) == 1 and call.args:
+            base = dotted(call.args[0])
+            if base is not None:
+                by_base.setdefault((scope, base), set()).update(names)
+    for (owner, _), names in by_base.items():
+        if len(names) > 1:  # one Subset alone shares its dataset with nobody in this file
+            groups.setdefault(owner, []).append(names)
+    return groups
+
+
+def _split_scope(module: Module, assign: ast.Assign, names: set[str]) -> ast.AST:
+    """Where the split names live: the class for `self.train_set, self.val_set = ...`, else the function."""
+    owner = module.enclosing_class(assign)
+    if owner is not None and names and all(n.startswith("self.") for n in names):
+        return owner
+    return module.enclosing_function(assign) or module.tree
+
+
+def _scope_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+    if isinstance(scope, ast.ClassDef):
+        for method in scope.body:
+            if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield from walk_scope(method)
+    else:
+        yield from walk_scope(scope)
+
+
+def _assignments_through_dataset(module: Module, scope: ast.AST, names: set[str]) -> Iterator[Match]:
+    copied: set[str] = set()
+    statements = [n for n in _scope_nodes(scope) if isinstance(n, ast.Assign | ast.AugAssign)]
+    for statement in sorted(statements, key=lambda n: (n.lineno, n.col_offset)):
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        for target in targets:
+            if (
+                isinstance(target, ast.Attribute)
+                and target.attr == "dataset"
+                and dotted(target.value) in names
+            ):
+                copied.add(dotted(target.value) or "")  # `val.dataset = copy(...)`: no longer shared
+            elif _through_dataset(target, names) and _split_name(target) not in copied:
+                yield Match(statement, {"target": dotted(target), "splits": ", ".join(sorted(names))})
+
+
+def _through_dataset(target: ast.expr, names: set[str]) -> bool:
+    return (
+        isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Attribute)
+        and target.value.attr == "dataset"
+        and dotted(target.value.value) in names
+    )
+
+
+def _split_name(target: ast.expr) -> str | None:
+    assert isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute)
+    return dotted(target.value.value)
+
+
+MATCHERS: dict[str, Any] = {
+    "rng-created-in-init": rng_created_in_init,
+    "constant-worker-seed": constant_worker_seed,
+    "missing-set-epoch": missing_set_epoch,
+    "stale-worker-state": stale_worker_state,
+    "shared-split-transform": shared_split_transform,
+}
