@@ -1,0 +1,169 @@
+"""Staleness: make sure a quarantine list belongs to the dataset it is about to filter.
+
+A list made for another dataset (or for this one before files were added, removed or reordered) must
+never be applied silently. When both sides name their samples by key, the list is matched by key and
+remapped, which is exact; otherwise a difference in length or fingerprint is an error, or a warning
+under `strict=False`.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from datalint.errors import DatalintError
+from datalint.scan.sources import _key_function as scan_key_function
+from datalint.scan.sources import fingerprint as scan_fingerprint
+from datalint.training.quarantine import Quarantine
+
+KeyReader = Callable[[int], str]
+
+
+class StaleQuarantineError(DatalintError):
+    """The quarantine list was made for a different dataset than the one being trained on."""
+
+
+class StaleQuarantineWarning(UserWarning):
+    """The quarantine list did not match the dataset exactly and was remapped or applied anyway."""
+
+
+def key_reader(dataset: Any) -> KeyReader | None:
+    """How to name sample `i` of `dataset`, by the scan's rules (`datalint_key(i)`, `samples`, `imgs`).
+
+    A wrapper that keeps the indices of the dataset it wraps (the guard) names it as
+    `datalint_wrapped`, and is read through.
+    """
+    wrapped = getattr(dataset, "datalint_wrapped", None)
+    if wrapped is not None:
+        return key_reader(wrapped)
+    # The scan's own rule, so that keys read here are the keys the scan wrote.
+    keys = scan_key_function(dataset)
+    return None if keys is None else functools.partial(_as_key, keys)
+
+
+def _as_key(keys: Callable[[int], Any], index: int) -> str:
+    return str(keys(index))
+
+
+@dataclass(frozen=True)
+class _KeyedView:
+    """The length and keys of a dataset, in the shape the scan's fingerprint reads."""
+
+    length: int
+    reader: KeyReader
+
+    def __len__(self) -> int:
+        return self.length
+
+    def key(self, index: int) -> str:
+        return self.reader(index)
+
+
+def dataset_fingerprint(length: int, reader: KeyReader) -> str | None:
+    """The fingerprint the scan records for a dataset of `length` samples named by `reader`."""
+    return scan_fingerprint(_KeyedView(length, reader))
+
+
+def fit_quarantine(quarantine: Quarantine, dataset: Any, *, strict: bool = True) -> Quarantine:
+    """The quarantine list as it applies to `dataset`: unchanged, remapped by key, or refused.
+
+    Raises `StaleQuarantineError` when the list does not fit and cannot be matched by key, unless
+    `strict=False`, which warns and applies the indices that fall inside the dataset.
+    """
+    length = len(dataset)
+    reader = key_reader(dataset)
+    if reader is not None and len(quarantine) and quarantine.has_keys:
+        return _fit_by_key(quarantine, length, reader)
+    differences = _differences(quarantine, length, reader)
+    if not differences:
+        return quarantine
+    message = _stale_message(quarantine, dataset, differences)
+    if strict:
+        raise StaleQuarantineError(
+            f"{message}. Rescan this dataset{_scan_hint(quarantine)} to make a list for it, or pass"
+            " strict=False to apply this one anyway (indices past the end are ignored)"
+        )
+    _warn(f"{message}; applying it anyway (strict=False)")
+    return quarantine.restricted_to(quarantine.indices < length)
+
+
+def _differences(quarantine: Quarantine, length: int, reader: KeyReader | None) -> list[str]:
+    differences = []
+    if quarantine.length is not None and quarantine.length != length:
+        differences.append(f"length {quarantine.length} in the list, {length} in the dataset")
+    elif len(quarantine) and int(quarantine.indices[-1]) >= length:
+        last = int(quarantine.indices[-1])
+        differences.append(f"index {last} is past the end of a dataset of length {length}")
+    if quarantine.fingerprint is not None and reader is not None:
+        current = dataset_fingerprint(length, reader)
+        if current != quarantine.fingerprint:
+            differences.append(
+                f"fingerprint {quarantine.fingerprint[:12]}… in the list, {(current or 'none')[:12]}…"
+                " for the dataset"
+            )
+    return differences
+
+
+def _fit_by_key(quarantine: Quarantine, length: int, reader: KeyReader) -> Quarantine:
+    """Keys are stable where indices are not: find every quarantined key in the dataset."""
+    pairs = zip(quarantine, quarantine.keys, strict=True)
+    moved = sum(1 for index, key in pairs if not _holds(reader, index, key, length))
+    if not moved:
+        # Every quarantined sample is where the list says, so the list applies exactly; but samples
+        # added or replaced since the scan were never checked, which the user should hear about.
+        changes = _differences(quarantine, length, reader)
+        if changes:
+            _warn(
+                f"{quarantine.source}: the dataset changed since the list was made ({'; '.join(changes)});"
+                " every quarantined sample is still at its index, so the list applies."
+                " Rescan to check the samples that changed"
+            )
+        return quarantine
+    wanted: dict[str | None, int] = {key: position for position, key in enumerate(quarantine.keys)}
+    found = [(index, wanted[key]) for index in range(length) if (key := reader(index)) in wanted]
+    missing = len(wanted) - len({position for _, position in found})
+    _warn(
+        f"{quarantine.source}: {moved} of {len(quarantine)} quarantined samples are no longer at the index"
+        f" the list gives (dataset length {length}, list length {quarantine.length}); matched them by key"
+        + (f", {missing} keys are no longer in the dataset" if missing else "")
+        + ". Rescan to check samples added since the list was made"
+    )
+    return Quarantine(
+        indices=np.array([index for index, _ in found], dtype=np.int64),
+        keys=tuple(quarantine.keys[position] for _, position in found),
+        kinds=tuple(quarantine.kinds[position] for _, position in found),
+        details=tuple(quarantine.details[position] for _, position in found),
+        length=length,
+        dataset=quarantine.dataset,
+        source=f"{quarantine.source} (matched by key)",
+    )
+
+
+def _holds(reader: KeyReader, index: int, key: str | None, length: int) -> bool:
+    return index < length and reader(index) == key
+
+
+def _stale_message(quarantine: Quarantine, dataset: Any, differences: list[str]) -> str:
+    made_for = f" (made for {quarantine.dataset})" if quarantine.dataset else ""
+    return (
+        f"{quarantine.source}{made_for} does not match the dataset {type(dataset).__name__}: "
+        + "; ".join(differences)
+    )
+
+
+def _scan_hint(quarantine: Quarantine) -> str:
+    return f" (`datalint scan {quarantine.dataset}`)" if quarantine.dataset else " (`datalint scan`)"
+
+
+def _warn(message: str) -> None:
+    """Warn at the user's line (the first caller outside datalint), however deep the call came from."""
+    frame, level = sys._getframe(0), 1
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("datalint."):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, StaleQuarantineWarning, stacklevel=level)

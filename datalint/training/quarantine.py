@@ -1,0 +1,278 @@
+"""The quarantine list as training reads it: `quarantine.json` or a scan index, validated and frozen.
+
+The format is the `datalint-quarantine/1` contract of `docs/index.md`. Every problem with the file is a
+`QuarantineFormatError` naming the file and the field, never a KeyError from deep inside a sampler.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from datalint.errors import DatalintError
+from datalint.scan import store
+
+FORMAT = "datalint-quarantine/1"
+
+IndexArray = npt.NDArray[np.int64]
+
+
+class QuarantineFormatError(DatalintError):
+    """A quarantine list or index that cannot be read as the documented format."""
+
+
+@dataclass(frozen=True, eq=False)
+class Quarantine:
+    """The samples training must never see, as loaded from one list or index.
+
+    `indices` is sorted, unique and read-only; `keys`, `kinds` and `details` are aligned with it.
+    `length` and `fingerprint` describe the dataset the list was made for (None when unknown).
+    """
+
+    indices: IndexArray
+    keys: tuple[str | None, ...]
+    kinds: tuple[tuple[str, ...], ...]
+    details: tuple[str | None, ...] = ()
+    length: int | None = None
+    fingerprint: str | None = None
+    dataset: str | None = None
+    source: str = "<in memory>"
+    _key_set: frozenset[str] = field(default=frozenset(), repr=False)
+
+    def __post_init__(self) -> None:
+        indices = np.array(self.indices, dtype=np.int64)  # a private copy nobody else can write to
+        indices.setflags(write=False)
+        object.__setattr__(self, "indices", indices)
+        if not self.details:
+            object.__setattr__(self, "details", (None,) * len(indices))
+        if not len(self.keys) == len(self.kinds) == len(self.details) == len(indices):
+            raise ValueError("Quarantine: indices, keys, kinds and details must have the same length")
+        if (indices < 0).any():  # numpy would read -1 as "the last sample" and quarantine that one
+            raise ValueError(f"Quarantine: negative index {int(indices.min())}")
+        object.__setattr__(self, "_key_set", frozenset(k for k in self.keys if k is not None))
+
+    @classmethod
+    def from_indices(
+        cls,
+        indices: Iterable[int],
+        *,
+        length: int | None,
+        keys: Sequence[str | None] | None = None,
+        kind: str = "manual",
+    ) -> Quarantine:
+        """A list built in code (for instance from your own checks), for the samplers and the guard."""
+        index_list = [int(i) for i in indices]
+        key_list = list(keys) if keys is not None else [None] * len(index_list)
+        if len(key_list) != len(index_list):
+            raise ValueError(f"Quarantine.from_indices: {len(index_list)} indices but {len(key_list)} keys")
+        pairs = sorted(zip(index_list, key_list, strict=True), key=lambda pair: pair[0])
+        _check_unique([i for i, _ in pairs], "<in memory>")
+        return cls(
+            indices=np.array([i for i, _ in pairs], dtype=np.int64),
+            keys=tuple(k for _, k in pairs),
+            kinds=((kind,),) * len(pairs),
+            length=length,
+        )
+
+    @property
+    def has_keys(self) -> bool:
+        """True when every entry names its sample, so the list can be matched by key."""
+        return len(self._key_set) == len(self.keys)
+
+    def index_set(self) -> frozenset[int]:
+        """The quarantined indices as a set, for filters that test one index at a time."""
+        return frozenset(self.indices.tolist())
+
+    def restricted_to(self, positions: npt.NDArray[np.bool_]) -> Quarantine:
+        """The entries where `positions` is True (used to drop entries that do not apply)."""
+        chosen = np.flatnonzero(positions).tolist()
+        return replace(
+            self,
+            indices=self.indices[positions],
+            keys=tuple(self.keys[p] for p in chosen),
+            kinds=tuple(self.kinds[p] for p in chosen),
+            details=tuple(self.details[p] for p in chosen),
+        )
+
+    def __contains__(self, item: object) -> bool:
+        if isinstance(item, str):
+            return item in self._key_set
+        if isinstance(item, int | np.integer) and not isinstance(item, bool):
+            at = int(np.searchsorted(self.indices, int(item)))
+            return at < len(self.indices) and int(self.indices[at]) == int(item)
+        return False
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.indices.tolist())
+
+    def __repr__(self) -> str:
+        of = f" of {self.length}" if self.length is not None else ""
+        return f"Quarantine({len(self)} samples{of}, from {self.source})"
+
+
+def load_quarantine(path: str | os.PathLike[str]) -> Quarantine:
+    """Read `quarantine.json` (format `datalint-quarantine/1`) or a scan index (`.db`), validated."""
+    source = Path(path)
+    if not source.is_file():
+        raise QuarantineFormatError(
+            f"{source}: no such quarantine list; run `datalint scan` (or `datalint quarantine`) to make one"
+        )
+    if _looks_like_sqlite(source):
+        return _load_index(source)
+    return _load_json(source)
+
+
+def _looks_like_sqlite(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return handle.read(16) == b"SQLite format 3\x00"
+
+
+# ---- quarantine.json -------------------------------------------------------------------------------
+
+
+def _load_json(path: Path) -> Quarantine:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise QuarantineFormatError(f"{path}: not a quarantine list (not UTF-8 text: {exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise QuarantineFormatError(
+            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    return parse_quarantine(document, source=str(path))
+
+
+def parse_quarantine(document: Any, *, source: str) -> Quarantine:
+    """Validate a decoded `quarantine.json` document; errors name `source` and the field."""
+    if not isinstance(document, dict):
+        raise QuarantineFormatError(f"{source}: expected a JSON object, got {_json_type(document)}")
+    if document.get("format") != FORMAT:
+        raise QuarantineFormatError(
+            f"{source}: format: expected {FORMAT!r}, got {document.get('format')!r}"
+            " (is this a datalint quarantine list?)"
+        )
+    length = _optional(document, "length", int, source)
+    if length is not None and length < 0:
+        raise QuarantineFormatError(f"{source}: length: expected a non-negative integer, got {length}")
+    samples = document.get("samples")
+    if not isinstance(samples, list):
+        raise QuarantineFormatError(f"{source}: samples: expected a list, got {_json_type(samples)}")
+    entries = sorted((_parse_entry(entry, n, source) for n, entry in enumerate(samples)), key=lambda e: e[0])
+    _check_unique([e[0] for e in entries], source)
+    if length is not None and entries and entries[-1][0] >= length:
+        raise QuarantineFormatError(
+            f"{source}: samples: index {entries[-1][0]} is past the end of a dataset of length {length}"
+        )
+    return Quarantine(
+        indices=np.array([e[0] for e in entries], dtype=np.int64),
+        keys=tuple(e[1] for e in entries),
+        kinds=tuple(e[2] for e in entries),
+        details=tuple(e[3] for e in entries),
+        length=length,
+        fingerprint=_optional(document, "fingerprint", str, source),
+        dataset=_optional(document, "dataset", str, source),
+        source=source,
+    )
+
+
+Entry = tuple[int, str | None, tuple[str, ...], str | None]
+
+
+def _parse_entry(entry: Any, n: int, source: str) -> Entry:
+    where = f"{source}: samples[{n}]"
+    if not isinstance(entry, dict):
+        raise QuarantineFormatError(f"{where}: expected an object, got {_json_type(entry)}")
+    index = entry.get("index")
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        raise QuarantineFormatError(f"{where}.index: expected a non-negative integer, got {index!r}")
+    kinds = entry.get("kinds", [])
+    if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+        raise QuarantineFormatError(f"{where}.kinds: expected a list of strings, got {kinds!r}")
+    key: str | None = _optional(entry, "key", str, where, separator=".")
+    detail: str | None = _optional(entry, "detail", str, where, separator=".")
+    return index, key, tuple(kinds), detail
+
+
+def _optional(container: dict[str, Any], name: str, kind: type, where: str, separator: str = ": ") -> Any:
+    value = container.get(name)
+    if value is None:
+        return None
+    wrong = not _is_int(value) if kind is int else not isinstance(value, kind)
+    if wrong:
+        expected = "an integer" if kind is int else "a string"
+        raise QuarantineFormatError(f"{where}{separator}{name}: expected {expected} or null, got {value!r}")
+    return value
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_unique(sorted_indices: Sequence[int], source: str) -> None:
+    for before, after in itertools.pairwise(sorted_indices):
+        if before == after:
+            raise QuarantineFormatError(f"{source}: samples: index {after} is listed twice")
+
+
+def _json_type(value: object) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+# ---- scan index (.db) ------------------------------------------------------------------------------
+
+_QUARANTINED_SQL = """
+SELECT f.idx, s.key, group_concat(f.kind, char(31)), group_concat(f.detail, char(10))
+FROM findings f LEFT JOIN samples s ON s.idx = f.idx
+WHERE f.quarantine = 1
+GROUP BY f.idx
+ORDER BY f.idx
+"""
+
+
+def _load_index(path: Path) -> Quarantine:
+    # Read-only, so pointing the sampler at an index never creates or changes it.
+    try:
+        with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as connection:
+            _check_index_schema(connection, path)
+            rows = connection.execute(_QUARANTINED_SQL).fetchall()
+            latest = store.latest_run(connection)  # the dataset as scanned; guard runs only add failures
+    except sqlite3.DatabaseError as exc:
+        raise QuarantineFormatError(f"{path}: cannot read the scan index: {exc}") from None
+    return Quarantine(
+        indices=np.array([row[0] for row in rows], dtype=np.int64),
+        keys=tuple(row[1] for row in rows),
+        kinds=tuple(tuple(sorted(set(row[2].split("\x1f")))) for row in rows),
+        details=tuple(row[3] for row in rows),
+        length=latest.length if latest is not None else None,
+        fingerprint=latest.fingerprint if latest is not None else None,
+        dataset=latest.spec if latest is not None else None,
+        source=str(path),
+    )
+
+
+def _check_index_schema(connection: sqlite3.Connection, path: Path) -> None:
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    if version != store.SCHEMA_VERSION:
+        raise QuarantineFormatError(
+            f"{path}: index schema version {version}, this datalint reads version {store.SCHEMA_VERSION}"
+            " (rescan with this version of datalint)"
+        )
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    missing = sorted({"runs", "samples", "findings"} - tables)
+    if missing:
+        raise QuarantineFormatError(
+            f"{path}: not a datalint scan index (missing tables: {', '.join(missing)})"
+        )

@@ -1,0 +1,113 @@
+"""The guard's record: failures at training time, written into a scan index (`docs/index.md`).
+
+The index is opened through the scan's store (`datalint.scan.store`), so the schema lives in one
+place. Several DataLoader workers write at once, each through its own short-lived connection (never
+one opened before a fork). `BEGIN IMMEDIATE` takes the write lock before anything is read, so a busy
+database makes a writer wait its turn (the busy timeout) instead of failing with "database is
+locked"; each failure is one transaction, so none is half written or lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from datalint.errors import DatalintError
+from datalint.scan import store
+
+# Long enough to outlast any other writer's single-row transaction, even on a loaded machine.
+BUSY_TIMEOUT_S = 60.0
+utc_now = store.utc_now
+
+
+class RecordError(DatalintError):
+    """The guard's record file cannot be used as a scan index."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One sample that raised at training time."""
+
+    index: int
+    key: str | None
+    error_type: str
+    message: str
+    traceback: str
+    duration: float
+    worker: int
+    at: str
+
+    @property
+    def detail(self) -> str:
+        """One line, as the scan's policy words an `error` finding."""
+        return f"{self.error_type}: {self.message}".rstrip(": ")
+
+
+@contextmanager
+def _opened(path: Path) -> Iterator[Any]:
+    """The index at `path` (created if absent) as a sqlite-utils Database, for one short piece of work."""
+    try:
+        db = store.open_index(path, busy_timeout=BUSY_TIMEOUT_S)
+    except store.IndexFileError as exc:
+        raise RecordError(f"cannot record guard failures: {exc}") from None
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def start_guard_run(
+    path: str | os.PathLike[str],
+    *,
+    spec: str,
+    length: int,
+    fingerprint: str | None,
+    options: dict[str, Any],
+    environment: dict[str, Any],
+) -> int:
+    """Open (or create) the index at `path` and add the `guard` run that failures will point to."""
+    with _opened(Path(path)) as db:
+        run_id = store.start_run(
+            db, kind="guard", spec=spec, length=length, fingerprint=fingerprint, options=options,
+            environment=environment,
+        )
+        db.execute("UPDATE runs SET counts = ? WHERE id = ?", [json.dumps({"error": 0}), run_id])
+        db.conn.commit()
+    return run_id
+
+
+def record_failure(path: str | os.PathLike[str], run_id: int, failure: Failure) -> None:
+    """Write one failure as a `samples` row (status `error`) and an `error` finding, atomically."""
+    with _opened(Path(path)) as db:
+        connection: sqlite3.Connection = db.conn
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            _write_failure(connection, run_id, failure)
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+
+
+def _write_failure(connection: sqlite3.Connection, run_id: int, failure: Failure) -> None:
+    connection.execute(
+        "INSERT OR REPLACE INTO samples (idx, key, status, run_id, duration, error_type, error_message,"
+        " traceback, worker, measured_at) VALUES (?, ?, 'error', ?, ?, ?, ?, ?, ?, ?)",
+        (failure.index, failure.key, run_id, failure.duration, failure.error_type, failure.message,
+         failure.traceback, failure.worker, failure.at),
+    )
+    # The scan's policy rederives findings from the samples after each scan; writing the finding now
+    # lets `load_quarantine(index)` and `datalint report` see the failure before that.
+    connection.execute(
+        "INSERT OR REPLACE INTO findings (idx, kind, detail, quarantine) VALUES (?, 'error', ?, 1)",
+        (failure.index, failure.detail),
+    )
+    # Counted inside the same transaction, so concurrent workers never overwrite each other's total.
+    (errors,) = connection.execute("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,)).fetchone()
+    connection.execute("UPDATE runs SET counts = ? WHERE id = ?", (json.dumps({"error": errors}), run_id))
