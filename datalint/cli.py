@@ -17,41 +17,44 @@ from collections.abc import Callable, Sequence
 from datalint import __version__
 from datalint.errors import DatalintError
 
-# The explicit registry of subcommand modules, in the order `--help` lists them.
-COMMAND_MODULES: tuple[str, ...] = (
-    "datalint.commands.check",
-    "datalint.commands.rules",
-    "datalint.commands.scan",
-    "datalint.commands.quarantine",
-    "datalint.commands.doctor",
-    "datalint.commands.bench",
-    "datalint.commands.report",
-)
+# The explicit registry: command name -> the module that registers it, in the order `--help` lists them.
+COMMANDS: dict[str, str] = {
+    "check": "datalint.commands.check",
+    "rule": "datalint.commands.rules",
+    "rules": "datalint.commands.rules",
+    "scan": "datalint.commands.scan",
+    "quarantine": "datalint.commands.quarantine",
+    "doctor": "datalint.commands.doctor",
+    "bench": "datalint.commands.bench",
+    "report": "datalint.commands.report",
+}
 
 Runner = Callable[[argparse.Namespace], int]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or with `only` a known command name, just that command's (a faster start)."""
     parser = argparse.ArgumentParser(
         prog="datalint",
         description="Linter and bad-sample scanner for PyTorch data pipelines.",
     )
     parser.add_argument("--version", action="version", version=f"datalint {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue  # a command not built yet is simply not offered
-        module.register(subparsers)
+    modules = [COMMANDS[only]] if only in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for name in modules:
+        importlib.import_module(name).register(subparsers)
     return parser
 
 
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The subcommand the arguments name, if the first one is a command (not an option)."""
+    return argv[0] if argv and argv[0] in COMMANDS else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only=_command_named(arguments))
+    args = parser.parse_args(arguments)
     run: Runner | None = getattr(args, "run", None)
     if run is None:
         parser.print_help(sys.stderr)

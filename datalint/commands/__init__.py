@@ -1,1 +1,1 @@
-"""Subcommands of the datalint CLI: one module each, registered in datalint.cli.COMMAND_MODULES."""
+"""Subcommands of the datalint CLI: one module each, registered in datalint.cli.COMMANDS."""
