@@ -1,0 +1,74 @@
+"""`datalint quarantine DB`: derive a quarantine list from an existing index, without rescanning.
+
+The thresholds default to those of the scan that made the index; `--kinds` picks which finding
+kinds put a sample on the list. The index is only read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from datalint.commands.scan import KIND_HELP, parse_size
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "quarantine",
+        help="derive a quarantine list from a scan index with another policy, without rescanning",
+        description=(
+            "Re-derive the quarantine list from a scan index: choose which finding kinds quarantine a "
+            "sample, or change a threshold, without measuring anything again. The index is only read."
+        ),
+    )
+    parser.add_argument("db", metavar="DB", help="the scan index (.datalint/<dataset>.db)")
+    parser.add_argument("--kinds", metavar="KINDS", help=KIND_HELP)
+    parser.add_argument("-o", "--output", metavar="PATH", help="write the list here (default: stdout)")
+    parser.add_argument(
+        "--format",
+        choices=("json", "txt"),
+        default="json",
+        help="json: the quarantine.json contract; txt: one 'index<TAB>key<TAB>kinds<TAB>detail' "
+        "line per sample",
+    )
+    parser.add_argument("--num-classes", type=int, metavar="N", help="override the scan's --num-classes")
+    parser.add_argument("--ignore-index", type=int, metavar="I", help="override the scan's --ignore-index")
+    parser.add_argument(
+        "--max-bytes", type=parse_size, metavar="SIZE", help="override the scan's --max-bytes"
+    )
+    parser.add_argument("--require", action="append", metavar="FIELD", help="override the scan's --require")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from datalint.scan.api import derive_quarantine, write_json_atomically, write_text_atomically
+
+    document = derive_quarantine(
+        args.db,
+        kinds=args.kinds,
+        num_classes=args.num_classes,
+        ignore_index=args.ignore_index,
+        max_bytes=args.max_bytes,
+        require=tuple(args.require) if args.require else None,
+    )
+    text = format_text(document) if args.format == "txt" else None
+    if args.output is None:
+        sys.stdout.write(text if text is not None else json.dumps(document, indent=1) + "\n")
+    elif text is not None:
+        write_text_atomically(Path(args.output), text)
+    else:
+        write_json_atomically(Path(args.output), document)
+    if args.output is not None:
+        print(f"datalint: {len(document['samples'])} sample(s) quarantined -> {args.output}", file=sys.stderr)
+    return 0
+
+
+def format_text(document: dict[str, Any]) -> str:
+    lines = []
+    for sample in document["samples"]:
+        detail = " ".join(str(sample["detail"]).split())
+        lines.append(f"{sample['index']}\t{sample['key'] or ''}\t{','.join(sample['kinds'])}\t{detail}")
+    return "".join(line + "\n" for line in lines)

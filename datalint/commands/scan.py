@@ -1,0 +1,326 @@
+"""`datalint scan`: measure every sample in isolated workers; write the index and the quarantine list.
+
+Exit status: 0 when nothing is quarantined, 1 when something is, 2 on usage errors (a bad spec,
+a dataset whose len() raises, a flag that cannot be used).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import warnings
+from typing import Any
+
+from datalint.errors import UsageError
+
+KIND_HELP = (
+    "finding kinds to quarantine: 'default' (error, crash, timeout, missing_field, uncollatable, "
+    "shape_mismatch, non_finite, label_out_of_range, requires_grad, non_cpu_tensor, oversized), 'all', "
+    "or a comma-separated list"
+)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "scan",
+        help="scan every sample of a dataset in isolated workers; index it and list the bad ones",
+        description=(
+            "Run every sample of a dataset in isolated worker processes. A sample that raises, crashes "
+            "its process (segfault, abort, OOM kill, os._exit) or hangs becomes a finding for that one "
+            "sample; everything is written to an SQLite index and the bad samples to a quarantine list."
+        ),
+    )
+    add_source_arguments(parser)
+    add_scan_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """What to scan. Each source kind adds its flags here and its branch to `choose_source()`."""
+    group = parser.add_argument_group("what to scan")
+    group.add_argument(
+        "--dataset",
+        metavar="SPEC",
+        help="mymod:ds, mymod:make_ds(split='train') (literal arguments) or path/to/file.py:ds",
+    )
+    add_image_arguments(group)
+
+
+def add_image_arguments(group: Any) -> None:
+    """Image files (docs/images.md): decode every file, find the damaged ones."""
+    group.add_argument(
+        "--images", metavar="DIR", help="an image folder, scanned recursively; keys are paths in DIR"
+    )
+    group.add_argument(
+        "--files",
+        metavar="LIST",
+        help="a text file of image paths, one per line (relative to --images DIR or .)",
+    )
+    group.add_argument(
+        "--files-from-dataset",
+        action="store_true",
+        help="with --dataset: also check the file behind each sample (ImageFolder's samples / imgs)",
+    )
+    group.add_argument(
+        "--ext",
+        action="append",
+        metavar="EXT[,EXT]",
+        help="image extensions to scan in DIR, repeatable (default: jpg jpeg jpe jfif png gif bmp webp "
+        "tif tiff ppm pgm pbm pnm)",
+    )
+    group.add_argument(
+        "--max-pixels",
+        type=_positive_int,
+        metavar="N",
+        help="an image whose header claims more pixels is a decompression bomb (default: Pillow's 89478485)",
+    )
+    group.add_argument(
+        "--all-frames", action="store_true", help="decode every frame / page, not only the first"
+    )
+
+
+def choose_source(args: argparse.Namespace) -> Any:
+    """The SourceDescription the flags ask for (one source per scan)."""
+    from datalint.scan.sources import SourceDescription
+
+    if args.images or args.files or args.files_from_dataset:
+        return _image_source(args)
+    if args.dataset:
+        return SourceDescription.make("dataset", args.dataset, labels=tuple(args.label))
+    raise UsageError("nothing to scan: pass --dataset SPEC (e.g. --dataset mymod:ds) or --images DIR")
+
+
+def _image_source(args: argparse.Namespace) -> Any:
+    from datalint.scan import images
+
+    if args.files_from_dataset and not args.dataset:
+        raise UsageError("--files-from-dataset needs --dataset SPEC")
+    if args.dataset and (args.images or args.files):
+        raise UsageError("scan either --dataset SPEC or --images DIR / --files LIST, not both")
+    extensions = [part for value in args.ext or () for part in value.split(",")]
+    return images.images_description(
+        folder=args.images,
+        file_list=args.files,
+        dataset=args.dataset if args.files_from_dataset else None,
+        extensions=extensions or None,
+        max_pixels=args.max_pixels or images.DEFAULT_MAX_PIXELS,
+        all_frames=args.all_frames,
+        labels=tuple(args.label),
+    )
+
+
+def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
+    engine = parser.add_argument_group("engine")
+    engine.add_argument(
+        "--workers",
+        type=_non_negative_int,
+        metavar="N",
+        help="worker processes (default: the CPUs this process may use); 0 runs samples "
+        "in this process for debugging and isolates nothing",
+    )
+    engine.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="per-sample limit, enforced even in C code holding the GIL (default 60)",
+    )
+    engine.add_argument("--rescan", action="store_true", help="measure every sample again, even if indexed")
+    engine.add_argument("--chunk-size", type=_positive_int, metavar="N", help=argparse.SUPPRESS)
+    engine.add_argument(
+        "--backend",
+        choices=("local", "dask"),
+        default="local",
+        help="local: worker processes forked here (default); dask: shards on a dask cluster, see --scheduler "
+        "(docs/distributed.md; needs datalint[dask])",
+    )
+    engine.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="with --backend dask: an existing cluster's scheduler (tcp://host:8786); --workers N then waits "
+        "for N workers. Without it the scan starts and stops a local cluster of --workers processes",
+    )
+
+    probes = parser.add_argument_group("what to check")
+    probes.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="a label field to record (dict key, tuple position or dotted path); repeatable",
+    )
+    probes.add_argument("--num-classes", type=_positive_int, metavar="N", help="labels must lie in [0, N)")
+    probes.add_argument("--ignore-index", type=int, metavar="I", help="a label value that is always allowed")
+    probes.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="a field every sample must have (not None); repeatable",
+    )
+    probes.add_argument(
+        "--max-bytes",
+        type=parse_size,
+        metavar="SIZE",
+        help="samples above this size are 'oversized' (e.g. 64MB, 1GiB)",
+    )
+    probes.add_argument("--kinds", metavar="KINDS", help=KIND_HELP)
+
+    output = parser.add_argument_group("output")
+    output.add_argument("--db", metavar="PATH", help="the SQLite index (default .datalint/<dataset>.db)")
+    output.add_argument(
+        "--quarantine",
+        metavar="PATH",
+        help="the quarantine list (default beside the index: <index>.quarantine.json)",
+    )
+    output.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="summary on stdout: a table (text) or machine-readable (json)",
+    )
+    output.add_argument(
+        "--progress",
+        choices=("auto", "rich", "plain", "none"),
+        default="auto",
+        help="progress on stderr: a bar on a terminal, a line every 30 s otherwise",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from datalint.scan import api, policy
+
+    description = choose_source(args)
+    if description.kind == "images" and not _announce_image_files(description):
+        return 0
+    options = api.ScanOptions(
+        workers=args.workers,
+        timeout=args.timeout,
+        labels=tuple(args.label),
+        policy=policy.PolicyOptions(
+            kinds=policy.parse_kinds(args.kinds),
+            timeout=args.timeout,
+            num_classes=args.num_classes,
+            ignore_index=args.ignore_index,
+            require=tuple(args.require),
+            max_bytes=args.max_bytes,
+        ),
+        rescan=args.rescan,
+        chunk_size=args.chunk_size,
+        progress="none" if args.format == "json" and args.progress == "auto" else args.progress,
+        backend=args.backend,
+        scheduler=args.scheduler,
+    )
+    if options.worker_count() == 0:
+        print(
+            "datalint: --workers 0: samples run in this process and nothing is isolated: a crash or hang "
+            "stops the scan and --timeout is not enforced (for debugging, e.g. with pdb)",
+            file=sys.stderr,
+        )
+    summary = _scan_with_warnings(api, description, options, args)
+    if args.format == "json":
+        json.dump(summary.to_dict(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_summary(summary))
+    return summary.exit_code
+
+
+def _announce_image_files(description: Any) -> bool:
+    """Say how many image files will be scanned (and what was skipped); False when there are none."""
+    from datalint.scan.images import listing_note
+    from datalint.scan.sources import build_source
+
+    source = build_source(description)  # built once: the scan reuses it
+    print(f"datalint: {listing_note(source)}", file=sys.stderr)
+    return len(source) > 0
+
+
+def _scan_with_warnings(api: Any, description: Any, options: Any, args: argparse.Namespace) -> Any:
+    from datalint.scan.sources import ScanWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ScanWarning)
+        summary = api.scan_source(description, options, db=args.db, quarantine=args.quarantine)
+    for warning in caught:
+        if issubclass(warning.category, ScanWarning):
+            print(f"datalint: warning: {warning.message}", file=sys.stderr)
+        else:  # the dataset's own warnings, shown as Python would have shown them
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    return summary
+
+
+def format_summary(summary: Any) -> str:
+    """The end-of-scan table: outcomes, findings per kind, the worst samples, where things are."""
+    from datalint.scan.policy import KINDS
+
+    length = "?" if summary.length is None else f"{summary.length:,}"
+    resumed = f", {summary.resumed:,} from a previous run" if summary.resumed else ""
+    lines = [
+        f"datalint scan {summary.dataset}: {length} samples, {summary.scanned:,} measured{resumed} "
+        f"in {summary.elapsed:.1f} s with {summary.workers} worker(s)",
+        "  " + "  ".join(f"{name} {count:,}" for name, count in summary.statuses.items()),
+    ]
+    if summary.findings:
+        lines += ["", f"  {'finding':<20} {'samples':>8}  quarantined"]
+        for kind, count in sorted(summary.findings.items(), key=lambda item: (-item[1], item[0])):
+            quarantined = "yes" if kind in summary.policy else "no"
+            lines.append(f"  {kind:<20} {count:>8,}  {quarantined}")
+        unknown = [kind for kind in summary.findings if kind not in KINDS]
+        if unknown:
+            lines.append(f"  (reported by the source: {', '.join(unknown)})")
+    if summary.worst:
+        lines += ["", "  worst samples:"]
+        for sample in summary.worst:
+            lines.append(f"  #{sample.index:<7} {','.join(sample.kinds):<20} {sample.key or ''}".rstrip())
+            lines.append(f"           {_one_line(sample.detail)}")
+    for note in summary.notes:
+        lines += ["", f"  note: {note}"]
+    lines += [
+        "",
+        f"  index:      {summary.index_path}   (browse: datasette {summary.index_path})",
+        f"  quarantine: {summary.quarantine_path}   ({summary.quarantined:,} sample(s))",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _one_line(text: str, limit: int = 140) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """`1000`, `64MB`, `1.5GiB` -> bytes (decimal units for kB/MB/GB, binary for KiB/MiB/GiB)."""
+    match = _SIZE.match(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size; use e.g. 500000, 64MB or 1GiB")
+    number, unit, binary = float(match[1]), match[2].upper(), bool(match[3])
+    power = "KMGT".index(unit) + 1 if unit else 0
+    return int(number * (1024 if binary else 1000) ** power)
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
+    return value

@@ -1,0 +1,515 @@
+"""`datalint.scan()`: spec -> isolated workers -> SQLite rows -> findings -> quarantine.json.
+
+    summary = datalint.scan("mymod:ds", timeout=30, label=["target"], num_classes=10)
+    summary.quarantined, summary.index_path, summary.quarantine_path
+
+The CLI (`datalint scan`) is a thin face over `scan_source()`; both return a `ScanSummary`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import re
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from datalint.errors import UsageError
+from datalint.scan import dask_backend, policy, runner, store
+from datalint.scan.policy import PolicyOptions
+from datalint.scan.progress import Progress
+from datalint.scan.sources import SourceDescription, adopt_dataset, build_source, fingerprint
+
+DEFAULT_INDEX_DIR = Path(".datalint")
+WORST_SHOWN = 10
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    """Everything a scan needs besides the source, read once at the edge (CLI or API)."""
+
+    workers: int | None = None  # None: the effective CPU count; 0: in-process, isolates nothing
+    timeout: float = 60.0
+    labels: tuple[str, ...] = ()
+    policy: PolicyOptions = field(default_factory=PolicyOptions)
+    rescan: bool = False
+    chunk_size: int | None = None
+    progress: str = "none"
+    progress_interval: float = 30.0
+    backend: str = "local"  # "dask": shards on a dask cluster (docs/distributed.md)
+    scheduler: str | None = None  # dask scheduler address; None: a LocalCluster of `workers` processes
+
+    def __post_init__(self) -> None:
+        dask_backend.check_options(self.backend, self.scheduler, self.workers)
+
+    def worker_count(self) -> int:
+        if self.workers is None and self.scheduler is not None:
+            return 1  # an existing cluster: wait for at least one of its workers
+        return runner.effective_cpu_count() if self.workers is None else max(0, self.workers)
+
+
+@dataclass(frozen=True)
+class SampleReport:
+    index: int
+    key: str | None
+    kinds: tuple[str, ...]
+    detail: str
+
+
+@dataclass(frozen=True)
+class ScanSummary:
+    """What a scan found, where it wrote it, and how long it took."""
+
+    dataset: str
+    length: int | None
+    index_path: str
+    quarantine_path: str
+    statuses: dict[str, int]
+    findings: dict[str, int]  # kind -> samples with that finding
+    quarantined: int
+    policy: tuple[str, ...]
+    worst: tuple[SampleReport, ...]
+    scanned: int  # samples measured by this call
+    resumed: int  # samples already in the index before it
+    elapsed: float
+    workers: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.quarantined else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "length": self.length,
+            "index": self.index_path,
+            "quarantine": self.quarantine_path,
+            "statuses": self.statuses,
+            "findings": self.findings,
+            "quarantined": self.quarantined,
+            "policy": list(self.policy),
+            "worst": [
+                {"index": s.index, "key": s.key, "kinds": list(s.kinds), "detail": s.detail}
+                for s in self.worst
+            ],
+            "scanned": self.scanned,
+            "resumed": self.resumed,
+            "elapsed": round(self.elapsed, 3),
+            "workers": self.workers,
+            "notes": list(self.notes),
+        }
+
+
+def scan(
+    dataset: Any,
+    *,
+    db: str | os.PathLike[str] | None = None,
+    quarantine: str | os.PathLike[str] | None = None,
+    workers: int | None = None,
+    timeout: float = 60.0,
+    label: Sequence[str] = (),
+    require: Sequence[str] = (),
+    num_classes: int | None = None,
+    ignore_index: int | None = None,
+    max_bytes: int | None = None,
+    kinds: str | Sequence[str] | None = None,
+    rescan: bool = False,
+    progress: str = "none",
+    backend: str = "local",
+    scheduler: str | None = None,
+) -> ScanSummary:
+    """Scan every sample of a dataset (a spec string such as "mymod:ds", or a dataset object) in
+    isolated workers; write the index and the quarantine list; return the summary."""
+    labels = tuple(label)
+    if isinstance(dataset, SourceDescription):
+        description = dataset
+    elif isinstance(dataset, str):
+        description = SourceDescription.make("dataset", dataset, labels=labels)
+    else:
+        description = adopt_dataset(dataset, labels)
+    options = ScanOptions(
+        workers=workers,
+        timeout=timeout,
+        labels=labels,
+        policy=PolicyOptions(
+            kinds=policy.parse_kinds(kinds),
+            timeout=timeout,
+            num_classes=num_classes,
+            ignore_index=ignore_index,
+            require=tuple(require),
+            max_bytes=max_bytes,
+        ),
+        rescan=rescan,
+        progress=progress,
+        backend=backend,
+        scheduler=scheduler,
+    )
+    return scan_source(description, options, db=db, quarantine=quarantine)
+
+
+def default_index_path(spec: str) -> Path:
+    """`.datalint/<spec slug>.db`: one index per dataset, so rerunning the same command resumes it."""
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", spec).strip("-")[-80:] or "scan"
+    return DEFAULT_INDEX_DIR / f"{slug}.db"
+
+
+def default_quarantine_path(index_path: Path) -> Path:
+    return index_path.with_name(index_path.stem + ".quarantine.json")
+
+
+def scan_source(
+    description: SourceDescription,
+    options: ScanOptions,
+    *,
+    db: str | os.PathLike[str] | None = None,
+    quarantine: str | os.PathLike[str] | None = None,
+) -> ScanSummary:
+    """Scan any registered source kind (datasets, image files) into an index and a quarantine list."""
+    started = time.monotonic()
+    source = build_source(description)
+    stream = bool(getattr(source, "is_stream", False))
+    if options.backend == "dask":
+        dask_backend.check_source(description, stream)
+    length = None if stream else len(source)
+    print_ = fingerprint(source)
+    index_path = Path(db) if db is not None else default_index_path(description.spec)
+    quarantine_path = Path(quarantine) if quarantine is not None else default_quarantine_path(index_path)
+    index = store.open_index(index_path)
+    try:
+        todo, resumed = _plan(index, description, options, length, print_, stream)
+        workers = options.worker_count()
+        notes: list[str] = []
+        if workers == 0:
+            notes.append("--workers 0: samples ran in this process; nothing isolated, no timeout enforced")
+        scanned = 0
+        if todo is not None:
+            scanned, length = _measure(
+                index, description, source, options, todo, length, print_, resumed, workers
+            )
+        peers = policy.population(index)
+        findings = policy.derive_findings(index, options.policy, peers)
+        store.write_findings(index, (f.to_row() for f in findings))
+        run = store.latest_run(index)
+        entries = _write_quarantine(
+            index, findings, options.policy.kinds, description.spec, length, print_, quarantine_path
+        )
+        counts = _counts(index, findings)
+        if run is not None and run.finished is None:
+            store.finish_run(index, run.id, counts, length=length)
+        return ScanSummary(
+            dataset=description.spec,
+            length=length,
+            index_path=str(index_path),
+            quarantine_path=str(quarantine_path),
+            statuses={k: v for k, v in counts.items() if k != "findings"},
+            findings=counts["findings"],
+            quarantined=len(entries),
+            policy=options.policy.kinds,
+            worst=_worst(entries),
+            scanned=scanned,
+            resumed=resumed,
+            elapsed=time.monotonic() - started,
+            workers=workers,
+            notes=tuple(notes) + policy.dataset_notes(peers),
+        )
+    finally:
+        index.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# Steps
+
+
+def _plan(
+    index: Any,
+    description: SourceDescription,
+    options: ScanOptions,
+    length: int | None,
+    print_: str | None,
+    stream: bool,
+) -> tuple[list[range] | None, int]:
+    """(ranges still to measure, or None when the index is complete; samples already measured)."""
+    previous = store.latest_run(index)
+    measured = store.count_samples(index, scanned_only=True)
+    full = [range(0, length)] if length is not None else []
+    if options.rescan:
+        store.clear_samples(index)
+        return full, 0
+    if previous is None or measured == 0:
+        return full, 0  # rows the training guard wrote are replaced as their samples are measured
+    _check_same_dataset(index, previous, description, options, length, print_)
+    if stream:
+        if previous.finished is not None:
+            return None, measured
+        store.clear_samples(index)  # a stream cannot be resumed in the middle: read it again
+        return full, 0
+    assert length is not None
+    gaps = store.missing_ranges(index, length)
+    if not gaps:
+        return None, measured
+    return gaps, length - sum(len(gap) for gap in gaps)
+
+
+def _check_same_dataset(
+    index: Any,
+    previous: store.RunRecord,
+    description: SourceDescription,
+    options: ScanOptions,
+    length: int | None,
+    print_: str | None,
+) -> None:
+    path = store_path(index)
+    if previous.spec != description.spec or (length is not None and previous.length != length):
+        raise UsageError(
+            f"the index {path} holds a scan of {previous.spec} ({previous.length} samples), not of "
+            f"{description.spec} ({length} samples): pass --rescan to start over, or --db for another index"
+        )
+    if previous.fingerprint != print_:
+        raise UsageError(
+            f"the index {path} was made from different samples of {description.spec} (its keys changed): "
+            "pass --rescan to scan it again"
+        )
+    measured_labels = tuple(previous.options.get("labels", ()))
+    if measured_labels != options.labels:
+        raise UsageError(
+            f"the index {path} measured --label {', '.join(measured_labels) or '(none)'}; this scan asks for "
+            f"{', '.join(options.labels) or '(none)'}: pass --rescan to measure the new label fields"
+        )
+
+
+def store_path(index: Any) -> str:
+    row = index.execute("PRAGMA database_list").fetchone()
+    return str(row[2]) if row else "?"
+
+
+def _measure(
+    index: Any,
+    description: SourceDescription,
+    source: Any,
+    options: ScanOptions,
+    todo: list[range],
+    length: int | None,
+    print_: str | None,
+    resumed: int,
+    workers: int,
+) -> tuple[int, int | None]:
+    """Run the engine over `todo`, writing rows as they come; returns (measured, final length)."""
+    run_id = store.start_run(
+        index,
+        kind=description.kind,
+        spec=description.spec,
+        length=length,
+        fingerprint=print_,
+        options=_run_options(description, options, workers),
+        environment=_environment(),
+    )
+    writer = store.SampleWriter(index, run_id)
+    progress = Progress(options.progress, interval=options.progress_interval)
+    total = sum(len(r) for r in todo)
+    progress.start(length, resumed, description.spec)
+    engine = runner.RunnerOptions(workers=workers, timeout=options.timeout, chunk_size=options.chunk_size)
+    highest = -1
+    if options.backend == "dask":
+        assert length is not None  # streams were refused by check_source
+        outcomes = dask_backend.run(
+            description, _indices(todo), total, engine,
+            scheduler=options.scheduler, workers=workers, length=length,
+        )  # fmt: skip
+    else:
+        outcomes = runner.run(description, _indices(todo), total, engine)
+    try:
+        with _terminate_as_interrupt(), contextlib.closing(outcomes):  # closing: workers stop now
+            for rows in outcomes:
+                if rows:
+                    stamp = store.utc_now()
+                    for row in rows:
+                        row["key"] = None if length is None else source.key(row["idx"])
+                        row["measured_at"] = stamp
+                        highest = max(highest, row["idx"])
+                    writer.add(rows)
+                else:
+                    writer.add(())
+                progress.update(rows)
+    finally:
+        writer.flush()
+        progress.close()
+    if length is None:
+        length = highest + 1  # a stream's length is what it yielded
+    return writer.written, length
+
+
+def _indices(todo: list[range]) -> Iterator[int]:
+    for gap in todo:
+        yield from gap
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    # `kill <scanner>` stops the scan like Ctrl-C: what was measured is flushed, the workers are
+    # stopped, and rerunning the command resumes. Only the main thread may set signal handlers.
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _write_quarantine(
+    index: Any,
+    findings: list[policy.Finding],
+    kinds: Sequence[str],
+    spec: str,
+    length: int | None,
+    print_: str | None,
+    path: Path,
+) -> list[policy.QuarantineEntry]:
+    keys = sample_keys(index, {f.idx for f in findings if f.kind in kinds})
+    entries = policy.quarantine_entries(findings, keys, kinds)
+    document = policy.quarantine_document(
+        entries, dataset=spec, length=length, fingerprint=print_, created=store.utc_now(), kinds=kinds
+    )
+    write_json_atomically(path, document)
+    return entries
+
+
+def sample_keys(index: Any, indices: set[int]) -> dict[int, str | None]:
+    keys: dict[int, str | None] = {}
+    ordered = sorted(indices)
+    for start in range(0, len(ordered), 500):
+        part = ordered[start : start + 500]
+        marks = ", ".join("?" for _ in part)
+        for idx, key in index.execute(f"SELECT idx, key FROM samples WHERE idx IN ({marks})", part):
+            keys[idx] = key
+    return keys
+
+
+def write_json_atomically(path: Path, document: Any) -> None:
+    write_text_atomically(path, json.dumps(document, indent=1) + "\n")
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write to a temporary file beside `path`, fsync, then rename over it: readers never see half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _counts(index: Any, findings: list[policy.Finding]) -> dict[str, Any]:
+    counts: dict[str, Any] = dict(store.status_counts(index))
+    per_kind: dict[str, int] = {}
+    for finding in findings:
+        per_kind[finding.kind] = per_kind.get(finding.kind, 0) + 1
+    counts["findings"] = per_kind
+    return counts
+
+
+def _worst(entries: list[policy.QuarantineEntry]) -> tuple[SampleReport, ...]:
+    def rank(entry: policy.QuarantineEntry) -> tuple[int, int]:
+        first = entry.kinds[0] if entry.kinds else ""
+        return (
+            policy.SEVERITY.index(first) if first in policy.SEVERITY else len(policy.SEVERITY),
+            entry.index,
+        )
+
+    ranked = sorted(entries, key=rank)[:WORST_SHOWN]
+    return tuple(SampleReport(e.index, e.key, e.kinds, e.detail) for e in ranked)
+
+
+def _run_options(description: SourceDescription, options: ScanOptions, workers: int) -> dict[str, Any]:
+    return {
+        "source": description.kind,
+        "source_options": dict(description.options),
+        "workers": workers,
+        "timeout": options.timeout,
+        "labels": list(options.labels),
+        "chunk_size": options.chunk_size,
+        "backend": options.backend,
+        "policy": options.policy.to_dict(),
+    }
+
+
+def _environment() -> dict[str, Any]:
+    versions: dict[str, str | None] = {}
+    for package in (
+        "datalint",
+        "torch",
+        "numpy",
+        "pillow",
+        "opencv-python-headless",
+        "joblib",
+        "sqlite-utils",
+    ):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "start_method": "fork",
+        "cpus": runner.effective_cpu_count(),
+        "versions": versions,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Re-deriving a list from an existing index (`datalint quarantine`)
+
+
+def derive_quarantine(
+    index_path: str | os.PathLike[str], *, kinds: str | Sequence[str] | None = None, **overrides: Any
+) -> dict[str, Any]:
+    """The quarantine document for an index under another policy, without rescanning or writing to it.
+
+    Thresholds default to those the last scan used; `overrides` replace any `PolicyOptions` field
+    (num_classes, ignore_index, max_bytes, require, ...).
+    """
+    index = store.open_index(Path(index_path), create=False)
+    try:
+        run = store.latest_run(index)
+        if run is None and store.count_samples(index) == 0:
+            raise UsageError(f"the index {index_path} holds no scan yet; run `datalint scan` first")
+        stored = dict(run.options.get("policy", {})) if run is not None else {}
+        stored.update({name: value for name, value in overrides.items() if value is not None})
+        if kinds is not None:
+            stored["kinds"] = policy.parse_kinds(kinds)
+        options = PolicyOptions.from_dict(stored)
+        findings = policy.derive_findings(index, options)
+        keys = sample_keys(index, {f.idx for f in findings if f.kind in options.kinds})
+        entries = policy.quarantine_entries(findings, keys, options.kinds)
+        return policy.quarantine_document(
+            entries,
+            dataset=run.spec if run is not None else "?",
+            length=run.length if run is not None else None,
+            fingerprint=run.fingerprint if run is not None else None,
+            created=store.utc_now(),
+            kinds=options.kinds,
+        )
+    finally:
+        index.close()

@@ -1,0 +1,626 @@
+"""Quarantine policy: from the measurements in the index to findings and to the quarantine list.
+
+Everything here is computed from the index after the last batch is flushed, never during the scan,
+because "oversized", "slow" or "a shape outlier" only mean something next to all the other
+samples. The functions read the index and return values; changing a threshold or the quarantined
+kinds re-derives the list without rescanning (`datalint quarantine DB --kinds ...`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from datalint.errors import UsageError
+from datalint.scan.images import INFO_KIND_MEANINGS, index_findings
+
+QUARANTINE_FORMAT = "datalint-quarantine/1"
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    quarantined: bool  # by default
+    meaning: str
+
+
+# The finding kinds are a public contract (docs/index.md, docs/scan.md). Image-file kinds decided by
+# the image source itself ride along in each sample's `reported` findings.
+KINDS: dict[str, Kind] = {
+    kind.name: kind
+    for kind in (
+        Kind("error", True, "the sample raised an exception"),
+        Kind("crash", True, "the worker process died on this sample"),
+        Kind("timeout", True, "no result within --timeout"),
+        Kind("missing_field", True, "a key or position present in most samples is absent or None"),
+        Kind("uncollatable", True, "default_collate cannot batch it"),
+        Kind("shape_mismatch", True, "structure or shape differs from the majority"),
+        Kind("non_finite", True, "NaN or Inf in a float tensor or array"),
+        Kind("label_out_of_range", True, "a --label value outside [0, --num-classes)"),
+        Kind("requires_grad", True, "a tensor that requires grad"),
+        Kind("non_cpu_tensor", True, "a tensor not on the CPU"),
+        Kind("oversized", True, "far larger than its peers, or above --max-bytes"),
+        Kind("dtype_mismatch", False, "dtype differs from the majority (the batch is silently promoted)"),
+        Kind("slow", False, "far slower than its peers"),
+        Kind("fd_leak", False, "left file descriptors open"),
+        Kind("corrupt", True, "an image file that does not decode"),
+        Kind("empty", True, "an empty file"),
+        Kind("decompression_bomb", True, "an image whose header claims more pixels than --max-pixels"),
+        Kind("unreadable", True, "a file that cannot be read"),
+        *(Kind(name, False, meaning) for name, meaning in INFO_KIND_MEANINGS.items()),  # image information
+    )
+}
+DEFAULT_KINDS: tuple[str, ...] = tuple(name for name, kind in KINDS.items() if kind.quarantined)
+# Severity order for "the worst samples": what stops a training job first.
+SEVERITY: tuple[str, ...] = (
+    "crash", "timeout", "error", "corrupt", "unreadable", "decompression_bomb", "empty", "uncollatable",
+    "missing_field", "shape_mismatch", "label_out_of_range", "non_finite", "requires_grad",
+    "non_cpu_tensor", "oversized", "dtype_mismatch", "slow", "fd_leak",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PolicyOptions:
+    """Thresholds and the quarantined kinds; stored with each run so a re-derivation reuses them."""
+
+    kinds: tuple[str, ...] = DEFAULT_KINDS
+    timeout: float = 60.0
+    num_classes: int | None = None
+    ignore_index: int | None = None
+    require: tuple[str, ...] = ()
+    max_bytes: int | None = None
+    oversize_factor: float = 64.0  # oversized: nbytes above this multiple of the median
+    slow_fraction: float = 0.1  # slow: at least this fraction of --timeout ...
+    slow_factor: float = 10.0  # ... and this multiple of the median duration, and at least the p99
+    majority: float = 0.5  # a field / shape / dtype "of most samples" is held by more than this share
+    min_peers: int = 8  # with fewer ok samples, nothing is judged relative to its peers
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> PolicyOptions:
+        known = {name: values[name] for name in cls.__dataclass_fields__ if name in values}
+        for name in ("kinds", "require"):
+            if name in known:
+                known[name] = tuple(known[name])
+        return cls(**known)
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    idx: int
+    kind: str
+    detail: str
+    quarantine: bool = False
+
+    def to_row(self) -> dict[str, Any]:
+        return {"idx": self.idx, "kind": self.kind, "detail": self.detail, "quarantine": int(self.quarantine)}
+
+
+def parse_kinds(text: str | Sequence[str] | None) -> tuple[str, ...]:
+    """`all`, `default`, or a comma-separated list of kind names (unknown names are an error)."""
+    if text is None:
+        return DEFAULT_KINDS
+    names = [part.strip() for part in (text.split(",") if isinstance(text, str) else text) if part.strip()]
+    kinds: list[str] = []
+    for name in names:
+        if name == "all":
+            kinds.extend(KINDS)
+        elif name == "default":
+            kinds.extend(DEFAULT_KINDS)
+        elif name in KINDS:
+            kinds.append(name)
+        else:
+            raise UsageError(f"unknown finding kind {name!r}; known kinds: all, default, {', '.join(KINDS)}")
+    return tuple(dict.fromkeys(kinds))
+
+
+# ----------------------------------------------------------------------------------------------
+# What the population looks like
+
+
+@dataclass
+class FieldStats:
+    """How one field path looks across the ok samples."""
+
+    present: int = 0  # samples where it exists and is not None
+    classes: Counter[str] = field(default_factory=Counter)
+    shapes: Counter[tuple[int, ...]] = field(default_factory=Counter)
+    dtypes: Counter[str] = field(default_factory=Counter)
+    lengths: Counter[int] = field(default_factory=Counter)
+    types: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class Population:
+    ok: int
+    fields: dict[str, FieldStats]
+    median_nbytes: float | None
+    median_duration: float | None
+    p99_duration: float | None
+
+
+def population(db: Any) -> Population:
+    """Majorities per field, median size and duration percentiles over the ok samples."""
+    fields: dict[str, FieldStats] = {}
+    ok = 0
+    for text, count in db.execute(
+        "SELECT signature, COUNT(*) FROM samples WHERE status = 'ok' GROUP BY signature"
+    ):
+        ok += count
+        for path, node in flatten(json.loads(text) if text else None).items():
+            _add_node(fields.setdefault(path, FieldStats()), node, count)
+    sizes = _quantiles(db, "nbytes", (0.5,))
+    durations = _quantiles(db, "duration", (0.5, 0.99))
+    return Population(
+        ok=ok,
+        fields=fields,
+        median_nbytes=sizes[0],
+        median_duration=durations[0],
+        p99_duration=durations[1],
+    )
+
+
+def _add_node(stats: FieldStats, node: dict[str, Any], count: int) -> None:
+    cls = collate_class(node)
+    stats.types[node.get("type", "?")] += count
+    if cls == "none":
+        return
+    stats.present += count
+    stats.classes[cls] += count
+    if "shape" in node:
+        stats.shapes[tuple(node["shape"])] += count
+    if "dtype" in node:
+        stats.dtypes[node["dtype"]] += count
+    if "length" in node:
+        stats.lengths[node["length"]] += count
+
+
+def _quantiles(db: Any, column: str, qs: Sequence[float]) -> list[float | None]:
+    # One read of the column into an array: cheaper than one ORDER BY per quantile over 1M rows.
+    import numpy as np
+
+    cursor = db.execute(f"SELECT {column} FROM samples WHERE status = 'ok' AND {column} IS NOT NULL")
+    values = np.fromiter((row[0] for row in cursor), dtype=np.float64)
+    if values.size == 0:
+        return [None for _ in qs]
+    return [float(v) for v in np.quantile(values, qs, method="inverted_cdf")]
+
+
+def flatten(signature: dict[str, Any] | None, path: str = "") -> dict[str, dict[str, Any]]:
+    """path -> node for the sample ("") and every nested field ("image", "target.boxes", "1")."""
+    if signature is None:
+        return {}
+    nodes = {path: signature}
+    for name, child in (signature.get("fields") or {}).items():
+        nodes.update(flatten(child, f"{path}.{name}" if path else name))
+    return nodes
+
+
+def collate_class(node: dict[str, Any]) -> str:
+    """How default_collate treats a value: tensor, array, number, string, mapping, sequence,
+    none, or uncollatable."""
+    kind = node.get("type", "")
+    if kind == "Tensor":
+        return "tensor"
+    if kind == "ndarray":
+        dtype = str(node.get("dtype", ""))
+        return "uncollatable" if dtype == "object" or dtype[1:2] in ("U", "S", "V") else "array"
+    if kind in ("int", "float", "bool") or (
+        kind.startswith("numpy.") and node.get("dtype", "")[:1] in "biuf"
+    ):
+        return "number"
+    if kind in ("str", "bytes", "numpy.str_", "numpy.bytes_"):
+        return "string"
+    if kind == "NoneType":
+        return "none"
+    if "fields" in node:
+        return "sequence" if "length" in node else "mapping"
+    return "uncollatable"
+
+
+def _describe_value(node: dict[str, Any]) -> str:
+    kind = node.get("type", "?")
+    if kind == "ndarray" and collate_class(node) == "uncollatable":
+        return f"a numpy array of dtype {node.get('dtype')}"
+    if kind == "NoneType":
+        return "None"
+    cls = collate_class(node)
+    return f"a {kind}" if cls in ("mapping", "sequence", "uncollatable") else _CLASS_NAMES[cls]
+
+
+# ----------------------------------------------------------------------------------------------
+# From rows to findings
+
+
+def derive_findings(db: Any, options: PolicyOptions, peers: Population | None = None) -> list[Finding]:
+    """Every finding for every sample in the index, sorted by index and kind."""
+    from datalint.scan.store import iter_samples
+
+    peers = peers or population(db)
+    judge = _SignatureJudge(peers, options)
+    findings: list[Finding] = []
+    columns = ("idx", "status", "duration", "nbytes", "signature", "non_finite", "requires_grad", "non_cpu",
+               "fd_delta", "labels", "info", "reported", "error_type", "error_message")  # fmt: skip
+    where = _candidate_filter(peers, judge, options, db)
+    for row in iter_samples(db, columns, where, raw=("signature",)):
+        details: dict[str, list[str]] = {}
+        for kind, detail in sample_findings(row, peers, judge, options):
+            details.setdefault(kind, []).append(detail)
+        for kind, parts in details.items():
+            findings.append(Finding(row["idx"], kind, "; ".join(dict.fromkeys(parts)), kind in options.kinds))
+    # Image files judged against the whole index: duplicates (content hash), tiny, extreme aspect.
+    findings.extend(Finding(idx, kind, text, kind in options.kinds) for idx, kind, text in index_findings(db))
+    return sorted(findings)
+
+
+def _candidate_filter(peers: Population, judge: _SignatureJudge, options: PolicyOptions, db: Any) -> str:
+    """A WHERE clause that skips rows no rule can flag, so a clean million-row index is cheap."""
+    if options.require or options.num_classes is not None:
+        return ""
+    bad_signatures = judge.bad_signatures(db)
+    if bad_signatures is None:
+        return ""
+    clauses = [
+        "status != 'ok'", "non_finite > 0", "requires_grad = 1", "non_cpu = 1", "fd_delta > 0",
+        "reported IS NOT NULL",
+    ]  # fmt: skip
+    size_limit = _size_limit(peers, options)
+    if size_limit is not None:
+        clauses.append(f"nbytes > {int(size_limit)}")
+    slow_limit = _slow_limit(peers, options)
+    if slow_limit is not None:
+        clauses.append(f"duration >= {slow_limit!r}")
+    if bad_signatures:
+        quoted = ", ".join("'" + text.replace("'", "''") + "'" for text in bad_signatures)
+        clauses.append(f"signature IN ({quoted})")
+    return "WHERE " + " OR ".join(clauses)
+
+
+def sample_findings(
+    row: dict[str, Any], peers: Population, judge: _SignatureJudge, options: PolicyOptions
+) -> Iterator[tuple[str, str]]:
+    """(kind, detail) pairs for one sample row."""
+    status = row["status"]
+    if status in ("error", "crash", "timeout"):
+        yield status, _failure_detail(row)
+    for reported in row.get("reported") or ():
+        yield str(reported.get("kind")), str(reported.get("detail", ""))
+    if status != "ok":
+        return
+    signature_text = row.get("signature")
+    if signature_text is not None:
+        yield from judge.findings(signature_text)
+    info = row.get("info") or {}
+    yield from _value_findings(row, info)
+    if options.require:
+        yield from _required_fields(json.loads(signature_text) if signature_text else None, options)
+    yield from _label_findings(row.get("labels"), peers, options)
+    yield from _size_and_speed(row, peers, options)
+
+
+def _failure_detail(row: dict[str, Any]) -> str:
+    detail = f"{row.get('error_type')}: {row.get('error_message') or ''}".rstrip(": ")
+    where = (row.get("info") or {}).get("where")
+    if where and row["status"] != "timeout":  # a timeout's message already says where it hung
+        detail += f" (at {where})"
+    return detail
+
+
+def _value_findings(row: dict[str, Any], info: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    if row.get("non_finite"):
+        fields = info.get("non_finite_fields") or {}
+        where = ", ".join(f"{_field_name(path)} ({count})" for path, count in fields.items())
+        if len(fields) == 1:
+            where = _field_name(next(iter(fields)))
+        yield "non_finite", f"{row['non_finite']} NaN/Inf value(s)" + (f" in {where}" if where else "")
+    if row.get("requires_grad"):
+        where = ", ".join(_field_name(p) for p in info.get("requires_grad_fields") or ()) or "a tensor"
+        yield "requires_grad", f"{where}: a tensor that requires grad (collate cannot stack it in a worker)"
+    if row.get("non_cpu"):
+        where = ", ".join(_field_name(p) for p in info.get("non_cpu_fields") or ()) or "a tensor"
+        yield "non_cpu_tensor", f"{where}: a tensor not on the CPU (move it in the training loop)"
+    if (row.get("fd_delta") or 0) > 0:
+        yield "fd_leak", f"{row['fd_delta']} file descriptor(s) left open"
+
+
+def _required_fields(signature: dict[str, Any] | None, options: PolicyOptions) -> Iterator[tuple[str, str]]:
+    if not options.require:
+        return
+    nodes = flatten(signature)
+    for path in options.require:
+        node = nodes.get(path)
+        if node is None or collate_class(node) == "none":
+            yield "missing_field", f"required field {path!r} is {'None' if node else 'missing'}"
+
+
+def _label_findings(
+    labels: dict[str, Any] | None, peers: Population, options: PolicyOptions
+) -> Iterator[tuple[str, str]]:
+    for name, values in (labels or {}).items():
+        if values is None:
+            stats = peers.fields.get(name)
+            if stats is None or stats.present <= options.majority * peers.ok:  # else said by the structure
+                yield "missing_field", f"label field {name!r} is missing or None"
+            continue
+        if options.num_classes is None:
+            continue
+        bad = [v for v in values if _out_of_range(v, options.num_classes, options.ignore_index)]
+        if bad:
+            shown = ", ".join(str(v) for v in bad[:8]) + (" ..." if len(bad) > 8 else "")
+            yield "label_out_of_range", f"label {name!r} = {shown} outside [0, {options.num_classes})"
+
+
+def _out_of_range(value: Any, num_classes: int, ignore_index: int | None) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, float) and not value.is_integer():
+        return False  # a regression target, not a class index
+    if ignore_index is not None and value == ignore_index:
+        return False
+    return value < 0 or value >= num_classes
+
+
+def _size_limit(peers: Population, options: PolicyOptions) -> float | None:
+    limits = []
+    if options.max_bytes is not None:
+        limits.append(float(options.max_bytes))
+    if peers.ok >= options.min_peers and peers.median_nbytes:
+        limits.append(options.oversize_factor * peers.median_nbytes)
+    return min(limits) if limits else None
+
+
+def _slow_limit(peers: Population, options: PolicyOptions) -> float | None:
+    if peers.ok < options.min_peers or peers.p99_duration is None or peers.median_duration is None:
+        return None
+    return max(
+        options.slow_fraction * options.timeout,
+        options.slow_factor * peers.median_duration,
+        peers.p99_duration,
+    )
+
+
+def _size_and_speed(
+    row: dict[str, Any], peers: Population, options: PolicyOptions
+) -> Iterator[tuple[str, str]]:
+    nbytes = row.get("nbytes")
+    limit = _size_limit(peers, options)
+    if nbytes is not None and limit is not None and nbytes > limit:
+        relative = (
+            f", {nbytes / peers.median_nbytes:.0f}x the median {_bytes(peers.median_nbytes)}"
+            if peers.median_nbytes
+            else ""
+        )
+        yield "oversized", f"{_bytes(nbytes)}{relative}"
+    duration = row.get("duration")
+    slow = _slow_limit(peers, options)
+    if duration is not None and slow is not None and duration >= slow:
+        yield "slow", f"{duration:.2f} s (median {peers.median_duration or 0:.4f} s)"
+
+
+def _bytes(value: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def _field_name(path: str) -> str:
+    if path == "":
+        return "the sample"
+    return f"position {path}" if path.isdigit() else f"field {path!r}"
+
+
+class _SignatureJudge:
+    """Findings that depend only on a sample's structure, computed once per distinct signature."""
+
+    def __init__(self, peers: Population, options: PolicyOptions) -> None:
+        self.peers = peers
+        self.options = options
+        self.cache: dict[str, list[tuple[str, str]]] = {}
+
+    def findings(self, text: str) -> list[tuple[str, str]]:
+        found = self.cache.get(text)
+        if found is None:
+            found = list(self._judge(flatten(json.loads(text))))
+            self.cache[text] = found
+        return found
+
+    def bad_signatures(self, db: Any, limit: int = 2000) -> list[str] | None:
+        """The distinct ok signatures with findings, or None when there are too many to list."""
+        bad: list[str] = []
+        for (text,) in db.execute("SELECT DISTINCT signature FROM samples WHERE status = 'ok'"):
+            if text and self.findings(text):
+                bad.append(text)
+                if len(bad) > limit:
+                    return None
+        return bad
+
+    def _majority(self, counter: Counter[Any], total: int) -> Any:
+        if not counter or total <= 0:
+            return None
+        value, count = counter.most_common(1)[0]
+        return value if count / total > self.options.majority else None
+
+    def _judge(self, nodes: dict[str, dict[str, Any]]) -> Iterator[tuple[str, str]]:
+        ok = self.peers.ok
+        if ok < self.options.min_peers:
+            ok = 0  # too few peers: only absolute rules (None, PIL images, object arrays) apply
+        root = nodes.get("")
+        if root is None or collate_class(root) == "none":
+            yield "uncollatable", "the sample is None"
+            return
+        reported_missing: list[str] = []
+        for path, stats in self.peers.fields.items():
+            if not path or not ok or stats.present / ok <= self.options.majority:
+                continue
+            if not self._parent_consistent(path, nodes):
+                continue
+            node = nodes.get(path)
+            if (node is None or collate_class(node) == "none") and not _under(path, reported_missing):
+                reported_missing.append(path)
+                share = round(100 * stats.present / ok)
+                state = "None" if node is not None else "missing"
+                yield "missing_field", f"{_field_name(path)} is {state} (present in {share}% of samples)"
+        for path, node in nodes.items():
+            yield from self._judge_node(path, node, ok)
+
+    def _parent_consistent(self, path: str, nodes: dict[str, dict[str, Any]]) -> bool:
+        # Positions of a list whose length varies sample to sample are not fields anyone relies on.
+        stats = self.peers.fields.get(path.rpartition(".")[0])
+        if stats is None or not stats.lengths:
+            return True
+        return self._majority(stats.lengths, stats.present) is not None
+
+    def _judge_node(self, path: str, node: dict[str, Any], ok: int) -> Iterator[tuple[str, str]]:
+        cls = collate_class(node)
+        if cls == "none":
+            return  # a None field most samples fill is a missing_field (above)
+        stats = self.peers.fields.get(path)
+        majority = self._majority(stats.classes, stats.present) if stats is not None and ok else None
+        if cls == "uncollatable":
+            if majority != "uncollatable":  # when most samples are like this, it is the dataset's design
+                yield (
+                    "uncollatable",
+                    f"{_field_name(path)} is {_describe_value(node)}: default_collate cannot batch it",
+                )
+            return
+        if stats is None or not ok:
+            return
+        if path and stats.present / ok <= 1 - self.options.majority and self._parent_class(path) == "mapping":
+            yield "shape_mismatch", f"has {_field_name(path)}, which most samples lack"
+        elif majority is None or cls == majority:
+            yield from self._judge_same_class(path, node, cls, stats)
+        elif majority != "uncollatable":
+            found = f"{_field_name(path)} is {_describe_value(node)}"
+            yield "uncollatable", f"{found} where most samples have {_CLASS_NAMES[majority]}"
+
+    def _judge_same_class(
+        self, path: str, node: dict[str, Any], cls: str, stats: FieldStats
+    ) -> Iterator[tuple[str, str]]:
+        if cls in ("tensor", "array"):
+            shape = self._majority(stats.shapes, stats.present)
+            if shape is not None and tuple(node.get("shape", ())) != shape:
+                yield (
+                    "shape_mismatch",
+                    (f"{_field_name(path)} has shape {list(node['shape'])}; most samples have {list(shape)}"),
+                )
+            dtype = self._majority(stats.dtypes, stats.present)
+            if dtype is not None and node.get("dtype") != dtype:
+                yield (
+                    "dtype_mismatch",
+                    f"{_field_name(path)} has dtype {node.get('dtype')}; most samples have {dtype}",
+                )
+        if cls == "sequence":
+            length = self._majority(stats.lengths, stats.present)
+            if length is not None and node.get("length", length) > length:
+                yield (
+                    "shape_mismatch",
+                    (f"{_field_name(path)} has {node['length']} elements; most samples have {length}"),
+                )
+
+    def _parent_class(self, path: str) -> str | None:
+        parent = path.rpartition(".")[0]
+        stats = self.peers.fields.get(parent)
+        return self._majority(stats.classes, stats.present) if stats is not None else None
+
+
+_CLASS_NAMES = {
+    "tensor": "a Tensor", "array": "a numpy array", "number": "a number", "string": "a string",
+    "mapping": "a dict", "sequence": "a list or tuple", "uncollatable": "something default_collate rejects",
+}  # fmt: skip
+
+
+def _under(path: str, ancestors: Iterable[str]) -> bool:
+    return any(path.startswith(ancestor + ".") for ancestor in ancestors if ancestor)
+
+
+def dataset_notes(peers: Population, limit: int = 5) -> tuple[str, ...]:
+    """Whole-dataset observations that are no single sample's fault (every sample is a PIL image,
+    every image has its own size): said once in the summary instead of quarantining everything."""
+    notes = []
+    for path, stats in peers.fields.items():
+        if not stats.present or peers.ok < PolicyOptions.min_peers:
+            continue
+        where = "the samples" if path == "" else f"field {path!r}"
+        top, count = stats.classes.most_common(1)[0]
+        if top == "uncollatable" and count / stats.present > 0.5:
+            kind = stats.types.most_common(1)[0][0]
+            notes.append(
+                f"most of {where} are {kind}: default_collate cannot batch them; convert them in the dataset "
+                "(e.g. to tensors) or pass a collate_fn"
+            )
+        elif (
+            top in ("tensor", "array")
+            and stats.shapes
+            and stats.shapes.most_common(1)[0][1] / stats.present <= 0.5
+        ):
+            notes.append(
+                f"{where} come in {len(stats.shapes)} different shapes: default_collate cannot stack them; "
+                "resize them in the dataset or pad them in a collate_fn"
+            )
+    return tuple(notes[:limit])
+
+
+# ----------------------------------------------------------------------------------------------
+# The quarantine list
+
+
+@dataclass(frozen=True)
+class QuarantineEntry:
+    index: int
+    key: str | None
+    kinds: tuple[str, ...]
+    detail: str
+
+
+def quarantine_entries(
+    findings: Iterable[Finding], keys: dict[int, str | None], kinds: Sequence[str]
+) -> list[QuarantineEntry]:
+    """One entry per sample with at least one finding of a quarantined kind, sorted by index."""
+    chosen: dict[int, list[Finding]] = {}
+    wanted = set(kinds)
+    for finding in findings:
+        if finding.kind in wanted:
+            chosen.setdefault(finding.idx, []).append(finding)
+    entries = []
+    for index in sorted(chosen):
+        group = sorted(chosen[index], key=_severity)
+        entries.append(
+            QuarantineEntry(
+                index, keys.get(index), tuple(f.kind for f in group), "; ".join(f.detail for f in group)
+            )
+        )
+    return entries
+
+
+def _severity(finding: Finding) -> int:
+    return SEVERITY.index(finding.kind) if finding.kind in SEVERITY else len(SEVERITY)
+
+
+def quarantine_document(
+    entries: Sequence[QuarantineEntry],
+    *,
+    dataset: str,
+    length: int | None,
+    fingerprint: str | None,
+    created: str,
+    kinds: Sequence[str],
+) -> dict[str, Any]:
+    """The quarantine.json value (format datalint-quarantine/1)."""
+    return {
+        "format": QUARANTINE_FORMAT,
+        "dataset": dataset,
+        "length": length,
+        "fingerprint": fingerprint,
+        "created": created,
+        "policy": list(kinds),
+        "samples": [
+            {"index": e.index, "key": e.key, "kinds": list(e.kinds), "detail": e.detail} for e in entries
+        ],
+    }

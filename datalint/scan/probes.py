@@ -1,0 +1,357 @@
+"""Per-sample probes: pure functions of one sample's value that return plain data.
+
+Probes measure; policy decides. Nothing here judges a sample: "oversized" or "a shape outlier"
+are decided later from the whole index (`datalint.scan.policy`). Every probe works on tensors,
+numpy arrays, PIL images, bytes, strings, numbers and nested dicts / tuples / lists, and imports
+nothing heavy itself: torch, numpy and PIL are looked up in `sys.modules`, so a sample made of
+plain Python values never pulls them in.
+"""
+
+from __future__ import annotations
+
+import cmath
+import math
+import os
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+# A sample is walked at most this deep, and only this many fields of one container are described
+# one by one: signatures stay small even for a sample holding a list of 10,000 boxes.
+MAX_DEPTH = 8
+MAX_FIELDS = 32
+# Label fields with more distinct values than this keep the lowest and highest half of them.
+MAX_LABEL_VALUES = 256
+ROOT = ""  # the path of the sample itself
+
+_MISSING = object()
+
+
+def nbytes(sample: Any) -> int:
+    """Bytes held by a sample's payload: tensors, arrays, images, bytes and strings, summed over nesting."""
+    return sum(leaf_nbytes(leaf) for _, leaf in leaves(sample))
+
+
+def signature(sample: Any, depth: int = 0) -> dict[str, Any]:
+    """Structure of a sample: types, keys / positions, shapes, dtypes and devices, as plain data."""
+    if depth < MAX_DEPTH:
+        fields = _fields(sample)
+        if fields is not None:
+            sig: dict[str, Any] = {"type": _type_name(sample)}
+            if _is_sequence(sample):
+                sig["length"] = len(sample)
+            sig["fields"] = {name: signature(value, depth + 1) for name, value in fields}
+            return sig
+    return leaf_signature(sample)
+
+
+def non_finite(sample: Any) -> dict[str, int]:
+    """Count of NaN / Inf values per field path, for float and complex tensors, arrays and numbers."""
+    counts = {}
+    for path, leaf in leaves(sample):
+        count = leaf_non_finite(leaf)
+        if count:
+            counts[path] = count
+    return counts
+
+
+def requires_grad(sample: Any) -> list[str]:
+    """Paths of tensors that require grad (they cannot cross a worker boundary or be collated)."""
+    return [path for path, leaf in leaves(sample) if bool(getattr(leaf, "requires_grad", False))]
+
+
+def non_cpu(sample: Any) -> list[str]:
+    """Paths of tensors that live on a device other than the CPU."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    return [
+        path for path, leaf in leaves(sample) if isinstance(leaf, torch.Tensor) and leaf.device.type != "cpu"
+    ]
+
+
+def label_values(sample: Any, field: str) -> list[Any] | None:
+    """Distinct values of a label field (dict key, tuple position or dotted path), or None if absent."""
+    value = lookup(sample, field)
+    if value is _MISSING or value is None:
+        return None
+    return _distinct_values(value)
+
+
+def open_fd_count() -> int | None:
+    """Open file descriptors of this process (Linux /proc, macOS /dev/fd), or None where unknown."""
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(folder)) - 1  # minus the descriptor listdir itself opened
+        except OSError:
+            continue
+    return None
+
+
+def describe(sample: Any, labels: Sequence[str] = ()) -> dict[str, Any]:
+    """All per-sample measurements in one walk, keyed by the index's `samples` columns."""
+    walk = _Walk()
+    sig = walk.visit(sample, ROOT, 0)
+    info: dict[str, Any] = {}
+    if walk.non_finite:
+        info["non_finite_fields"] = walk.non_finite
+    if walk.grad_paths:
+        info["requires_grad_fields"] = walk.grad_paths
+    if walk.device_paths:
+        info["non_cpu_fields"] = walk.device_paths
+    return {
+        "nbytes": walk.nbytes,
+        "signature": sig,
+        "non_finite": sum(walk.non_finite.values()),
+        "requires_grad": int(bool(walk.grad_paths)),
+        "non_cpu": int(bool(walk.device_paths)),
+        "labels": {field: label_values(sample, field) for field in labels} if labels else None,
+        "info": info or None,
+    }
+
+
+_SCALARS = {int: "int", float: "float", bool: "bool", type(None): "NoneType"}
+
+
+class _Walk:
+    """One pass over a sample: its signature, and bytes, NaN/Inf, grad and device per leaf.
+
+    The scan runs this once per sample in every worker, so the common leaves (numbers, strings,
+    tensors) take the shortest path; anything unusual falls back to the general leaf functions.
+    """
+
+    def __init__(self) -> None:
+        torch = sys.modules.get("torch")
+        self.tensor = torch.Tensor if torch is not None else None
+        self.nbytes = 0
+        self.non_finite: dict[str, int] = {}
+        self.grad_paths: list[str] = []
+        self.device_paths: list[str] = []
+
+    def visit(self, value: Any, path: str, depth: int) -> dict[str, Any]:
+        cls = type(value)
+        name = _SCALARS.get(cls)
+        if name is not None:
+            self.nbytes += 8 if value is not None else 0
+            if cls is float and not math.isfinite(value):
+                self.non_finite[path] = 1
+            return {"type": name}
+        if cls is str or cls is bytes:
+            self.nbytes += leaf_nbytes(value)
+            return {"type": cls.__name__}
+        if self.tensor is not None and isinstance(value, self.tensor):
+            return self._tensor(value, path)
+        if depth < MAX_DEPTH:
+            fields = _fields(value)
+            if fields is not None:
+                sig: dict[str, Any] = {"type": _type_name(value)}
+                if _is_sequence(value):
+                    sig["length"] = len(value)
+                prefix = f"{path}." if path else ""
+                sig["fields"] = {key: self.visit(item, prefix + key, depth + 1) for key, item in fields}
+                return sig
+        self.nbytes += leaf_nbytes(value)
+        count = leaf_non_finite(value)
+        if count:
+            self.non_finite[path] = count
+        return leaf_signature(value)
+
+    def _tensor(self, value: Any, path: str) -> dict[str, Any]:
+        self.nbytes += int(value.element_size() * value.numel())
+        count = leaf_non_finite(value)
+        if count:
+            self.non_finite[path] = count
+        if value.requires_grad:
+            self.grad_paths.append(path)
+        if value.device.type != "cpu":
+            self.device_paths.append(path)
+        return leaf_signature(value)
+
+
+# ----------------------------------------------------------------------------------------------
+# Walking a sample
+
+
+def leaves(sample: Any, path: str = ROOT, depth: int = 0) -> Iterator[tuple[str, Any]]:
+    """(path, value) for every non-container value, paths joined with '.' ("image", "target.boxes")."""
+    fields = _fields(sample) if depth < MAX_DEPTH else None
+    if fields is None:
+        yield path, sample
+        return
+    for name, value in fields:
+        yield from leaves(value, f"{path}.{name}" if path else name, depth + 1)
+
+
+def lookup(sample: Any, field: str) -> Any:
+    """The value at a dotted path: dict keys, tuple / list positions or attributes; a sentinel if absent."""
+    value = sample
+    for part in field.split(".") if field else ():
+        value = _child(value, part)
+        if value is _MISSING:
+            return _MISSING
+    return value
+
+
+def is_missing(value: Any) -> bool:
+    return value is _MISSING
+
+
+def _child(value: Any, part: str) -> Any:
+    if isinstance(value, Mapping):
+        if part in value:
+            return value[part]
+        if part.lstrip("-").isdigit() and int(part) in value:
+            return value[int(part)]
+        return _MISSING
+    if _is_sequence(value):
+        if part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
+            return value[int(part)]
+        return getattr(value, part, _MISSING)  # a namedtuple field by name
+    return getattr(value, part, _MISSING)
+
+
+def _fields(value: Any) -> list[tuple[str, Any]] | None:
+    """The named children of a container, or None for a leaf. Capped at MAX_FIELDS."""
+    if isinstance(value, Mapping):
+        return [(str(key), item) for key, item in list(value.items())[:MAX_FIELDS]]
+    if _is_sequence(value):
+        names = getattr(value, "_fields", None)  # namedtuple: its field names read better than positions
+        if names is not None:
+            return list(zip(names, value, strict=False))[:MAX_FIELDS]
+        return [(str(position), item) for position, item in enumerate(value[:MAX_FIELDS])]
+    return None
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, (list, tuple))
+
+
+# ----------------------------------------------------------------------------------------------
+# One leaf
+
+
+def leaf_signature(value: Any) -> dict[str, Any]:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        sig: dict[str, Any] = {
+            "type": "Tensor",
+            "shape": list(value.shape),
+            "dtype": str(value.dtype).removeprefix("torch."),
+            "device": str(value.device),
+        }
+        if value.requires_grad:
+            sig["requires_grad"] = True
+        return sig
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.ndarray):
+        return {"type": "ndarray", "shape": list(value.shape), "dtype": str(value.dtype)}
+    if np is not None and isinstance(value, np.generic):
+        return {"type": "numpy." + type(value).__name__, "dtype": str(value.dtype)}
+    image = _pil_image_class()
+    if image is not None and isinstance(value, image):
+        return {"type": "PIL.Image", "mode": value.mode, "size": list(value.size)}
+    return {"type": _type_name(value)}
+
+
+def leaf_nbytes(value: Any) -> int:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return int(value.element_size() * value.numel())
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, (np.ndarray, np.generic)):
+        return int(value.nbytes)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value)
+    if isinstance(value, str):
+        return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    image = _pil_image_class()
+    if image is not None and isinstance(value, image):
+        width, height = value.size
+        return width * height * _pil_bytes_per_pixel(value.mode)
+    if value is None:
+        return 0
+    if isinstance(value, (int, float, bool, complex)):
+        return 8
+    return sys.getsizeof(value)
+
+
+def leaf_non_finite(value: Any) -> int:
+    if isinstance(value, float):
+        return 0 if math.isfinite(value) else 1
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return _tensor_non_finite(torch, value)
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, (np.ndarray, np.floating, np.complexfloating)):
+        return _array_non_finite(np, value)
+    return 0
+
+
+def _tensor_non_finite(torch: Any, value: Any) -> int:
+    if not (value.is_floating_point() or value.is_complex()) or value.numel() == 0:
+        return 0
+    # The sum of finite values is finite unless it overflows, so one reduction without a mask
+    # clears the common case; only a non-finite sum pays for the exact count.
+    value = value.detach()
+    if cmath.isfinite(value.sum().item()):
+        return 0
+    return int(value.numel() - torch.isfinite(value).sum().item())
+
+
+def _array_non_finite(np: Any, value: Any) -> int:
+    if value.dtype.kind not in "fc" or value.size == 0:
+        return 0
+    with np.errstate(over="ignore", invalid="ignore"):  # the cheap test, as for tensors above
+        if np.isfinite(value.sum()):
+            return 0
+    return int(value.size - np.count_nonzero(np.isfinite(value)))
+
+
+def _distinct_values(value: Any) -> list[Any]:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        values = value.unique().tolist() if value.numel() > 1 else [value.item()] if value.numel() else []
+    else:
+        np = sys.modules.get("numpy")
+        if np is not None and isinstance(value, (np.ndarray, np.generic)):
+            values = np.unique(value).tolist() if value.size else []
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            values = sorted({_plain(v) for v in value}, key=repr)
+        else:
+            values = [_plain(value)]
+    if len(values) > MAX_LABEL_VALUES:
+        half = MAX_LABEL_VALUES // 2
+        values = values[:half] + values[-half:]
+    return [_plain(v) for v in values]
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    item = getattr(value, "item", None)  # numpy / torch scalars
+    if callable(item):
+        try:
+            return _plain(item())
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    return repr(value)[:200]
+
+
+def _type_name(value: Any) -> str:
+    cls = type(value)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _pil_image_class() -> Any:
+    module = sys.modules.get("PIL.Image")
+    return getattr(module, "Image", None) if module is not None else None
+
+
+_PIL_BYTES = {"1": 1, "L": 1, "P": 1, "LA": 2, "I;16": 2, "RGB": 3, "YCbCr": 3, "LAB": 3, "HSV": 3}
+
+
+def _pil_bytes_per_pixel(mode: str) -> int:
+    return _PIL_BYTES.get(mode, 4)

@@ -1,0 +1,274 @@
+"""Sources: what the scan engine measures, one sample at a time.
+
+The engine never sees a dataset object across a process boundary. A worker receives a small
+picklable `SourceDescription` (kind + spec string + options), builds the source once per process
+with `build_source()`, and for each index calls `source.measure(index)`, which returns plain data
+(the probe results, keyed by the `samples` columns) or raises for that sample's own error.
+`len(source)` and `source.key(index)` give the length and stable keys.
+
+`SOURCE_KINDS` is the registry of source kinds: kind -> "module:attribute" of a callable that takes
+a `SourceDescription` and returns a source. Entries are import strings so this module stays light
+and a kind's heavy imports happen only when that kind is scanned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from datalint.errors import UsageError
+from datalint.scan import probes
+from datalint.scan.specs import SpecError, innermost_user_frame, resolve_spec
+
+SOURCE_KINDS: dict[str, str] = {
+    "dataset": "datalint.scan.sources:DatasetSource",
+    "images": "datalint.scan.images:ImageFilesSource",
+}
+
+
+class ScanWarning(UserWarning):
+    """Something the user should know that does not stop the scan (the CLI prints it plainly)."""
+
+
+@dataclass(frozen=True)
+class SourceDescription:
+    """What to scan, small and picklable: a source kind, a spec string and options."""
+
+    kind: str
+    spec: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def make(cls, kind: str, spec: str, **options: Any) -> SourceDescription:
+        return cls(kind, spec, tuple(sorted((name, _frozen(value)) for name, value in options.items())))
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return dict(self.options).get(name, default)
+
+
+@runtime_checkable
+class Source(Protocol):
+    """A map-style collection of samples the engine can measure one by one."""
+
+    description: SourceDescription
+
+    def __len__(self) -> int: ...
+
+    def key(self, index: int) -> str | None:
+        """A stable name for the sample (a file path), or None when the source cannot name it."""
+        ...
+
+    def measure(self, index: int) -> dict[str, Any]:
+        """Probe results for one sample as plain data; raises for the sample's own error.
+
+        Keys are `samples` columns (`nbytes`, `signature`, `non_finite`, `requires_grad`,
+        `non_cpu`, `labels`, `info`, optionally `duration`), plus an optional
+        `"findings": [{"kind": ..., "detail": ...}]` decided from this sample alone.
+        """
+        ...
+
+
+@runtime_checkable
+class StreamSource(Protocol):
+    """A source that can only be iterated (an IterableDataset): samples are keyed by position."""
+
+    description: SourceDescription
+    is_stream: bool
+
+    def stream(self) -> Iterator[Callable[[], dict[str, Any]]]:
+        """Yields, per position, a function that fetches the next sample and measures it."""
+        ...
+
+
+# Sources built in this process, so a worker (or a forked copy of the parent) builds each once.
+_BUILT: dict[SourceDescription, Any] = {}
+
+
+def build_source(description: SourceDescription) -> Any:
+    """The source for a description, built once per process."""
+    source = _BUILT.get(description)
+    if source is None:
+        source = _source_factory(description.kind)(description)
+        _BUILT[description] = source
+    return source
+
+
+def adopt_dataset(dataset: Any, labels: tuple[str, ...] = ()) -> SourceDescription:
+    """Describe a dataset object handed to the Python API and keep it for this process.
+
+    Forked workers inherit it; it is never pickled. Only engines that fork can scan such an object.
+    """
+    spec = f"<{type(dataset).__module__}.{type(dataset).__qualname__} object>"
+    description = SourceDescription.make("dataset", spec, labels=labels, object_id=id(dataset))
+    _BUILT[description] = DatasetSource(description, dataset)
+    return description
+
+
+def _source_factory(kind: str) -> Callable[[SourceDescription], Any]:
+    target = SOURCE_KINDS.get(kind)
+    if target is None:
+        raise UsageError(f"unknown source kind {kind!r}; known kinds: {', '.join(sorted(SOURCE_KINDS))}")
+    module_name, _, attribute = target.partition(":")
+    factory: Callable[[SourceDescription], Any] = getattr(importlib.import_module(module_name), attribute)
+    return factory
+
+
+def fingerprint(source: Any) -> str | None:
+    """sha256 over the keys when the source names its samples, so a stale quarantine list is caught."""
+    if getattr(source, "is_stream", False) or len(source) == 0 or source.key(0) is None:
+        return None
+    digest = hashlib.sha256()
+    for index in range(len(source)):
+        digest.update(f"{index}\t{source.key(index)}\n".encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+# ----------------------------------------------------------------------------------------------
+# Datasets named by a spec
+
+
+class DatasetSource:
+    """A map-style dataset (or an IterableDataset, scanned as a stream) named by a spec."""
+
+    def __init__(self, description: SourceDescription, dataset: Any = None) -> None:
+        self.description = description
+        self.dataset = resolve_spec(description.spec) if dataset is None else dataset
+        self.labels: tuple[str, ...] = tuple(description.option("labels", ()))
+        self.is_stream = _is_iterable_dataset(self.dataset)
+        if not self.is_stream:
+            _check_map_style(description.spec, self.dataset)
+            self._length = _length(description.spec, self.dataset)
+        self._keys = _key_function(self.dataset)
+        _reset_load_truncated_images(description.spec)
+
+    def __len__(self) -> int:
+        if self.is_stream:
+            raise TypeError("a stream has no length until it has been read")
+        return self._length
+
+    def key(self, index: int) -> str | None:
+        if self._keys is None:
+            return None
+        try:
+            return str(self._keys(index))
+        except Exception:  # a key the dataset cannot give is no reason to stop the scan
+            return None
+
+    def measure(self, index: int) -> dict[str, Any]:
+        started = time.perf_counter()
+        sample = self.dataset[index]
+        duration = time.perf_counter() - started
+        return {**probes.describe(sample, self.labels), "duration": duration}
+
+    def stream(self) -> Iterator[Callable[[], dict[str, Any]]]:
+        iterator = iter(self.dataset)
+        exhausted = False
+
+        def fetch_and_measure() -> dict[str, Any]:
+            nonlocal exhausted
+            started = time.perf_counter()
+            try:
+                sample = next(iterator)
+            except StopIteration:
+                exhausted = True
+                raise
+            duration = time.perf_counter() - started
+            return {**probes.describe(sample, self.labels), "duration": duration}
+
+        while not exhausted:
+            yield fetch_and_measure
+
+
+def _is_iterable_dataset(dataset: Any) -> bool:
+    torch_data = sys.modules.get("torch.utils.data")
+    iterable_class = getattr(torch_data, "IterableDataset", None)
+    if iterable_class is not None and isinstance(dataset, iterable_class):
+        return True
+    return hasattr(dataset, "__iter__") and not hasattr(dataset, "__getitem__")
+
+
+def _check_map_style(spec: str, dataset: Any) -> None:
+    if isinstance(dataset, type):
+        raise SpecError(
+            f"dataset spec {spec!r} names the class {dataset.__qualname__}, not a dataset; "
+            "call it in the spec, e.g. module:ClassName(...) or a factory function"
+        )
+    missing = [name for name in ("__len__", "__getitem__") if not hasattr(dataset, name)]
+    if missing:
+        raise SpecError(
+            f"dataset spec {spec!r} gives a {type(dataset).__name__}, not a map-style dataset: it has no "
+            f"{' and no '.join(missing)} (an IterableDataset is scanned by iteration instead)"
+        )
+
+
+def _length(spec: str, dataset: Any) -> int:
+    try:
+        length = len(dataset)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the user's __len__ failed: say so, exit 2
+        where = innermost_user_frame(exc)
+        raise SpecError(
+            f"dataset spec {spec!r}: len() raised {type(exc).__name__}: {exc}"
+            + (f" (at {where})" if where else "")
+        ) from None
+    return int(length)
+
+
+def _key_function(dataset: Any) -> Callable[[int], Any] | None:
+    """Where the dataset names its samples: `datalint_key(i)`, or ImageFolder's samples / imgs."""
+    method = getattr(dataset, "datalint_key", None)
+    if callable(method):
+        return method
+    for attribute in ("samples", "imgs"):
+        entries = getattr(dataset, attribute, None)
+        if isinstance(entries, (list, tuple)) and entries and _is_path_entry(entries[0]):
+            return _EntryKeys(entries)
+    return None
+
+
+class _EntryKeys:
+    """Keys read from a list of (path, class) entries, as ImageFolder keeps them."""
+
+    def __init__(self, entries: Sequence[Any]) -> None:
+        self.entries = entries
+
+    def __call__(self, index: int) -> str:
+        return _path_of(self.entries[index])
+
+
+def _is_path_entry(entry: Any) -> bool:
+    head = entry[0] if isinstance(entry, (list, tuple)) and entry else entry
+    return isinstance(head, str) or hasattr(head, "__fspath__")
+
+
+def _path_of(entry: Any) -> str:
+    head = entry[0] if isinstance(entry, (list, tuple)) else entry
+    return str(head)
+
+
+def _reset_load_truncated_images(spec: str) -> None:
+    # A truncated JPEG must fail the scan, not be padded with grey and pass as clean.
+    image_file: Any = sys.modules.get("PIL.ImageFile")
+    if image_file is not None and getattr(image_file, "LOAD_TRUNCATED_IMAGES", False):
+        warnings.warn(
+            f"{spec}: PIL.ImageFile.LOAD_TRUNCATED_IMAGES was True; datalint scans with it False so that "
+            "truncated images are reported instead of silently padded",
+            ScanWarning,
+            stacklevel=2,
+        )
+        image_file.LOAD_TRUNCATED_IMAGES = False
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(item) for item in value)
+    if isinstance(value, dict):
+        return tuple(sorted((key, _frozen(item)) for key, item in value.items()))
+    return value

@@ -1,0 +1,88 @@
+"""Helpers shared by the scan tests: fixture specs, the CLI in this process and in a child."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+DATASETS = ROOT / "fixtures" / "datasets"
+PYTHON = (
+    str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv" / "bin" / "python").exists() else sys.executable
+)
+
+
+def spec(name: str) -> str:
+    """`fixtures/datasets/<file>.py:<target>` as an absolute spec, e.g. spec("faults.py:make(length=8)")."""
+    return f"{DATASETS}/{name}"
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    """`datalint ARGV` in this process: (exit code, stdout, stderr)."""
+    from datalint.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def start_cli(*argv: str, **kwargs: Any) -> subprocess.Popen[str]:
+    """`python -m datalint ARGV` as a child process, in its own session (so a test can kill it)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [PYTHON, "-m", "datalint", *argv],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **kwargs,
+    )
+
+
+def rows(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        return connection.execute(sql, params).fetchall()
+
+
+def samples(db: Path) -> dict[int, dict[str, Any]]:
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        connection.row_factory = sqlite3.Row
+        return {row["idx"]: dict(row) for row in connection.execute("SELECT * FROM samples")}
+
+
+def load_json(path: Path | str) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def children_of(pid: int) -> list[int]:
+    """Live processes whose parent is `pid` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -1,0 +1,67 @@
+"""Dataset specs: every way a spec can be wrong is a clear message and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import pytest
+from scan_support import run_cli, spec
+
+from datalint.scan.sources import DatasetSource, SourceDescription
+from datalint.scan.specs import SpecError, parse_spec, resolve_spec
+
+
+def build(text: str) -> DatasetSource:
+    return DatasetSource(SourceDescription.make("dataset", text))
+
+
+def test_the_three_forms_parse() -> None:
+    assert parse_spec("mymod.sub:ds").module == "mymod.sub"
+    call = parse_spec("mymod:make_ds(3, split='train')")
+    assert call.attribute == ("make_ds",) and call.call == ((3,), (("split", "train"),))
+    by_file = parse_spec("path/to/file.py:ds")
+    assert str(by_file.path) == "path/to/file.py" and by_file.attribute == ("ds",)
+
+
+def test_a_factory_with_literal_arguments_is_called() -> None:
+    source = build(spec("broken.py:make(4, split='val')"))
+    assert len(source) == 3
+
+
+def test_a_module_spec_imports_from_the_working_directory(tmp_path, monkeypatch) -> None:
+    (tmp_path / "my_tiny_ds.py").write_text("ds = [[1.0], [2.0]]\n")
+    monkeypatch.chdir(tmp_path)
+    assert resolve_spec("my_tiny_ds:ds") == [[1.0], [2.0]]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("no_colon_here", "must have the form"),
+        ("datalint_no_such_module_xyz:ds", "cannot import module 'datalint_no_such_module_xyz'"),
+        (spec("nowhere.py:ds"), "no such file"),
+        (spec("broken.py:datset"), "did you mean dataset,"),
+        (spec("broken.py:no_length"), "not a map-style dataset: it has no __len__"),
+        (spec("broken.py:not_a_dataset"), "not a map-style dataset"),
+        (spec("broken.py:Fine"), "names the class Fine, not a dataset"),
+        (spec("broken.py:len_raises"), "len() raised TypeError: length unknown until the manifest"),
+        (spec("import_fails.py:ds"), "FileNotFoundError: data/train.csv: no such file"),
+        (spec("missing_dependency.py:ds"), "No module named 'datalint_fixture_no_such_package'"),
+        (spec("broken.py:make(size=len('x'))"), "factory arguments must be literals"),
+        (
+            spec("broken.py:make(1, split='test')"),
+            "the factory call failed: ValueError: unknown split 'test'",
+        ),
+    ],
+)
+def test_spec_errors_say_what_is_wrong(text: str, expected: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        build(text)
+    assert expected in str(caught.value)
+
+
+def test_the_cli_exits_2_with_the_message_and_no_traceback(tmp_path) -> None:
+    code, out, err = run_cli(
+        "scan", "--dataset", spec("broken.py:len_raises"), "--db", str(tmp_path / "x.db")
+    )
+    assert code == 2
+    assert "len() raised TypeError" in err and "broken.py" in err
+    assert "Traceback" not in err and out == ""
