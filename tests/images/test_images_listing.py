@@ -1,0 +1,40 @@
+"""Which files an image scan takes, and under which keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from datalint.scan.images import list_image_files, normalize_extensions, read_file_list
+
+
+def _touch(root: Path, *names: str) -> None:
+    for name in names:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+
+
+def test_keys_are_sorted_posix_paths_relative_to_the_folder(tmp_path: Path) -> None:
+    _touch(tmp_path, "b/2.png", "a/deep/1.JPG", "top.jpeg", "a/notes.txt", "b/.DS_Store", "labels.csv")
+    listing = list_image_files(tmp_path)
+    assert listing.files == ("a/deep/1.JPG", "b/2.png", "top.jpeg")
+    assert (listing.skipped, listing.skipped_examples) == (3, ("a/notes.txt", "b/.DS_Store", "labels.csv"))
+
+
+def test_symlinked_folders_are_not_followed_but_broken_file_links_are_listed(tmp_path: Path) -> None:
+    _touch(tmp_path, "real/1.png")
+    (tmp_path / "loop").symlink_to(tmp_path, target_is_directory=True)  # would recurse forever
+    (tmp_path / "gone.jpg").symlink_to(tmp_path / "deleted.jpg")
+    assert list_image_files(tmp_path).files == ("gone.jpg", "real/1.png")
+
+
+def test_extensions_are_case_and_dot_insensitive(tmp_path: Path) -> None:
+    _touch(tmp_path, "1.png", "2.JPG", "3.webp")
+    assert normalize_extensions(["JPG", ".png", " "]) == (".jpg", ".png")
+    assert list_image_files(tmp_path, ["jpg"]).files == ("2.JPG",)
+
+
+def test_a_file_list_skips_blank_lines_and_comments(tmp_path: Path) -> None:
+    listing = tmp_path / "files.txt"
+    listing.write_text("# exported 2026-11-30\nimages/1.jpg\n\n  images/2.png  \n")
+    assert read_file_list(listing) == ("images/1.jpg", "images/2.png")
