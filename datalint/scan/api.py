@@ -157,9 +157,13 @@ def scan(
     return scan_source(description, options, db=db, quarantine=quarantine)
 
 
-def default_index_path(spec: str) -> Path:
-    """`.datalint/<spec slug>.db`: one index per dataset, so rerunning the same command resumes it."""
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", spec).strip("-")[-80:] or "scan"
+def default_index_path(spec: str, kind: str = "dataset") -> Path:
+    """`.datalint/<spec slug>.db`: one index per dataset, so rerunning the same command resumes it.
+
+    Other source kinds (image files, also those behind a dataset) get their own index beside it.
+    """
+    named = spec if kind == "dataset" else f"{kind}-{spec}"
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", named).strip("-")[-80:] or "scan"
     return DEFAULT_INDEX_DIR / f"{slug}.db"
 
 
@@ -182,7 +186,7 @@ def scan_source(
         dask_backend.check_source(description, stream)
     length = None if stream else len(source)
     print_ = fingerprint(source)
-    index_path = Path(db) if db is not None else default_index_path(description.spec)
+    index_path = Path(db) if db is not None else default_index_path(description.spec, description.kind)
     quarantine_path = Path(quarantine) if quarantine is not None else default_quarantine_path(index_path)
     index = store.open_index(index_path)
     try:
@@ -279,12 +283,36 @@ def _check_same_dataset(
             f"the index {path} was made from different samples of {description.spec} (its keys changed): "
             "pass --rescan to scan it again"
         )
+    recorded = previous.options
+    measured_with = _verdict_options(recorded.get("source"), recorded.get("source_options", {}))
+    asked_with = _verdict_options(description.kind, dict(description.options))
+    if measured_with != asked_with:
+        raise UsageError(
+            f"the index {path} was measured with {_describe(measured_with)}; this scan asks for "
+            f"{_describe(asked_with)}: pass --rescan to measure again with the new options, or --db for "
+            "another index"
+        )
     measured_labels = tuple(previous.options.get("labels", ()))
     if measured_labels != options.labels:
         raise UsageError(
             f"the index {path} measured --label {', '.join(measured_labels) or '(none)'}; this scan asks for "
             f"{', '.join(options.labels) or '(none)'}: pass --rescan to measure the new label fields"
         )
+
+
+# Source options that do not change a sample's verdict: where the process ran, which object it was
+# handed, and the label fields (compared on their own, with their own message).
+_VERDICT_NEUTRAL_OPTIONS = frozenset({"root", "object_id", "labels", "file_list"})
+
+
+def _verdict_options(kind: Any, source_options: dict[str, Any]) -> dict[str, Any]:
+    """The source kind and the options that decide verdicts, JSON-normalised (tuples become lists)."""
+    kept = {k: v for k, v in source_options.items() if k not in _VERDICT_NEUTRAL_OPTIONS}
+    return json.loads(json.dumps({"source": kind or "dataset", **kept}, sort_keys=True, default=str))
+
+
+def _describe(options: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={value}" for name, value in options.items())
 
 
 def store_path(index: Any) -> str:
