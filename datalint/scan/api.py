@@ -490,7 +490,6 @@ def _environment() -> dict[str, Any]:
         "numpy",
         "pillow",
         "opencv-python-headless",
-        "joblib",
         "sqlite-utils",
     ):
         try:
