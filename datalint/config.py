@@ -7,7 +7,6 @@ name the key and the file; nothing is silently ignored.
 from __future__ import annotations
 
 import fnmatch
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -267,8 +266,6 @@ def _upper(codes: Iterable[str]) -> list[str]:
 
 def _toml() -> Any:
     """tomllib, imported on first use: a warm start reads no TOML (parsed catalog cached)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
+    import tomllib
+
     return tomllib

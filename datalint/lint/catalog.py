@@ -12,7 +12,6 @@ import inspect
 import json
 import os
 import re
-import sys
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -403,8 +402,6 @@ def _snake(key: str) -> str:
 
 def _toml() -> Any:
     """tomllib, imported on first use: a warm start reads no TOML (parsed catalog cached)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
+    import tomllib
+
     return tomllib

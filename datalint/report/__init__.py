@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,7 @@ def build_report(db: Path, options: ReportOptions) -> tuple[str, Page]:
     run = index.scan_run
     page = Page(
         title=options.title or f"datalint report: {run.spec if run else db.name}",
-        generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        generated=datetime.now(UTC).isoformat(timespec="seconds"),
         index=index,
         flagged_thumbs=flagged_thumbs,
         good_thumbs=good_thumbs,

@@ -6,11 +6,11 @@ Each rule file is loaded on its own, so one broken rule fails only its own tests
 
 from __future__ import annotations
 
+import tomllib
 from collections import Counter
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from datalint.config import Config
 from datalint.lint.catalog import Catalog, Example, Rule, load_rule, rules_dir
