@@ -415,6 +415,7 @@ def _write_dependent_files(seed: int, planned: list[Planned], images: Path) -> N
     for item in planned:
         target = images / item.relpath
         if item.kind == "broken_link":
+            target.unlink(missing_ok=True)  # regenerating into the same folder
             target.symlink_to(f"missing_{item.index:05d}.jpg")
         elif item.kind == "dup_exact":
             # Copy a file that sorts before the copy, so the copy is the one reported as a duplicate.

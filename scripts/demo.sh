@@ -15,7 +15,7 @@ step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 allow_findings() { local rc=$?; [ "$rc" -le 1 ] || { echo "demo failed (exit $rc)"; exit "$rc"; }; }
 
 step "datalint check fixtures/lint/demo"
-$BIN/datalint check fixtures/lint/demo --format json --output-file "$OUT/lint.json" --exit-zero
+$BIN/datalint check fixtures/lint/demo --format json --output-file "$OUT/lint.json" --exit-zero 2>/dev/null
 $BIN/datalint check fixtures/lint/demo; allow_findings
 
 step "datalint scan --dataset fixtures/datasets/demo.py:demo"
