@@ -1,8 +1,9 @@
 """datalint: the linter and bad-sample scanner for PyTorch data pipelines.
 
 The public API is re-exported here lazily, so `import datalint` stays as cheap
-as the standard library: the scan half (numpy, PIL, joblib, sqlite-utils) and
-torch load only when one of their names is first used.
+as the standard library: the scan half (numpy, PIL, OpenCV, sqlite-utils) and
+torch load only when one of their names is first used. (`datalint.doctor` is the
+doctor module itself; its one-call entry point is `host_checks()`.)
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ _EXPORTS: dict[str, str] = {
     "quarantine_filter": "datalint.torch",
     "GuardedDataset": "datalint.torch",
     "guarded_collate": "datalint.torch",
+    "host_checks": "datalint.doctor",
+    "write_report": "datalint.report",
+    "ReportOptions": "datalint.report",
 }
 
 __all__ = ["__version__", *_EXPORTS]

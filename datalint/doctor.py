@@ -1,7 +1,8 @@
 """`datalint doctor`: the limits a DataLoader runs into, read and judged.
 
 Reading and judging are kept apart. `read_host()` gathers plain facts from a `/proc` + `/sys` root
-(tests point it at fake trees for cgroup v1, v2 and none) and from a few syscalls; every check is a
+(tests point it at fake trees for cgroup v1, v2 and none; the cgroup and CPU readers are
+`datalint.limits`, shared with the scan engine) and from a few syscalls; every check is a
 pure function from those facts to a `Check`. With a loader config, `estimate_loader()` turns measured
 sample sizes into the shared and host memory a config holds in flight, judged against the limits.
 Only the standard library is imported at module level; OpenCV and the scan engine load on demand.
@@ -22,17 +23,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-KiB = 1 << 10
-MiB = 1 << 20
-GiB = 1 << 30
+from datalint.limits import Cgroup, read_affinity, read_cgroup, read_text, usable_cpu_count
+from datalint.units import GiB, KiB, MiB, human_bytes
 
 DOCKER_DEFAULT_SHM = 64 * MiB
 # Plan to use at most this fraction of a limit: the model, the optimizer and the allocator's slack
 # live in the same memory, and a config that fits to the last byte fails on the first larger batch.
 HEADROOM = 0.8
-# cgroup v1 writes "no limit" as LONG_MAX rounded down to a page (9223372036854771712); anything
-# this large is no limit in practice.
-UNLIMITED_THRESHOLD = 1 << 60
 # The pitfall catalog's threshold for file_descriptor sharing with workers (each shared tensor in
 # flight holds an fd in the main process).
 NOFILE_WARN = 4096
@@ -71,16 +68,6 @@ class Shm:
 
 
 @dataclass(frozen=True)
-class Cgroup:
-    version: int  # 1 or 2
-    path: str  # this process's cgroup, as /proc/self/cgroup names it
-    memory_limit: int | None  # None: no limit
-    memory_usage: int | None
-    cpu_quota: float | None  # CPUs; None: no quota
-    pids_limit: int | None
-
-
-@dataclass(frozen=True)
 class HostFacts:
     """Everything the checks judge; built by `read_host()` or by hand in tests."""
 
@@ -102,27 +89,10 @@ class HostFacts:
 # --- readers ----------------------------------------------------------------------------------
 
 
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError:
-        return None
-
-
-def _read_int(path: Path) -> int | None:
-    text = _read_text(path)
-    if text is None:
-        return None
-    try:
-        return int(text.split()[0])
-    except (ValueError, IndexError):
-        return None
-
-
 def read_shm(shm_path: Path, root: Path = Path("/")) -> Shm:
     """Size and free space of the shared-memory mount, from statvfs and /proc/mounts."""
     mount = ""
-    for line in (_read_text(root / "proc/mounts") or "").splitlines():
+    for line in (read_text(root / "proc/mounts") or "").splitlines():
         fields = line.split()
         if len(fields) >= 4 and fields[1] == str(shm_path):
             mount = line
@@ -136,111 +106,12 @@ def read_shm(shm_path: Path, root: Path = Path("/")) -> Shm:
 def read_meminfo(root: Path) -> dict[str, int]:
     """`/proc/meminfo` in bytes (the file says kB and means KiB)."""
     info: dict[str, int] = {}
-    for line in (_read_text(root / "proc/meminfo") or "").splitlines():
+    for line in (read_text(root / "proc/meminfo") or "").splitlines():
         name, _, rest = line.partition(":")
         parts = rest.split()
         if name in MEMINFO_KEYS and parts and parts[0].isdigit():
             info[name] = int(parts[0]) * (KiB if parts[1:] == ["kB"] else 1)
     return info
-
-
-def _own_cgroups(root: Path) -> dict[str, str]:
-    """controller -> path from /proc/self/cgroup; the v2 entry is under the key ''."""
-    paths: dict[str, str] = {}
-    for line in (_read_text(root / "proc/self/cgroup") or "").splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3:
-            for controller in parts[1].split(","):
-                paths[controller.removeprefix("name=")] = parts[2]
-    return paths
-
-
-def _ancestors(base: Path, cgroup_path: str) -> list[Path]:
-    """The cgroup directory and each parent up to the mount root, deepest first.
-
-    A limit anywhere above us is enforced too, and inside a cgroup namespace our own path reads "/"
-    while the container's limit sits at the mount root, so walking up covers both.
-    """
-    parts = [p for p in cgroup_path.split("/") if p and p != ".."]
-    return [base.joinpath(*parts[:n]) for n in range(len(parts), -1, -1)]
-
-
-def _tightest(values: Sequence[int | None]) -> int | None:
-    limits = [v for v in values if v is not None and v < UNLIMITED_THRESHOLD]
-    return min(limits) if limits else None
-
-
-def _read_limit_v2(path: Path) -> int | None:
-    text = (_read_text(path) or "").strip()
-    return int(text) if text.isdigit() else None  # "max" or absent: no limit
-
-
-def _first_existing(paths: Sequence[Path]) -> Path | None:
-    return next((p for p in paths if p.is_dir()), None)
-
-
-def _cpu_quota_v2(dirs: Sequence[Path]) -> float | None:
-    quotas: list[float] = []
-    for d in dirs:
-        parts = (_read_text(d / "cpu.max") or "").split()
-        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit() and int(parts[1]) > 0:
-            quotas.append(int(parts[0]) / int(parts[1]))
-    return min(quotas) if quotas else None
-
-
-def _read_cgroup_v2(base: Path, path: str) -> Cgroup:
-    dirs = [d for d in _ancestors(base, path) if d.is_dir()]
-    usage_dir = dirs[0] if dirs else base
-    return Cgroup(
-        version=2,
-        path=path,
-        memory_limit=_tightest([_read_limit_v2(d / "memory.max") for d in dirs]),
-        memory_usage=_read_int(usage_dir / "memory.current"),
-        cpu_quota=_cpu_quota_v2(dirs),
-        pids_limit=_tightest([_read_limit_v2(d / "pids.max") for d in dirs]),
-    )
-
-
-def _v1_dirs(base: Path, own: Mapping[str, str], controller: str) -> list[Path]:
-    """Directories of one v1 controller, deepest first; the mount may be named `cpu,cpuacct`."""
-    path = own.get(controller)
-    if path is None:
-        return []
-    mounts = [base / controller, *sorted(base.glob(f"*{controller}*"))]
-    mount = _first_existing(mounts)
-    return [d for d in _ancestors(mount, path) if d.is_dir()] if mount else []
-
-
-def _cpu_quota_v1(dirs: Sequence[Path]) -> float | None:
-    quotas: list[float] = []
-    for d in dirs:
-        quota, period = _read_int(d / "cpu.cfs_quota_us"), _read_int(d / "cpu.cfs_period_us")
-        if quota is not None and period and quota > 0:
-            quotas.append(quota / period)
-    return min(quotas) if quotas else None
-
-
-def _read_cgroup_v1(base: Path, own: Mapping[str, str]) -> Cgroup:
-    memory_dirs = _v1_dirs(base, own, "memory")
-    return Cgroup(
-        version=1,
-        path=own.get("memory", own.get("cpu", "/")),
-        memory_limit=_tightest([_read_int(d / "memory.limit_in_bytes") for d in memory_dirs]),
-        memory_usage=_read_int(memory_dirs[0] / "memory.usage_in_bytes") if memory_dirs else None,
-        cpu_quota=_cpu_quota_v1(_v1_dirs(base, own, "cpu")),
-        pids_limit=_tightest([_read_limit_v2(d / "pids.max") for d in _v1_dirs(base, own, "pids")]),
-    )
-
-
-def read_cgroup(root: Path) -> Cgroup | None:
-    """This process's cgroup limits (v2 unified or v1/hybrid), or None when there is no cgroupfs."""
-    base = root / "sys/fs/cgroup"
-    own = _own_cgroups(root)
-    if not own or not base.is_dir():
-        return None
-    if (base / "cgroup.controllers").exists():
-        return _read_cgroup_v2(base, own.get("", "/"))
-    return _read_cgroup_v1(base, own)
 
 
 def read_container(root: Path, env: Mapping[str, str]) -> str | None:
@@ -251,7 +122,7 @@ def read_container(root: Path, env: Mapping[str, str]) -> str | None:
         return "docker"
     if (root / "run/.containerenv").exists():
         return "podman"
-    init_cgroup = _read_text(root / "proc/1/cgroup") or ""
+    init_cgroup = read_text(root / "proc/1/cgroup") or ""
     for mark in ("kubepods", "docker", "containerd", "lxc"):
         if mark in init_cgroup:
             return mark
@@ -303,13 +174,12 @@ def read_host(
 ) -> HostFacts:
     """Read every fact the checks need. `root` is where /proc and /sys are found."""
     env = dict(os.environ if env is None else env)
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return HostFacts(
         shm=read_shm(shm_path, root),
         meminfo=read_meminfo(root),
         cgroup=read_cgroup(root),
         cpu_count=os.cpu_count(),
-        affinity=affinity,
+        affinity=read_affinity(),
         rlimits=read_rlimits(),
         container=read_container(root, env),
         python=platform.python_version(),
@@ -325,21 +195,13 @@ def read_host(
 # --- derived quantities -----------------------------------------------------------------------
 
 
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "unknown"
-    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{int(n)} B"
-
-
 def usable_cpus(facts: HostFacts) -> int | None:
-    """The CPUs this process may really use: the smallest of count, affinity and cgroup quota."""
-    candidates = [c for c in (facts.cpu_count, facts.affinity) if c]
-    if facts.cgroup and facts.cgroup.cpu_quota:
-        candidates.append(max(1, math.ceil(facts.cgroup.cpu_quota)))
-    return min(candidates) if candidates else None
+    """The CPUs this process may really use: the smallest of count, affinity and cgroup quota.
+
+    The rule is `datalint.limits.usable_cpu_count`, the one the scan engine sizes its pool with.
+    """
+    quota = facts.cgroup.cpu_quota if facts.cgroup else None
+    return usable_cpu_count(facts.cpu_count, facts.affinity, quota)
 
 
 def memory_budget(facts: HostFacts) -> int | None:
@@ -582,7 +444,10 @@ HOST_CHECKS: tuple[Callable[[HostFacts], Check], ...] = (
 )
 
 
-def host_checks(facts: HostFacts, num_workers: int | None = None) -> list[Check]:
+def host_checks(facts: HostFacts | None = None, num_workers: int | None = None) -> list[Check]:
+    """Every host check, judged on `facts` (by default, this machine's, read now)."""
+    if facts is None:
+        facts = read_host()
     # The threads check also weighs the worker count, so it follows the facts-only registry.
     return [*(check(facts) for check in HOST_CHECKS), check_threads(facts, num_workers)]
 

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from datalint.commands.doctor import parse_bytes, positive_int
+from datalint.commands.arguments import binary_size, positive_float, positive_int
 from datalint.errors import UsageError
 
 DESCRIPTION = """\
@@ -57,16 +57,16 @@ def register(subparsers: Any) -> None:
                         help="worker counts to compare (default: 0,1,2,4)")
     parser.add_argument("--batches", type=positive_int, default=20, metavar="K",
                         help="batches timed at each worker count (default: 20)")
-    parser.add_argument("--warmup", type=int, default=None, metavar="N",
+    parser.add_argument("--warmup", type=positive_int, default=None, metavar="N",
                         help="batches loaded before the clock starts (default: the largest worker count)")
     parser.add_argument("--prefetch-factor", type=positive_int, default=2, metavar="P", help="(default: 2)")
     parser.add_argument("--pin-memory", action="store_true")
     parser.add_argument("--persistent-workers", action="store_true")
-    parser.add_argument("--timeout", type=float, default=60.0, metavar="S",
+    parser.add_argument("--timeout", type=positive_float, default=60.0, metavar="S",
                         help="seconds a worker may take for one batch before the run fails (default: 60)")
     limits = parser.add_argument_group("limits (override what is read here)")
-    limits.add_argument("--shm-bytes", type=parse_bytes, metavar="N", help="free shared memory to plan for")
-    limits.add_argument("--memory-bytes", type=parse_bytes, metavar="N", help="memory budget to plan for")
+    limits.add_argument("--shm-bytes", type=binary_size, metavar="N", help="free shared memory to plan for")
+    limits.add_argument("--memory-bytes", type=binary_size, metavar="N", help="memory budget to plan for")
     soak = parser.add_argument_group("soak")
     soak.add_argument("--soak", action="store_true", help="then run the recommended (or given) config long")
     length = soak.add_mutually_exclusive_group()
@@ -84,10 +84,6 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError("--soak needs --epochs N or --steps N")
     if (args.epochs or args.steps) and not args.soak:
         raise UsageError("--epochs/--steps set the soak's length: add --soak")
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout must be more than 0 seconds, got {args.timeout}")
-    if args.warmup is not None and args.warmup < 1:
-        raise UsageError(f"--warmup must be 1 or more, got {args.warmup}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from typing import Any
 
+from datalint.commands.arguments import binary_size, count, positive_float, positive_int
 from datalint.errors import UsageError
 
 DESCRIPTION = """\
@@ -33,37 +33,6 @@ examples:
   datalint doctor --sample-bytes 600k --batch-size 64 --num-workers 4 --memory-bytes 16g --format json
 """
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_bytes(text: str) -> int:
-    """`67108864`, `64m`, `64MiB`, `8g`, `1.5G` -> bytes (binary units: Docker's --shm-size reads them so)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text.lower())
-    if not match:
-        raise argparse.ArgumentTypeError(f"expected a size such as 67108864, 64m or 8g, got {text!r}")
-    return int(float(match.group(1)) * _UNITS[match.group(2)])
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
-    return value
-
-
-def count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
-    return value
-
-
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "doctor",
@@ -79,7 +48,7 @@ def register(subparsers: Any) -> None:
         "--index", metavar="DB", help="take sample sizes from a scan index instead of measuring again",
     )
     source.add_argument(
-        "--sample-bytes", type=parse_bytes, metavar="N",
+        "--sample-bytes", type=binary_size, metavar="N",
         help="assume every sample holds N bytes instead of measuring a dataset",
     )
     loader.add_argument("--batch-size", type=positive_int, metavar="B")
@@ -91,12 +60,12 @@ def register(subparsers: Any) -> None:
         help="samples to measure, spread over the dataset (default: 32)",
     )
     loader.add_argument(
-        "--timeout", type=float, default=30.0, metavar="S",
+        "--timeout", type=positive_float, default=30.0, metavar="S",
         help="seconds one sample may take before it counts as hung (default: 30)",
     )
     limits = parser.add_argument_group("limits (override what is read here)")
-    limits.add_argument("--shm-bytes", type=parse_bytes, metavar="N", help="free shared memory to plan for")
-    limits.add_argument("--memory-bytes", type=parse_bytes, metavar="N", help="memory budget to plan for")
+    limits.add_argument("--shm-bytes", type=binary_size, metavar="N", help="free shared memory to plan for")
+    limits.add_argument("--memory-bytes", type=binary_size, metavar="N", help="memory budget to plan for")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(run=run)
 
@@ -125,8 +94,6 @@ def run(args: argparse.Namespace) -> int:
     from datalint import doctor
 
     config = _loader_config(args)
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout must be more than 0 seconds, got {args.timeout}")
     facts = doctor.read_host()
     checks = doctor.host_checks(facts, config.num_workers if config else None)
     estimate = None

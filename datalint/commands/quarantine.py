@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from datalint.commands.scan import KIND_HELP, parse_size
+from datalint.commands.arguments import positive_int, size
+from datalint.commands.scan import KIND_HELP
 
 
 def register(subparsers: Any) -> None:
@@ -34,10 +35,12 @@ def register(subparsers: Any) -> None:
         help="json: the quarantine.json contract; txt: one 'index<TAB>key<TAB>kinds<TAB>detail' "
         "line per sample",
     )
-    parser.add_argument("--num-classes", type=int, metavar="N", help="override the scan's --num-classes")
+    parser.add_argument(
+        "--num-classes", type=positive_int, metavar="N", help="override the scan's --num-classes"
+    )
     parser.add_argument("--ignore-index", type=int, metavar="I", help="override the scan's --ignore-index")
     parser.add_argument(
-        "--max-bytes", type=parse_size, metavar="SIZE", help="override the scan's --max-bytes"
+        "--max-bytes", type=size, metavar="SIZE", help="override the scan's --max-bytes"
     )
     parser.add_argument("--require", action="append", metavar="FIELD", help="override the scan's --require")
     parser.set_defaults(run=run)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from datalint.commands.arguments import count
 from datalint.errors import UsageError
 
 DESCRIPTION = """\
@@ -54,14 +55,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--title", help="page title (default: the scanned spec)")
     parser.add_argument(
         "--max-rows",
-        type=_count,
+        type=count,
         default=20_000,
         metavar="N",
         help="flagged samples in the table, quarantined first (default: 20000)",
     )
     parser.add_argument(
         "--thumbnails",
-        type=_count,
+        type=count,
         default=200,
         metavar="N",
         help="previews of flagged images in an image scan; 0 for none (default: 200)",
@@ -79,16 +80,6 @@ def register(subparsers: Any) -> None:
         help="also write datasette metadata for this index (table and column labels, canned queries)",
     )
     parser.set_defaults(run=run)
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import warnings
 from typing import Any
 
+from datalint.commands.arguments import count, positive_float, positive_int, size
 from datalint.errors import UsageError
 
 KIND_HELP = (
@@ -72,7 +72,7 @@ def add_image_arguments(group: Any) -> None:
     )
     group.add_argument(
         "--max-pixels",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="an image whose header claims more pixels is a decompression bomb (default: Pillow's 89478485)",
     )
@@ -115,20 +115,20 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
     engine = parser.add_argument_group("engine")
     engine.add_argument(
         "--workers",
-        type=_non_negative_int,
+        type=count,
         metavar="N",
         help="worker processes (default: the CPUs this process may use); 0 runs samples "
         "in this process for debugging and isolates nothing",
     )
     engine.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=positive_float,
         default=60.0,
         metavar="SECONDS",
         help="per-sample limit, enforced even in C code holding the GIL (default 60)",
     )
     engine.add_argument("--rescan", action="store_true", help="measure every sample again, even if indexed")
-    engine.add_argument("--chunk-size", type=_positive_int, metavar="N", help=argparse.SUPPRESS)
+    engine.add_argument("--chunk-size", type=positive_int, metavar="N", help=argparse.SUPPRESS)
     engine.add_argument(
         "--backend",
         choices=("local", "dask"),
@@ -151,7 +151,7 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FIELD",
         help="a label field to record (dict key, tuple position or dotted path); repeatable",
     )
-    probes.add_argument("--num-classes", type=_positive_int, metavar="N", help="labels must lie in [0, N)")
+    probes.add_argument("--num-classes", type=positive_int, metavar="N", help="labels must lie in [0, N)")
     probes.add_argument("--ignore-index", type=int, metavar="I", help="a label value that is always allowed")
     probes.add_argument(
         "--require",
@@ -162,7 +162,7 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
     )
     probes.add_argument(
         "--max-bytes",
-        type=parse_size,
+        type=size,
         metavar="SIZE",
         help="samples above this size are 'oversized' (e.g. 64MB, 1GiB)",
     )
@@ -290,37 +290,3 @@ def format_summary(summary: Any) -> str:
 def _one_line(text: str, limit: int = 140) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """`1000`, `64MB`, `1.5GiB` -> bytes (decimal units for kB/MB/GB, binary for KiB/MiB/GiB)."""
-    match = _SIZE.match(text)
-    if match is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size; use e.g. 500000, 64MB or 1GiB")
-    number, unit, binary = float(match[1]), match[2].upper(), bool(match[3])
-    power = "KMGT".index(unit) + 1 if unit else 0
-    return int(number * (1024 if binary else 1000) ** power)
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} is negative")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
-    return value

@@ -1,7 +1,7 @@
 """`datalint report`: one self-contained HTML page from a scan index.
 
     from datalint.report import ReportOptions, write_report
-    write_report(Path(".datalint/scan.db"), Path("report.html"), ReportOptions())
+    write_report(".datalint/scan.db", "report.html", ReportOptions(max_rows=5000))
 
 The page holds its CSS, script, SVG charts and image previews inline and fetches nothing, so
 it opens from a CI artifact on a machine with no network. Its size is bounded whatever the
@@ -72,11 +72,17 @@ def build_report(db: Path, options: ReportOptions) -> tuple[str, Page]:
     return render_page(page), page
 
 
-def write_report(db: Path, output: Path, options: ReportOptions) -> ReportResult:
-    """Write the page atomically: a reader (or a CI upload) never sees half a report."""
+def write_report(
+    db: str | os.PathLike[str],
+    output: str | os.PathLike[str] = "report.html",
+    options: ReportOptions | None = None,
+) -> ReportResult:
+    """Write the page for the index `db` to `output`, atomically: a reader (or a CI upload) never
+    sees half a report."""
+    output = Path(output)
     if not output.parent.is_dir():  # before the work, not after it
         raise DatalintError(f"{output}: the folder {output.parent} does not exist")
-    html, page = build_report(db, options)
+    html, page = build_report(Path(db), options or ReportOptions())
     data = html.encode("utf-8")
     _write_atomic(output, data)
     index = page.index

@@ -19,6 +19,7 @@ from typing import Any
 from datalint.errors import DatalintError
 from datalint.report.charts import Threshold
 from datalint.report.limits import policy_thresholds
+from datalint.scan.store import RunRecord
 
 SCHEMA_VERSION = 1
 REQUIRED_TABLES = ("runs", "samples")
@@ -26,22 +27,6 @@ REQUIRED_TABLES = ("runs", "samples")
 # Statuses that are findings in their own right even before policy has written `findings`
 # (a scan killed before the end leaves samples but no derived findings).
 FAILED_STATUSES = ("error", "crash", "timeout")
-
-
-@dataclass(frozen=True)
-class Run:
-    """One row of `runs`: a scan or a guard session."""
-
-    id: int
-    kind: str
-    spec: str
-    length: int | None
-    fingerprint: str | None
-    options: dict[str, Any]
-    environment: dict[str, Any]
-    started: str | None
-    finished: str | None
-    counts: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -83,7 +68,7 @@ class ImageStats:
 @dataclass(frozen=True)
 class IndexSummary:
     path: Path
-    runs: tuple[Run, ...]
+    runs: tuple[RunRecord, ...]
     sample_count: int
     status_counts: dict[str, int]
     kind_counts: tuple[KindCount, ...]
@@ -97,7 +82,7 @@ class IndexSummary:
     good_images: tuple[FlaggedSample, ...] = field(default=())  # a spread of unflagged images
 
     @property
-    def scan_run(self) -> Run | None:
+    def scan_run(self) -> RunRecord | None:
         return latest_scan(self.runs)
 
     @property
@@ -106,7 +91,7 @@ class IndexSummary:
         return run is not None and run.kind == "images"
 
 
-def latest_scan(runs: tuple[Run, ...]) -> Run | None:
+def latest_scan(runs: tuple[RunRecord, ...]) -> RunRecord | None:
     """The latest scan (not a guard session): the run the header describes, whose policy drew the lines."""
     scans = [run for run in runs if run.kind != "guard"] or list(runs)
     return scans[-1] if scans else None
@@ -190,10 +175,10 @@ def _json_object(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
-def _read_runs(conn: sqlite3.Connection) -> Iterator[Run]:
+def _read_runs(conn: sqlite3.Connection) -> Iterator[RunRecord]:
     for row in conn.execute("SELECT * FROM runs ORDER BY id"):
         cols = row.keys()
-        yield Run(
+        yield RunRecord(
             id=row["id"],
             kind=str(row["kind"] or "dataset"),
             spec=str(row["spec"] or ""),

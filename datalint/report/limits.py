@@ -36,9 +36,9 @@ def _from_policy(conn: sqlite3.Connection, run_options: dict[str, Any]) -> dict[
         options = policy.PolicyOptions.from_dict(run_options.get("policy") or {})
         peers = policy.population(conn)
         # the policy's own limit functions: the same numbers that decided the findings
-        return {"oversized": policy._size_limit(peers, options), "slow": policy._slow_limit(peers, options)}
+        return {"oversized": policy.size_limit(peers, options), "slow": policy.slow_limit(peers, options)}
     except (ImportError, AttributeError, TypeError, ValueError):
-        return None  # a policy module without these limits, or options it cannot read
+        return None  # run options this policy cannot read (an index written by another version)
 
 
 def _from_findings(conn: sqlite3.Connection) -> dict[str, float | None]:

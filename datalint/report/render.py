@@ -31,9 +31,10 @@ from datalint.report.charts import (
     size_heatmap,
 )
 from datalint.report.extras import BenchResult, BenchRun, LintFinding
-from datalint.report.index import FlaggedSample, ImageStats, IndexSummary, KindCount, Run
+from datalint.report.index import FlaggedSample, ImageStats, IndexSummary, KindCount
 from datalint.report.markup import Html, el, join
 from datalint.report.thumbs import Thumbnail
+from datalint.scan.store import RunRecord
 
 PAGE_SIZE = 100
 MESSAGE_LIMIT = 400
@@ -121,7 +122,7 @@ def _header(page: Page) -> Html:
     return el("header", el("h1", page.title), el("div", *bits, class_="sub"), class_="top")
 
 
-def _duration(run: Run) -> Html:
+def _duration(run: RunRecord) -> Html:
     if not run.finished:
         return el(
             "span",
@@ -226,7 +227,7 @@ def _policy_block(kinds: Sequence[KindCount]) -> Html:
     )
 
 
-def _options_block(run: Run | None) -> Html:
+def _options_block(run: RunRecord | None) -> Html:
     if run is None:
         return el("div", el("h3", "Scan options"), el("p", "The index has no run recorded.", class_="note"))
     rows: list[tuple[str, str]] = [("kind", run.kind), ("spec", run.spec)]
@@ -703,7 +704,7 @@ def _recommendation(recommendation: dict[str, Any]) -> Html | None:
     return el("p", el("b", "Recommended: "), settings, ". ", _plain(why) if why else None)
 
 
-def _runs_section(runs: tuple[Run, ...]) -> Html:
+def _runs_section(runs: tuple[RunRecord, ...]) -> Html:
     head = el("tr", [el("th", h) for h in ("run", "kind", "spec", "started", "finished", "counts")])
     rows = [
         el(

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from datalint.errors import UsageError
+from datalint.limits import effective_cpu_count
 from datalint.scan import dask_backend, policy, runner, store
-from datalint.scan.policy import PolicyOptions
+from datalint.scan.policy import PolicyOptions, QuarantineEntry
 from datalint.scan.progress import Progress
 from datalint.scan.sources import SourceDescription, adopt_dataset, build_source, fingerprint
 
@@ -54,15 +55,7 @@ class ScanOptions:
     def worker_count(self) -> int:
         if self.workers is None and self.scheduler is not None:
             return 1  # an existing cluster: wait for at least one of its workers
-        return runner.effective_cpu_count() if self.workers is None else max(0, self.workers)
-
-
-@dataclass(frozen=True)
-class SampleReport:
-    index: int
-    key: str | None
-    kinds: tuple[str, ...]
-    detail: str
+        return effective_cpu_count() if self.workers is None else max(0, self.workers)
 
 
 @dataclass(frozen=True)
@@ -77,7 +70,7 @@ class ScanSummary:
     findings: dict[str, int]  # kind -> samples with that finding
     quarantined: int
     policy: tuple[str, ...]
-    worst: tuple[SampleReport, ...]
+    worst: tuple[QuarantineEntry, ...]  # the worst quarantined samples, worst first
     scanned: int  # samples measured by this call
     resumed: int  # samples already in the index before it
     elapsed: float
@@ -98,10 +91,7 @@ class ScanSummary:
             "findings": self.findings,
             "quarantined": self.quarantined,
             "policy": list(self.policy),
-            "worst": [
-                {"index": s.index, "key": s.key, "kinds": list(s.kinds), "detail": s.detail}
-                for s in self.worst
-            ],
+            "worst": [entry.to_dict() for entry in self.worst],
             "scanned": self.scanned,
             "resumed": self.resumed,
             "elapsed": round(self.elapsed, 3),
@@ -272,7 +262,7 @@ def _check_same_dataset(
     length: int | None,
     print_: str | None,
 ) -> None:
-    path = store_path(index)
+    path = store.index_path(index)
     if previous.spec != description.spec or (length is not None and previous.length != length):
         raise UsageError(
             f"the index {path} holds a scan of {previous.spec} ({previous.length} samples), not of "
@@ -313,11 +303,6 @@ def _verdict_options(kind: Any, source_options: dict[str, Any]) -> dict[str, Any
 
 def _describe(options: dict[str, Any]) -> str:
     return ", ".join(f"{name}={value}" for name, value in options.items())
-
-
-def store_path(index: Any) -> str:
-    row = index.execute("PRAGMA database_list").fetchone()
-    return str(row[2]) if row else "?"
 
 
 def _measure(
@@ -407,7 +392,7 @@ def _write_quarantine(
     length: int | None,
     print_: str | None,
     path: Path,
-) -> list[policy.QuarantineEntry]:
+) -> list[QuarantineEntry]:
     keys = sample_keys(index, {f.idx for f in findings if f.kind in kinds})
     entries = policy.quarantine_entries(findings, keys, kinds)
     document = policy.quarantine_document(
@@ -457,16 +442,11 @@ def _counts(index: Any, findings: list[policy.Finding]) -> dict[str, Any]:
     return counts
 
 
-def _worst(entries: list[policy.QuarantineEntry]) -> tuple[SampleReport, ...]:
-    def rank(entry: policy.QuarantineEntry) -> tuple[int, int]:
-        first = entry.kinds[0] if entry.kinds else ""
-        return (
-            policy.SEVERITY.index(first) if first in policy.SEVERITY else len(policy.SEVERITY),
-            entry.index,
-        )
+def _worst(entries: list[QuarantineEntry]) -> tuple[QuarantineEntry, ...]:
+    def rank(entry: QuarantineEntry) -> tuple[int, int]:
+        return policy.severity_rank(entry.kinds[0] if entry.kinds else ""), entry.index
 
-    ranked = sorted(entries, key=rank)[:WORST_SHOWN]
-    return tuple(SampleReport(e.index, e.key, e.kinds, e.detail) for e in ranked)
+    return tuple(sorted(entries, key=rank)[:WORST_SHOWN])
 
 
 def _run_options(description: SourceDescription, options: ScanOptions, workers: int) -> dict[str, Any]:
@@ -500,7 +480,7 @@ def _environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "start_method": "fork",
-        "cpus": runner.effective_cpu_count(),
+        "cpus": effective_cpu_count(),
         "versions": versions,
     }
 

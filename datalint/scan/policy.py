@@ -16,6 +16,7 @@ from typing import Any
 
 from datalint.errors import UsageError
 from datalint.scan.images import INFO_KIND_MEANINGS, index_findings
+from datalint.units import human_bytes
 
 QUARANTINE_FORMAT = "datalint-quarantine/1"
 
@@ -269,12 +270,12 @@ def _candidate_filter(peers: Population, judge: _SignatureJudge, options: Policy
         "status != 'ok'", "non_finite > 0", "requires_grad = 1", "non_cpu = 1", "fd_delta > 0",
         "reported IS NOT NULL",
     ]  # fmt: skip
-    size_limit = _size_limit(peers, options)
-    if size_limit is not None:
-        clauses.append(f"nbytes > {int(size_limit)}")
-    slow_limit = _slow_limit(peers, options)
-    if slow_limit is not None:
-        clauses.append(f"duration >= {slow_limit!r}")
+    largest = size_limit(peers, options)
+    if largest is not None:
+        clauses.append(f"nbytes > {int(largest)}")
+    slowest = slow_limit(peers, options)
+    if slowest is not None:
+        clauses.append(f"duration >= {slowest!r}")
     if bad_signatures:
         quoted = ", ".join("'" + text.replace("'", "''") + "'" for text in bad_signatures)
         clauses.append(f"signature IN ({quoted})")
@@ -365,7 +366,9 @@ def _out_of_range(value: Any, num_classes: int, ignore_index: int | None) -> boo
     return value < 0 or value >= num_classes
 
 
-def _size_limit(peers: Population, options: PolicyOptions) -> float | None:
+def size_limit(peers: Population, options: PolicyOptions) -> float | None:
+    """Bytes above which a sample is "oversized": --max-bytes, or `oversize_factor` x the median
+    size once there are `min_peers` measured samples, whichever is lower; None when neither applies."""
     limits = []
     if options.max_bytes is not None:
         limits.append(float(options.max_bytes))
@@ -374,7 +377,9 @@ def _size_limit(peers: Population, options: PolicyOptions) -> float | None:
     return min(limits) if limits else None
 
 
-def _slow_limit(peers: Population, options: PolicyOptions) -> float | None:
+def slow_limit(peers: Population, options: PolicyOptions) -> float | None:
+    """Seconds from which a sample is "slow": the largest of `slow_fraction` x the timeout,
+    `slow_factor` x the median duration and the p99 duration; None with fewer than `min_peers`."""
     if peers.ok < options.min_peers or peers.p99_duration is None or peers.median_duration is None:
         return None
     return max(
@@ -388,26 +393,18 @@ def _size_and_speed(
     row: dict[str, Any], peers: Population, options: PolicyOptions
 ) -> Iterator[tuple[str, str]]:
     nbytes = row.get("nbytes")
-    limit = _size_limit(peers, options)
+    limit = size_limit(peers, options)
     if nbytes is not None and limit is not None and nbytes > limit:
         relative = (
-            f", {nbytes / peers.median_nbytes:.0f}x the median {_bytes(peers.median_nbytes)}"
+            f", {nbytes / peers.median_nbytes:.0f}x the median {human_bytes(peers.median_nbytes)}"
             if peers.median_nbytes
             else ""
         )
-        yield "oversized", f"{_bytes(nbytes)}{relative}"
+        yield "oversized", f"{human_bytes(nbytes)}{relative}"
     duration = row.get("duration")
-    slow = _slow_limit(peers, options)
+    slow = slow_limit(peers, options)
     if duration is not None and slow is not None and duration >= slow:
         yield "slow", f"{duration:.2f} s (median {peers.median_duration or 0:.4f} s)"
-
-
-def _bytes(value: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
 
 
 def _field_name(path: str) -> str:
@@ -573,10 +570,16 @@ def dataset_notes(peers: Population, limit: int = 5) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class QuarantineEntry:
+    """One sample on the quarantine list, its kinds worst first (also a scan summary's worst samples)."""
+
     index: int
     key: str | None
     kinds: tuple[str, ...]
     detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The sample as quarantine.json and `datalint scan --format json` write it."""
+        return {"index": self.index, "key": self.key, "kinds": list(self.kinds), "detail": self.detail}
 
 
 def quarantine_entries(
@@ -600,7 +603,12 @@ def quarantine_entries(
 
 
 def _severity(finding: Finding) -> int:
-    return SEVERITY.index(finding.kind) if finding.kind in SEVERITY else len(SEVERITY)
+    return severity_rank(finding.kind)
+
+
+def severity_rank(kind: str) -> int:
+    """Where a finding kind stands in SEVERITY (0 is the worst); kinds not listed come last."""
+    return SEVERITY.index(kind) if kind in SEVERITY else len(SEVERITY)
 
 
 def quarantine_document(
@@ -620,7 +628,5 @@ def quarantine_document(
         "fingerprint": fingerprint,
         "created": created,
         "policy": list(kinds),
-        "samples": [
-            {"index": e.index, "key": e.key, "kinds": list(e.kinds), "detail": e.detail} for e in entries
-        ],
+        "samples": [entry.to_dict() for entry in entries],
     }

@@ -32,17 +32,9 @@ def nbytes(sample: Any) -> int:
     return sum(leaf_nbytes(leaf) for _, leaf in leaves(sample))
 
 
-def signature(sample: Any, depth: int = 0) -> dict[str, Any]:
+def signature(sample: Any) -> dict[str, Any]:
     """Structure of a sample: types, keys / positions, shapes, dtypes and devices, as plain data."""
-    if depth < MAX_DEPTH:
-        fields = _fields(sample)
-        if fields is not None:
-            sig: dict[str, Any] = {"type": _type_name(sample)}
-            if _is_sequence(sample):
-                sig["length"] = len(sample)
-            sig["fields"] = {name: signature(value, depth + 1) for name, value in fields}
-            return sig
-    return leaf_signature(sample)
+    return _Walk().visit(sample, ROOT, 0)  # the walk `describe` makes, so the two always agree
 
 
 def non_finite(sample: Any) -> dict[str, int]:

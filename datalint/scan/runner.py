@@ -87,32 +87,6 @@ class RunnerOptions:
     max_unattributed_deaths: int = 3
 
 
-def effective_cpu_count() -> int:
-    """CPUs this process may really use: its affinity mask and its cgroup CPU quota, not os.cpu_count()."""
-    try:
-        count = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        count = os.cpu_count() or 1
-    quota = _cgroup_cpu_quota()
-    if quota is not None:
-        count = min(count, max(1, int(quota + 0.999)))
-    return max(1, count)
-
-
-def _cgroup_cpu_quota() -> float | None:
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]  # cgroup v2
-        return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
-        pass
-    try:  # cgroup v1
-        quota_us = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read_text())
-        period_us = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())
-        return None if quota_us <= 0 else quota_us / period_us
-    except (OSError, ValueError):
-        return None
-
-
 def run(
     description: SourceDescription, todo: Iterable[int], total: int, options: RunnerOptions
 ) -> Generator[list[Row], None, None]:
@@ -488,6 +462,7 @@ class _Worker:
     chunks: int = 0  # chunks handed out and not finished
     dump: _Dump | None = None
     stopping: bool = False
+    lost: bool = False  # a message to it failed: it is dead, and _collect buries it like any other death
 
     def close(self) -> None:
         for closable in (self.tasks, self.results, self.output):
@@ -533,22 +508,39 @@ class _Pool:
 
     def _start_stream(self) -> None:
         worker = next(iter(self.workers.values()))
-        worker.tasks.send("stream")
-        worker.chunks = 1
+        if self._send(worker, "stream"):
+            worker.chunks = 1
 
     def _hand_out(self) -> None:
         for worker in list(self.workers.values()):
-            if worker.stopping:
+            if worker.stopping or worker.lost:
                 continue
             while worker.chunks < 2 and not self.stream:
                 chunk = self._next_chunk()
                 if not chunk:
                     break
-                worker.tasks.send(chunk)
+                if not self._send(worker, chunk):
+                    # Its chunk-mates go first to whichever worker asks next (a replacement included).
+                    self.requeued.extendleft(reversed(chunk))
+                    break
                 worker.outstanding.update(dict.fromkeys(chunk))
                 worker.chunks += 1
-            if worker.chunks == 0:
+            if worker.chunks == 0 and not worker.lost:
                 self._stop(worker)
+
+    def _send(self, worker: _Worker, message: Any) -> bool:
+        """Hand a worker a message; False when it has died since the last look (its pipe is broken).
+
+        A worker can die (a segfault in its next sample) between `_collect` seeing it alive and this
+        send. It is not buried here: rows it sent before dying may still wait in its results pipe, so
+        `_collect` drains them and then buries it as usual, blaming the sample its journal names.
+        """
+        try:
+            worker.tasks.send(message)
+        except OSError:  # BrokenPipeError, ConnectionResetError: nobody reads its tasks any more
+            worker.lost = True
+            return False
+        return True
 
     def _next_chunk(self) -> list[int]:
         size = self._chunk_size()

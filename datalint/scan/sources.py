@@ -144,7 +144,7 @@ class DatasetSource:
         if not self.is_stream:
             _check_map_style(description.spec, self.dataset)
             self._length = _length(description.spec, self.dataset)
-        self._keys = _key_function(self.dataset)
+        self._keys = key_function(self.dataset)
         _reset_load_truncated_images(description.spec)
 
     def __len__(self) -> int:
@@ -221,8 +221,10 @@ def _length(spec: str, dataset: Any) -> int:
     return int(length)
 
 
-def _key_function(dataset: Any) -> Callable[[int], Any] | None:
-    """Where the dataset names its samples: `datalint_key(i)`, or ImageFolder's samples / imgs."""
+def key_function(dataset: Any) -> Callable[[int], Any] | None:
+    """How the dataset names sample `i`: its `datalint_key(i)` method, or the path of entry `i` of
+    ImageFolder-style `samples` / `imgs` lists; None when it names none. The index, the quarantine
+    list and the training path's staleness check all read keys through this one rule."""
     method = getattr(dataset, "datalint_key", None)
     if callable(method):
         return method

@@ -16,7 +16,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -86,14 +86,18 @@ class IndexFileError(DatalintError):
 
 @dataclass(frozen=True)
 class RunRecord:
+    """One row of `runs`: a scan (kind "dataset" or "images") or a guard session (kind "guard")."""
+
     id: int
     kind: str
     spec: str
     length: int | None
     fingerprint: str | None
     options: dict[str, Any]
-    started: str
+    started: str | None
     finished: str | None
+    environment: dict[str, Any] = field(default_factory=dict)
+    counts: dict[str, Any] = field(default_factory=dict)
 
 
 def utc_now() -> str:
@@ -123,14 +127,14 @@ def ensure_schema(db: Any) -> None:
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise IndexFileError(
-            f"{_db_path(db)} has index schema version {version}; this datalint reads version "
+            f"{index_path(db)} has index schema version {version}; this datalint reads version "
             f"{SCHEMA_VERSION}: upgrade datalint or scan into a new --db"
         )
     if version == 0:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if tables - {"runs", "samples", "findings"}:
             raise IndexFileError(
-                f"{_db_path(db)} is an SQLite file but not a datalint index; pick another --db"
+                f"{index_path(db)} is an SQLite file but not a datalint index; pick another --db"
             )
         # Concurrent creators take the write lock one after another, and every CREATE is IF NOT EXISTS.
         with transaction(db):
@@ -162,9 +166,10 @@ def transaction(db: Any) -> Iterator[Any]:
     connection.execute("COMMIT")
 
 
-def _db_path(db: Any) -> str:
+def index_path(db: Any) -> str:
+    """The file an open index lives in, for messages about it."""
     row = db.execute("PRAGMA database_list").fetchone()
-    return str(row[2]) if row else "the index"
+    return str(row[2]) if row and row[2] else ":memory:"
 
 
 # ----------------------------------------------------------------------------------------------

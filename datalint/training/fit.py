@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from datalint.errors import DatalintError
-from datalint.scan.sources import _key_function as scan_key_function
 from datalint.scan.sources import fingerprint as scan_fingerprint
+from datalint.scan.sources import key_function
 from datalint.training.quarantine import Quarantine
 
 KeyReader = Callable[[int], str]
@@ -43,7 +43,7 @@ def key_reader(dataset: Any) -> KeyReader | None:
     if wrapped is not None:
         return key_reader(wrapped)
     # The scan's own rule, so that keys read here are the keys the scan wrote.
-    keys = scan_key_function(dataset)
+    keys = key_function(dataset)
     return None if keys is None else functools.partial(_as_key, keys)
 
 

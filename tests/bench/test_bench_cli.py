@@ -89,7 +89,6 @@ def test_the_table_marks_each_run_and_the_soak_reports_a_dead_worker_with_exit_1
     [
         (["--soak"], "--soak needs --epochs N or --steps N"),
         (["--epochs", "2"], "add --soak"),
-        (["--timeout", "0"], "--timeout must be more than 0"),
     ],
 )
 def test_usage_mistakes_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:

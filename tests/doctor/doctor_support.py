@@ -8,6 +8,19 @@ from typing import Any
 
 from datalint.doctor import Cgroup, GiB, HostFacts, MiB, Shm
 
+# Every host check, in the order doctor reports them.
+HOST_CHECK_NAMES = [
+    "shared memory",
+    "memory",
+    "cpu",
+    "open files",
+    "process limits",
+    "start method",
+    "libraries",
+    "container",
+    "threads",
+]
+
 MEMINFO = """\
 MemTotal:       65536000 kB
 MemFree:        30000000 kB

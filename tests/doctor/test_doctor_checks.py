@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from doctor_support import cgroup, facts
+from doctor_support import HOST_CHECK_NAMES, cgroup, facts
 
+import datalint
 from datalint.doctor import (
     GiB,
     MiB,
@@ -111,18 +112,13 @@ def test_tokenizers_without_its_parallelism_setting_warns() -> None:
 
 def test_every_host_check_reports_a_status_value_and_detail() -> None:
     checks = host_checks(facts())
-    names = [c.name for c in checks]
-    assert names == [
-        "shared memory",
-        "memory",
-        "cpu",
-        "open files",
-        "process limits",
-        "start method",
-        "libraries",
-        "container",
-        "threads",
-    ]
+    assert [c.name for c in checks] == HOST_CHECK_NAMES
     assert all(c.status in ("ok", "warn", "fail") and c.value and c.detail for c in checks)
     assert worst_status(checks) == "ok"
     assert worst_status([*checks, check_shm(facts(shm=Shm("/dev/shm", None, None)))]) == "fail"
+
+
+def test_without_facts_the_host_checks_judge_this_machine() -> None:
+    checks = datalint.host_checks()
+    assert [c.name for c in checks] == HOST_CHECK_NAMES
+    assert all(c.status in ("ok", "warn", "fail") and c.value for c in checks)

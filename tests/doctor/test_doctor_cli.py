@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from doctor_support import HOST_CHECK_NAMES
 
 from datalint.cli import main
 
@@ -28,17 +29,7 @@ def test_doctor_on_this_machine_reports_every_check_and_exits_by_the_worst(
 ) -> None:
     code, document = doctor_json(capsys)
     checks = by_name(document)
-    assert {
-        "shared memory",
-        "memory",
-        "cpu",
-        "open files",
-        "process limits",
-        "start method",
-        "libraries",
-        "threads",
-        "container",
-    } <= set(checks)
+    assert set(HOST_CHECK_NAMES) <= set(checks)
     assert all(set(c) == CHECK_KEYS and c["status"] in ("ok", "warn", "fail") for c in document["checks"])
     assert document["estimate"] is None
     assert code == (1 if any(c["status"] == "fail" for c in document["checks"]) else 0)

@@ -19,6 +19,8 @@ from datalint.doctor import (
     read_meminfo,
     usable_cpus,
 )
+from datalint.limits import effective_cpu_count
+from datalint.scan.api import ScanOptions
 
 
 def test_cgroup_v2_takes_the_tightest_limit_of_the_cgroup_and_its_parents(tmp_path: Path) -> None:
@@ -98,6 +100,25 @@ def test_cgroup_v1_without_limits_reports_none_rather_than_a_huge_number(tmp_pat
     cg = read_cgroup(root)
     assert cg is not None
     assert (cg.memory_limit, cg.memory_usage, cg.cpu_quota, cg.pids_limit) == (None, 979000000, None, None)
+
+
+def test_the_scan_sizes_its_pool_by_the_cpus_doctor_reports(tmp_path: Path) -> None:
+    # A one-CPU quota on the parent of a v1 cgroup mounted as cpu,cpuacct binds the scan as it
+    # binds doctor's verdict: one rule, read one way, for both.
+    root = write_tree(
+        tmp_path,
+        {
+            "proc/self/cgroup": "3:cpu,cpuacct:/batch/job7\n",
+            "sys/fs/cgroup/cpu,cpuacct/batch/cpu.cfs_quota_us": "100000\n",
+            "sys/fs/cgroup/cpu,cpuacct/batch/cpu.cfs_period_us": "100000\n",
+            "sys/fs/cgroup/cpu,cpuacct/batch/job7/cpu.cfs_quota_us": "-1\n",
+            "sys/fs/cgroup/cpu,cpuacct/batch/job7/cpu.cfs_period_us": "100000\n",
+        },
+    )
+    facts = read_host(root=root, shm_path=tmp_path / "shm", env={}, cv2_threads=lambda: None)
+    assert usable_cpus(facts) == effective_cpu_count(root) == 1
+    on_this_machine = read_host(cv2_threads=lambda: None)
+    assert usable_cpus(on_this_machine) == effective_cpu_count() == ScanOptions().worker_count()
 
 
 def test_no_cgroup_filesystem_means_no_cgroup(tmp_path: Path) -> None:

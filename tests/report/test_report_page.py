@@ -12,6 +12,7 @@ from report_dataset import HOSTILE_KEY, HOSTILE_MESSAGE, LENGTH, OUT_OF_RANGE, P
 from report_pages import parse_page
 from report_schema import dataset_samples, write_index
 
+import datalint
 from datalint.cli import main
 
 HERE = Path(__file__).parent
@@ -97,6 +98,16 @@ def test_the_page_fetches_nothing(schema_db: Path, tmp_path: Path) -> None:
     assert not re.search(r"url\(|@import", html)
     csp = page.find("meta", http_equiv="Content-Security-Policy")[0].attrs["content"] or ""
     assert "default-src 'none'" in csp and "'unsafe-inline'" not in csp
+
+
+def test_the_page_is_one_call_from_python(
+    schema_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = datalint.write_report(str(schema_db))  # report.html here, default options
+    assert result.path == Path("report.html") and result.bytes == (tmp_path / "report.html").stat().st_size
+    capped = datalint.write_report(schema_db, "capped.html", datalint.ReportOptions(max_rows=1))
+    assert capped.rows == 1 < capped.flagged
 
 
 def test_durations_and_the_scan_time_from_the_index(schema_db: Path, tmp_path: Path) -> None:

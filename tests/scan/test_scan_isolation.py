@@ -10,6 +10,9 @@ from scan_support import load_json, samples, spec
 
 import datalint
 from datalint.scan import api
+from datalint.scan.sources import SourceDescription
+
+HERE = Path(__file__).resolve().parent
 
 FAULTS = {
     3: "segfault",
@@ -128,7 +131,7 @@ def test_truncated_images_are_not_silently_accepted(tmp_path) -> None:
 
 
 def _count_with_one_cpu(queue) -> None:
-    from datalint.scan.runner import effective_cpu_count
+    from datalint.limits import effective_cpu_count
 
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     queue.put(effective_cpu_count())
@@ -144,3 +147,19 @@ def test_the_default_worker_count_follows_the_cpu_affinity_not_cpu_count() -> No
     assert queue.get(timeout=30) == 1
     child.join(30)
     assert api.ScanOptions().worker_count() <= len(os.sched_getaffinity(0))
+
+
+def test_a_worker_that_dies_just_before_it_is_handed_a_chunk_costs_only_its_own_sample(tmp_path) -> None:
+    # dying_worker.py orders the race deterministically: the engine writes a chunk to the pipe of a
+    # worker that died (in sample 1) after it was last seen alive. The failed send is that worker's
+    # death: sample 1 is its crash, and the chunk goes to the replacement worker.
+    dataset = f"{HERE / 'dying_worker.py'}:make(6, {str(tmp_path)!r})"
+    options = api.ScanOptions(workers=1, chunk_size=1, timeout=30)
+    summary = api.scan_source(SourceDescription.make("dataset", dataset), options, db=tmp_path / "d.db")
+    rows = samples(tmp_path / "d.db")
+    assert (tmp_path / "parent-waiting").exists()  # the race really was staged
+    assert sorted(rows) == list(range(6))
+    assert (rows[1]["status"], rows[1]["error_type"]) == ("crash", "EXIT(3)")
+    assert all(rows[i]["status"] == "ok" for i in (0, 2, 3, 4, 5))
+    assert rows[2]["key"] == "sample-2" and rows[2]["worker"] != rows[0]["worker"]  # the replacement
+    assert [entry.index for entry in summary.worst] == [1]

@@ -1,0 +1,72 @@
+"""argparse value converters shared by the command modules: whole numbers, seconds and sizes.
+
+Each raises `argparse.ArgumentTypeError` with a message that says what was expected and what was
+given, which argparse prints after the flag's name (`argument --batch-size: expected 1 or more,
+got 0`) and exits 2. Standard library only, like every command module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?))?b?\s*", re.IGNORECASE)
+
+
+def positive_int(text: str) -> int:
+    """A whole number of 1 or more: a batch size, a sample count, a number of classes."""
+    value = _whole_number(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
+    return value
+
+
+def count(text: str) -> int:
+    """A whole number of 0 or more: a worker count (0: none), a cap (0: nothing)."""
+    value = _whole_number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A number above 0: seconds of a timeout."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected more than 0, got {text}")
+    return value
+
+
+def size(text: str) -> int:
+    """Bytes, the way disks are sold: `500000`, `64MB` (64 x 1000^2), `1.5GiB` (1.5 x 1024^3).
+
+    For a sample-size threshold (`scan --max-bytes`), where MB and MiB both mean what they say.
+    """
+    return _bytes(text, binary_units=False, examples="500000, 64MB or 1GiB")
+
+
+def binary_size(text: str) -> int:
+    """Bytes, the way Docker reads `--shm-size`: `67108864`, `64m`, `64MB`, `8g`, every unit binary.
+
+    For memory limits (`doctor --shm-bytes`), so a value copied from `docker run` means the same here.
+    """
+    return _bytes(text, binary_units=True, examples="67108864, 64m or 8g")
+
+
+def _whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def _bytes(text: str, *, binary_units: bool, examples: str) -> int:
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expected a size such as {examples}, got {text!r}")
+    number, unit, binary = float(match[1]), (match[2] or "").lower(), bool(match[3])
+    power = "kmgt".index(unit) + 1 if unit else 0
+    return int(number * (1024 if binary or binary_units else 1000) ** power)

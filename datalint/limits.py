@@ -1,0 +1,182 @@
+"""The limits this process runs under, read from /proc and /sys: its cgroup (v1 or v2) and its CPUs.
+
+One place for both the scan engine, which sizes its default worker pool with
+`effective_cpu_count()`, and `datalint doctor`, which reports and judges the same numbers. Only the
+standard library is imported, so the engine pays nothing for it. Every reader takes a `root`, so
+tests point it at fake /proc + /sys trees for cgroup v1, v2 and none.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# cgroup v1 writes "no limit" as LONG_MAX rounded down to a page (9223372036854771712); anything
+# this large is no limit in practice.
+UNLIMITED_THRESHOLD = 1 << 60
+
+
+def read_text(path: Path) -> str | None:
+    """A /proc or /sys file's text; None when it is absent or unreadable."""
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def read_int(path: Path) -> int | None:
+    """The first number in a /proc or /sys file; None when there is none."""
+    text = read_text(path)
+    if text is None:
+        return None
+    try:
+        return int(text.split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+# --- cgroups ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cgroup:
+    """The limits of the cgroup this process runs in: the tightest of its own and its parents'."""
+
+    version: int  # 1 or 2
+    path: str  # this process's cgroup, as /proc/self/cgroup names it
+    memory_limit: int | None  # None: no limit
+    memory_usage: int | None
+    cpu_quota: float | None  # CPUs; None: no quota
+    pids_limit: int | None
+
+
+def _own_cgroups(root: Path) -> dict[str, str]:
+    """controller -> path from /proc/self/cgroup; the v2 entry is under the key ''."""
+    paths: dict[str, str] = {}
+    for line in (read_text(root / "proc/self/cgroup") or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for controller in parts[1].split(","):
+                paths[controller.removeprefix("name=")] = parts[2]
+    return paths
+
+
+def _ancestors(base: Path, cgroup_path: str) -> list[Path]:
+    """The cgroup directory and each parent up to the mount root, deepest first.
+
+    A limit anywhere above us is enforced too, and inside a cgroup namespace our own path reads "/"
+    while the container's limit sits at the mount root, so walking up covers both.
+    """
+    parts = [p for p in cgroup_path.split("/") if p and p != ".."]
+    return [base.joinpath(*parts[:n]) for n in range(len(parts), -1, -1)]
+
+
+def _tightest(values: Sequence[int | None]) -> int | None:
+    limits = [v for v in values if v is not None and v < UNLIMITED_THRESHOLD]
+    return min(limits) if limits else None
+
+
+def _read_limit_v2(path: Path) -> int | None:
+    text = (read_text(path) or "").strip()
+    return int(text) if text.isdigit() else None  # "max" or absent: no limit
+
+
+def _first_existing(paths: Sequence[Path]) -> Path | None:
+    return next((p for p in paths if p.is_dir()), None)
+
+
+def _cpu_quota_v2(dirs: Sequence[Path]) -> float | None:
+    quotas: list[float] = []
+    for d in dirs:
+        parts = (read_text(d / "cpu.max") or "").split()
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit() and int(parts[1]) > 0:
+            quotas.append(int(parts[0]) / int(parts[1]))
+    return min(quotas) if quotas else None
+
+
+def _read_cgroup_v2(base: Path, path: str) -> Cgroup:
+    dirs = [d for d in _ancestors(base, path) if d.is_dir()]
+    usage_dir = dirs[0] if dirs else base
+    return Cgroup(
+        version=2,
+        path=path,
+        memory_limit=_tightest([_read_limit_v2(d / "memory.max") for d in dirs]),
+        memory_usage=read_int(usage_dir / "memory.current"),
+        cpu_quota=_cpu_quota_v2(dirs),
+        pids_limit=_tightest([_read_limit_v2(d / "pids.max") for d in dirs]),
+    )
+
+
+def _v1_dirs(base: Path, own: Mapping[str, str], controller: str) -> list[Path]:
+    """Directories of one v1 controller, deepest first; the mount may be named `cpu,cpuacct`."""
+    path = own.get(controller)
+    if path is None:
+        return []
+    mounts = [base / controller, *sorted(base.glob(f"*{controller}*"))]
+    mount = _first_existing(mounts)
+    return [d for d in _ancestors(mount, path) if d.is_dir()] if mount else []
+
+
+def _cpu_quota_v1(dirs: Sequence[Path]) -> float | None:
+    quotas: list[float] = []
+    for d in dirs:
+        quota, period = read_int(d / "cpu.cfs_quota_us"), read_int(d / "cpu.cfs_period_us")
+        if quota is not None and period and quota > 0:
+            quotas.append(quota / period)
+    return min(quotas) if quotas else None
+
+
+def _read_cgroup_v1(base: Path, own: Mapping[str, str]) -> Cgroup:
+    memory_dirs = _v1_dirs(base, own, "memory")
+    return Cgroup(
+        version=1,
+        path=own.get("memory", own.get("cpu", "/")),
+        memory_limit=_tightest([read_int(d / "memory.limit_in_bytes") for d in memory_dirs]),
+        memory_usage=read_int(memory_dirs[0] / "memory.usage_in_bytes") if memory_dirs else None,
+        cpu_quota=_cpu_quota_v1(_v1_dirs(base, own, "cpu")),
+        pids_limit=_tightest([_read_limit_v2(d / "pids.max") for d in _v1_dirs(base, own, "pids")]),
+    )
+
+
+def read_cgroup(root: Path) -> Cgroup | None:
+    """This process's cgroup limits (v2 unified or v1/hybrid), or None when there is no cgroupfs."""
+    base = root / "sys/fs/cgroup"
+    own = _own_cgroups(root)
+    if not own or not base.is_dir():
+        return None
+    if (base / "cgroup.controllers").exists():
+        return _read_cgroup_v2(base, own.get("", "/"))
+    return _read_cgroup_v1(base, own)
+
+
+# --- CPUs -------------------------------------------------------------------------------------
+
+
+def read_affinity() -> int | None:
+    """CPUs in this process's affinity mask (taskset, a scheduler's cpuset); None where unknown."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS has no sched_getaffinity
+        return None
+
+
+def usable_cpu_count(cpu_count: int | None, affinity: int | None, cpu_quota: float | None) -> int | None:
+    """The CPUs a process may really use: the smallest of the CPU count, its affinity mask and its
+    cgroup quota, rounded up (a fraction of a CPU still runs one worker); None when nothing is known."""
+    candidates = [c for c in (cpu_count, affinity) if c]
+    if cpu_quota:
+        candidates.append(max(1, math.ceil(cpu_quota)))
+    return min(candidates) if candidates else None
+
+
+def effective_cpu_count(root: Path = Path("/")) -> int:
+    """CPUs this process may really use: affinity mask and cgroup CPU quota, not os.cpu_count().
+
+    The scan's default worker count; at least 1.
+    """
+    cgroup = read_cgroup(root)
+    quota = cgroup.cpu_quota if cgroup is not None else None
+    return usable_cpu_count(os.cpu_count(), read_affinity(), quota) or 1
