@@ -1,7 +1,534 @@
-"""Matchers for the handles rules."""
+"""Matchers for handles, threads, devices and processes that do not survive the trip into a worker.
+
+DL201 (a handle opened in `__init__`), DL202 (OpenCV's thread pool in workers), DL203 (CUDA in
+workers), DL204 (processes started from workers), DL205 (a fast tokenizer used before the fork),
+DL206 (a handle opened at import and used by forked workers).
+"""
 
 from __future__ import annotations
 
+import ast
+import re
+import weakref
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-MATCHERS: dict[str, Any] = {}
+from datalint.lint.matchers.pickling import (
+    STATE_HOOKS,
+    FunctionDefs,
+    dataset_like_classes,
+    only_without_workers,
+    self_assignments,
+    self_attribute,
+)
+from datalint.lint.module import DATASET_METHODS, ClassInfo, Match, Module, WorkerFunction
+
+_HOOK_REASON = re.compile(r"(?:collate_fn|worker_init_fn) of the DataLoader at line (\d+)")
+
+
+# ---- shared helpers ------------------------------------------------------------------------------
+
+
+def runs_in_workers(module: Module, node: ast.AST) -> WorkerFunction | None:
+    """The worker function around `node`, unless it is only a hook of loaders without workers.
+
+    With `num_workers=0` a `collate_fn` runs in the training process, where CUDA and pools are fine.
+    """
+    worker = module.worker_function_of(node) or _named_dataset_worker(module, node)
+    if worker is None:
+        return None
+    owner = module.enclosing_class(worker.node)
+    if owner is not None and only_without_workers(module, module.class_of(owner)):
+        return None
+    hook = _HOOK_REASON.search(worker.reason)
+    if hook is not None:
+        line = int(hook.group(1))
+        loaders = [loader for loader in module.loader_calls if loader.node.lineno == line]
+        if loaders and all(loader.workers_known_zero for loader in loaders):
+            return None
+    return worker
+
+
+# Worker code of datasets known only by their base's name, computed once per parsed file.
+_NAMED_DATASET_WORKERS: weakref.WeakKeyDictionary[Module, dict[ast.AST, WorkerFunction]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _named_dataset_worker(module: Module, node: ast.AST) -> WorkerFunction | None:
+    """Like `module.worker_function_of`, for the extra classes of `dataset_like_classes`."""
+    functions = _NAMED_DATASET_WORKERS.get(module)
+    if functions is None:
+        functions = _NAMED_DATASET_WORKERS[module] = _named_dataset_workers(module)
+    if not functions:
+        return None
+    for ancestor in (node, *module.ancestors(node)):
+        if ancestor in functions:
+            return functions[ancestor]
+    return None
+
+
+def _named_dataset_workers(module: Module) -> dict[ast.AST, WorkerFunction]:
+    """Sample methods of datasets known by name, and the methods and in-file functions they call."""
+    known = {id(info.node) for info in module.dataset_classes}
+    found: dict[ast.AST, WorkerFunction] = {}
+    for info in dataset_like_classes(module):
+        if id(info.node) in known:
+            continue  # the module already knows its worker code
+        queue = [(m, f"{info.name}.{name}") for name in DATASET_METHODS if (m := module.method(info, name))]
+        while queue:
+            function, reason = queue.pop()
+            if function in found:
+                continue
+            found[function] = WorkerFunction(function, reason)
+            queue.extend(_callees(module, info, function, reason))
+    return found
+
+
+def _callees(
+    module: Module, info: ClassInfo, function: ast.AST, reason: str
+) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+    for call in ast.walk(function):
+        if isinstance(call, ast.Call):
+            callee = _called_function(module, info, call)
+            if callee is not None:
+                yield callee, f"{callee.name} (called from {reason})"
+
+
+def is_generator_function(function: ast.AST) -> bool:
+    """A def whose own body yields (nested defs and lambdas do not count)."""
+    pending = list(ast.iter_child_nodes(function))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Yield | ast.YieldFrom):
+            return True
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            pending.extend(ast.iter_child_nodes(node))
+    return False
+
+
+# ---- DL201 handle-opened-in-init ---------------------------------------------------------------------
+
+
+def handle_opened_in_init(
+    module: Module, *, calls: Sequence[str] = ("open",), npz_calls: Sequence[str] = ("numpy.load",)
+) -> Iterator[Match]:
+    """A Dataset's `__init__` (or a helper only it calls) storing a handle on self."""
+    for info in dataset_like_classes(module):
+        init = info.methods.get("__init__")
+        if init is None or any(module.method(info, hook) for hook in STATE_HOOKS):
+            continue
+        init_methods = _init_methods(module, info, init)
+        for method in init_methods:
+            for attribute, value, statement in self_assignments(method):
+                handle = _stored_handle(module, info, value, calls, npz_calls)
+                if handle is None or _released(module, init_methods, attribute, statement):
+                    continue
+                if _reassigned_elsewhere(module, init_methods, attribute):
+                    continue  # re-opened lazily, in __setstate__, or by a worker_init_fn
+                yield Match(statement, {"attribute": attribute, "call": handle})
+
+
+def _init_methods(
+    module: Module, info: ClassInfo, init: ast.FunctionDef | ast.AsyncFunctionDef
+) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """`__init__` and the methods of the class it calls (`self._open()`) that never run in workers."""
+    found = [init]
+    for function in found:
+        for node in ast.walk(function):
+            if not (isinstance(node, ast.Call) and self_attribute(node.func) is not None):
+                continue
+            assert isinstance(node.func, ast.Attribute)
+            method = module.method(info, node.func.attr)
+            if method is not None and method not in found and not module.in_worker_code(method):
+                found.append(method)
+    return found
+
+
+def _stored_handle(
+    module: Module, info: ClassInfo, value: ast.expr, calls: Sequence[str], npz_calls: Sequence[str]
+) -> str | None:
+    """What handle `value` stores: `h5py.File`, "a generator", ... (also inside lists and comprehensions)."""
+    for part in _stored_parts(module, value, 0):
+        if isinstance(part, ast.GeneratorExp):
+            return "a generator expression"
+        if not isinstance(part, ast.Call):
+            continue
+        name = module.qualname(part.func)
+        if name in calls:
+            return name
+        if name in npz_calls and _loads_npz(module, part):
+            return f"{name} of an .npz archive"
+        function = _called_function(module, info, part)
+        if function is not None and is_generator_function(function):
+            return f"the generator `{function.name}()`"
+        if function is not None and (returned := _returned_handle(module, function, calls)) is not None:
+            return f"{returned} (via `{function.name}()`)"
+    return None
+
+
+def _stored_parts(module: Module, expr: ast.expr, depth: int) -> Iterator[ast.expr]:
+    """`expr` and the elements of containers and comprehensions it builds, through sole bindings."""
+    if depth > 4:
+        return
+    if isinstance(expr, ast.Name):
+        resolved = module.resolve(expr)
+        if resolved is not expr and isinstance(resolved, ast.expr):
+            yield from _stored_parts(module, resolved, depth + 1)
+        return
+    yield expr
+    children: list[ast.expr] = []
+    if isinstance(expr, ast.List | ast.Tuple | ast.Set):
+        children = list(expr.elts)
+    elif isinstance(expr, ast.Dict):
+        children = list(expr.values)
+    elif isinstance(expr, ast.ListComp | ast.SetComp):
+        children = [expr.elt]
+    elif isinstance(expr, ast.DictComp):
+        children = [expr.value]
+    elif isinstance(expr, ast.IfExp):
+        children = [expr.body, expr.orelse]
+    for child in children:
+        yield from _stored_parts(module, child, depth + 1)
+
+
+def _loads_npz(module: Module, call: ast.Call) -> bool:
+    """`np.load("x.npz")`, `np.load(root / "x.npz")`, `np.load(f"{name}.npz")`: a lazy zip archive."""
+    if not call.args:
+        return False
+    for node in ast.walk(call.args[0]):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".npz"):
+            return True
+    return False
+
+
+def _called_function(
+    module: Module, info: ClassInfo, call: ast.Call
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The in-file function (`helper()`) or method of the class (`self.helper()`) a call runs."""
+    if isinstance(call.func, ast.Name):
+        bound = module.binding(call.func)
+        return bound if isinstance(bound, FunctionDefs) else None
+    if self_attribute(call.func) is not None and isinstance(call.func, ast.Attribute):
+        return module.method(info, call.func.attr)
+    return None
+
+
+def _returned_handle(
+    module: Module, function: ast.FunctionDef | ast.AsyncFunctionDef, calls: Sequence[str]
+) -> str | None:
+    """The handle factory a helper returns directly (`return lmdb.open(path)`), if any."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
+            name = module.qualname(node.value.func)
+            if name in calls:
+                return name
+    return None
+
+
+def _released(module: Module, init_methods: Sequence[ast.AST], attribute: str, opened: ast.stmt) -> bool:
+    """`self.x = None`, `del self.x`, or (unless the code asks for spawn) `self.x.close()` after opening."""
+    closing_is_enough = module.effective_start_method == "fork"
+    opened_in = module.enclosing_function(opened)
+    for method in init_methods:
+        for node in ast.walk(method):
+            if method is opened_in and getattr(node, "lineno", 0) <= opened.lineno:
+                continue  # only what happens after the handle was opened releases it
+            if _clears(node, attribute) or (closing_is_enough and _closes(node, attribute)):
+                return True
+    return False
+
+
+def _clears(node: ast.AST, attribute: str) -> bool:
+    """`self.x = None` or `del self.x`."""
+    if isinstance(node, ast.Delete):
+        return any(self_attribute(target) == attribute for target in node.targets)
+    return (
+        isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and node.value.value is None
+        and any(self_attribute(target) == attribute for target in node.targets)
+    )
+
+
+def _closes(node: ast.AST, attribute: str) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "close"
+        and self_attribute(node.func.value) == attribute
+    )
+
+
+def _reassigned_elsewhere(module: Module, init_methods: Sequence[ast.AST], attribute: str) -> bool:
+    """Whether code outside `__init__` sets the attribute (`self.x = ...`, `dataset.x = ...`)."""
+    for node in module.nodes_of(ast.Assign, ast.AnnAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if not any(isinstance(t, ast.Attribute) and t.attr == attribute for t in targets):
+            continue
+        if isinstance(node.value, ast.Constant) and node.value.value is None:
+            continue  # a `close()` method that clears the handle does not re-open it
+        function = module.enclosing_function(node)
+        if function is not None and function not in init_methods:
+            return True
+    return False
+
+
+# ---- DL202 opencv-threads-in-workers -------------------------------------------------------------------
+
+
+def opencv_threads_in_workers(
+    module: Module,
+    *,
+    package: str = "cv2",
+    limit_calls: Sequence[str] = ("cv2.setNumThreads",),
+    ignored_calls: Sequence[str] = (),
+) -> Iterator[Match]:
+    """The first OpenCV call in worker code, when the file never limits OpenCV's threads."""
+    prefix = f"{package}."
+    if not any(target == package or target.startswith(prefix) for target in module.imports.values()):
+        return
+    first: ast.Call | None = None
+    for call in module.calls:
+        name = module.qualname(call.func) or ""
+        if name in limit_calls:
+            return
+        if not name.startswith(prefix) or name in ignored_calls:
+            continue
+        if runs_in_workers(module, call) is not None and (
+            first is None or (call.lineno, call.col_offset) < (first.lineno, first.col_offset)
+        ):
+            first = call
+    if first is not None:
+        yield Match(first, {"call": f"{module.segment(first.func)}(...)"})
+
+
+# ---- DL203 cuda-in-worker -----------------------------------------------------------------------------
+
+
+def cuda_in_worker(
+    module: Module,
+    *,
+    cuda_modules: Sequence[str] = ("torch.cuda",),
+    harmless_calls: Sequence[str] = (),
+    load_calls: Sequence[str] = ("torch.load",),
+) -> Iterator[Match]:
+    """CUDA in worker code, CUDA tensors stored in a Dataset's `__init__`, loads without map_location."""
+    if not module.imports_torch:
+        return
+    for call in module.calls:
+        worker = runs_in_workers(module, call)
+        if worker is None:
+            continue
+        where = f"in DataLoader workers (`{worker.reason}`)"
+        what = _cuda_use(module, call, cuda_modules, harmless_calls)
+        if what:
+            yield Match(call, {"what": f"{what} uses CUDA", "where": where})
+        elif module.qualname(call.func) in load_calls and not _has_map_location(call):
+            what = (
+                f"`{module.segment(call.func)}(...)` without `map_location` "
+                "restores tensors on the GPU they were saved from"
+            )
+            yield Match(call, {"what": what, "where": where})
+    for info in dataset_like_classes(module):
+        init = info.methods.get("__init__")
+        if init is None or only_without_workers(module, info):
+            continue
+        for attribute, value, _statement in self_assignments(init):
+            for node in ast.walk(value):
+                what = (
+                    _cuda_use(module, node, cuda_modules, harmless_calls)
+                    if isinstance(node, ast.Call)
+                    else ""
+                )
+                if what:
+                    where = f"puts a CUDA tensor in `self.{attribute}`, which every worker receives"
+                    yield Match(node, {"what": what, "where": where})
+
+
+def _cuda_use(
+    module: Module, call: ast.Call, cuda_modules: Sequence[str], harmless_calls: Sequence[str]
+) -> str:
+    """How a call uses CUDA (`.cuda()`, `.to("cuda")`, `device="cuda"`, `torch.cuda.*`), or ""."""
+    name = module.qualname(call.func) or ""
+    if any(name.startswith(f"{prefix}.") for prefix in cuda_modules):
+        return "" if name in harmless_calls else f"`{module.segment(call.func)}()`"
+    if isinstance(call.func, ast.Attribute) and not name:
+        if call.func.attr == "cuda":
+            return "`.cuda()`"
+        if call.func.attr == "to" and call.args and _is_cuda_device(module, call.args[0]):
+            return f"`.to({module.segment(call.args[0])})`"
+    for keyword in call.keywords:
+        if keyword.arg == "device" and _is_cuda_device(module, keyword.value):
+            return f"`device={module.segment(keyword.value)}`"
+    return ""
+
+
+def _is_cuda_device(module: Module, expr: ast.expr) -> bool:
+    """`"cuda"`, `"cuda:0"`, `torch.device("cuda")`, or a name bound once to one of those."""
+    value = module.literal(expr)
+    if isinstance(value, str):
+        return value.startswith("cuda")
+    resolved = module.resolve(expr)
+    if isinstance(resolved, ast.Call) and module.qualname(resolved.func) == "torch.device" and resolved.args:
+        inner = module.literal(resolved.args[0])
+        return isinstance(inner, str) and inner.startswith("cuda")
+    return False
+
+
+def _has_map_location(call: ast.Call) -> bool:
+    """`map_location=` given, positionally (second argument), or possibly through `**kwargs`."""
+    if len(call.args) >= 2 or any(isinstance(a, ast.Starred) for a in call.args):
+        return True
+    return any(keyword.arg in ("map_location", None) for keyword in call.keywords)
+
+
+# ---- DL204 multiprocessing-in-worker --------------------------------------------------------------------
+
+
+def multiprocessing_in_worker(
+    module: Module,
+    *,
+    calls: Sequence[str] = ("multiprocessing.Pool",),
+    context_methods: Sequence[str] = ("Pool", "Process"),
+) -> Iterator[Match]:
+    """Process pools, processes or loaders with workers created in worker code."""
+    loaders = {id(loader.node): loader for loader in module.loader_calls}
+    for call in module.calls:
+        if runs_in_workers(module, call) is None:
+            continue
+        loader = loaders.get(id(call))
+        if (
+            module.qualname(call.func) in calls
+            or _context_method(module, call, context_methods)
+            or (loader is not None and loader.workers_known_positive)
+        ):
+            yield Match(call, {"call": f"{module.segment(call.func)}(...)"})
+
+
+def _context_method(module: Module, call: ast.Call, context_methods: Sequence[str]) -> bool:
+    """`mp.get_context("spawn").Pool(4)`, or `ctx.Process(...)` with `ctx = get_context(...)`."""
+    if not isinstance(call.func, ast.Attribute) or call.func.attr not in context_methods:
+        return False
+    owner = module.resolve(call.func.value)
+    return isinstance(owner, ast.Call) and (module.qualname(owner.func) or "").endswith(".get_context")
+
+
+# ---- DL205 tokenizer-fork-parallelism ------------------------------------------------------------------
+
+
+def tokenizer_fork_parallelism(
+    module: Module,
+    *,
+    factories: Sequence[str] = (),
+    fast_class_suffix: str = "TokenizerFast",
+    use_methods: Sequence[str] = ("encode", "__call__"),
+    environment_variable: str = "TOKENIZERS_PARALLELISM",
+) -> Iterator[Match]:
+    """A fast tokenizer called in the parent and in workers, with its parallelism left undecided."""
+    # Fork-only: silent when the file itself (not the configured default) asks for a fresh interpreter.
+    if environment_variable in module.source or module.start_method in ("spawn", "forkserver"):
+        return
+    holders = _tokenizer_holders(module, factories, fast_class_suffix)
+    if not holders:
+        return
+    uses: dict[tuple[Any, ...], list[ast.Call]] = {}
+    for call in module.calls:
+        holder = _used_holder(module, call, holders, use_methods)
+        if holder is not None:
+            uses.setdefault(holder, []).append(call)
+    for calls in uses.values():
+        parent = [c for c in calls if runs_in_workers(module, c) is None]
+        if parent and any(runs_in_workers(module, c) is not None for c in calls):
+            first = min(parent, key=lambda c: (c.lineno, c.col_offset))
+            yield Match(first, {"call": f"{module.segment(first.func)}(...)"})
+
+
+def _tokenizer_holders(module: Module, factories: Sequence[str], suffix: str) -> set[tuple[Any, ...]]:
+    """Where fast tokenizers are kept: ("name", id of the creating call) or ("self", class, attribute)."""
+    holders: set[tuple[Any, ...]] = set()
+    for call in module.calls:
+        if not _is_fast_tokenizer(module, call, factories, suffix):
+            continue
+        holders.add(("name", id(call)))
+        parent = module.parent(call)
+        if isinstance(parent, ast.Assign | ast.AnnAssign):
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            owner = module.enclosing_class(call)
+            for target in targets:
+                attribute = self_attribute(target)
+                if attribute is not None and owner is not None:
+                    holders.add(("self", id(owner), attribute))
+    return holders
+
+
+def _used_holder(
+    module: Module, call: ast.Call, holders: set[tuple[Any, ...]], use_methods: Sequence[str]
+) -> tuple[Any, ...] | None:
+    """Which fast tokenizer a call uses: `tok(...)`, `tok.encode(...)`, `self.tok(...)`; else None."""
+    target = call.func
+    if isinstance(target, ast.Attribute) and target.attr in use_methods and self_attribute(target) is None:
+        target = target.value
+    if isinstance(target, ast.Name):
+        key: tuple[Any, ...] = ("name", id(module.resolve(target)))
+    else:
+        attribute = self_attribute(target)
+        owner = module.enclosing_class(call) if attribute is not None else None
+        if owner is None:
+            return None
+        key = ("self", id(owner), attribute)
+    return key if key in holders else None
+
+
+def _is_fast_tokenizer(module: Module, call: ast.Call, factories: Sequence[str], suffix: str) -> bool:
+    name = module.qualname(call.func) or ""
+    if not name or any(k.arg == "use_fast" and module.literal(k.value) is False for k in call.keywords):
+        return False
+    if name in factories:
+        return True
+    owner = name.rpartition(".")[0] if name.endswith(".from_pretrained") else name
+    return owner.endswith(suffix)
+
+
+# ---- DL206 module-handle-in-worker ---------------------------------------------------------------------
+
+
+def module_handle_in_worker(
+    module: Module, *, calls: Sequence[str] = ("open",), npz_calls: Sequence[str] = ("numpy.load",)
+) -> Iterator[Match]:
+    """A handle opened at import time (module level) and used by worker code: shared by forked workers."""
+    if module.start_method in ("spawn", "forkserver"):
+        return  # each spawned worker re-imports the module and opens its own handle
+    for statement in module.tree.body:
+        if not (isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call)):
+            continue
+        name = module.qualname(statement.value.func)
+        is_handle = name in calls or (name in npz_calls and _loads_npz(module, statement.value))
+        targets = [t for t in statement.targets if isinstance(t, ast.Name)]
+        if not is_handle or len(targets) != 1:
+            continue
+        if _used_in_workers(module, targets[0]):
+            yield Match(statement, {"name": targets[0].id, "call": name})
+
+
+def _used_in_workers(module: Module, target: ast.Name) -> bool:
+    for node in module.nodes_of(ast.Name):
+        if (
+            node.id == target.id
+            and isinstance(node.ctx, ast.Load)
+            and runs_in_workers(module, node) is not None
+        ):
+            bound = module.binding(node)
+            if bound is not None and module.parent(bound) is module.parent(target):
+                return True
+    return False
+
+
+MATCHERS: dict[str, Any] = {
+    "handle-opened-in-init": handle_opened_in_init,
+    "opencv-threads-in-workers": opencv_threads_in_workers,
+    "cuda-in-worker": cuda_in_worker,
+    "multiprocessing-in-worker": multiprocessing_in_worker,
+    "tokenizer-fork-parallelism": tokenizer_fork_parallelism,
+    "module-handle-in-worker": module_handle_in_worker,
+}
