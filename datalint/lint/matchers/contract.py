@@ -56,8 +56,29 @@ def iterable_without_sharding(
         reached = _reached_functions(module, info, method)
         if any(_mentions_sharding(f, sharding_names) for f in reached):
             continue
+        if _narrowed_by_worker_init(module, info, sharding_names):
+            continue
         if _streams_plainly(module, info, method, plain_sources, depth=0):
             yield Match(method, {"cls": info.name})
+
+
+def _narrowed_by_worker_init(module: Module, info: ClassInfo, sharding_names: Sequence[str]) -> bool:
+    """A `worker_init_fn` of this dataset's loader that narrows each worker's copy of it.
+
+    The pattern torch documents for IterableDataset: `get_worker_info().dataset` is the worker's
+    copy, and the hook sets its bounds (`dataset.start = ...`). A hook that only seeds never
+    touches `.dataset`, so it does not count.
+    """
+    for loader in loaders_of(module, info):
+        node = loader.arg("worker_init_fn").node
+        hook = module.resolve(node) if node is not None else None
+        if isinstance(hook, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            touches_dataset = any(
+                isinstance(n, ast.Attribute) and n.attr == "dataset" for n in ast.walk(hook)
+            )
+            if touches_dataset and _mentions_sharding(hook, sharding_names):
+                return True
+    return False
 
 
 def _reached_functions(module: Module, info: ClassInfo, start: FunctionDef) -> list[FunctionDef]:
@@ -87,7 +108,7 @@ def _callee(module: Module, info: ClassInfo, call: ast.Call) -> FunctionDef | No
     return None
 
 
-def _mentions_sharding(function: FunctionDef, names: Sequence[str]) -> bool:
+def _mentions_sharding(function: ast.AST, names: Sequence[str]) -> bool:
     wanted = set(names)
     for node in ast.walk(function):
         if isinstance(node, ast.Name) and node.id in wanted:

@@ -433,6 +433,7 @@ def unbounded_cache_in_dataset(
             function.decorator_list
             and _takes_arguments(module, function)
             and _is_data_function(module, function)
+            and not _called_with_fixed_arguments(module, function)
         ):
             for decorator in function.decorator_list:
                 if _unbounded(module, decorator, unbounded_caches, sized_caches):
@@ -456,6 +457,56 @@ def _takes_arguments(module: Module, function: FunctionDef) -> bool:
     if module.enclosing_class(function) is not None and args and args[0].arg in {"self", "cls"}:
         args = args[1:]
     return bool(args or function.args.vararg or function.args.kwarg)
+
+
+def _called_with_fixed_arguments(module: Module, function: FunctionDef) -> bool:
+    """Every use of the function is a call whose arguments are the same for every sample.
+
+    `get_vocab(self.vocab_path)` caches one entry per worker, however many samples ask: the
+    cache is bounded by the dataset's settings, not by its length. A function passed around
+    uncalled, or called with anything else, may be called per sample.
+    """
+    uses = _uses_of(module, function)
+    return bool(uses) and all(_fixed_call(module, use) for use in uses)
+
+
+def _uses_of(module: Module, function: FunctionDef) -> list[ast.expr]:
+    """Loads of the function's name (a module-level function) or of `self.<name>` (a method)."""
+    owner = module.enclosing_class(function)
+    if owner is None:
+        return [
+            n
+            for n in module.nodes_of(ast.Name)
+            if n.id == function.name and isinstance(n.ctx, ast.Load) and module.binding(n) is function
+        ]
+    return [
+        n
+        for n in module.nodes_of(ast.Attribute)
+        if n.attr == function.name and is_self_attribute(n) and module.enclosing_class(n) is owner
+    ]
+
+
+def _fixed_call(module: Module, use: ast.expr) -> bool:
+    call = module.parent(use)
+    if not isinstance(call, ast.Call) or call.func is not use:
+        return False
+    return all(_fixed(module, a) for a in (*call.args, *(k.value for k in call.keywords)))
+
+
+def _fixed(module: Module, argument: ast.expr) -> bool:
+    """A constant, an attribute chain on `self` (`self.cfg.vocab`, not an item of one), or a
+    module-level name."""
+    if isinstance(argument, ast.Constant):
+        return True
+    base = argument
+    while isinstance(base, ast.Attribute):
+        base = base.value
+    if isinstance(base, ast.Name) and base is not argument:
+        return base.id == "self"
+    if isinstance(argument, ast.Name):
+        bound = module.binding(argument)
+        return bound is not None and module.scope_of(bound) is module.tree
+    return False
 
 
 def _is_data_function(module: Module, function: FunctionDef) -> bool:

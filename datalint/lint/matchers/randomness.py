@@ -242,7 +242,7 @@ def missing_set_epoch(
         loaders = [loader for loader in module.loader_calls if _uses_sampler(module, loader, call, names)]
         for loader in loaders:
             loader_names = _bound_names(module, loader.node)
-            if _iterated_in_epoch_loop(module, loader_names, names, iteration_wrappers):
+            if _iterated_in_epoch_loop(module, loader, loader_names, names, iteration_wrappers):
                 yield Match(
                     call, {"sampler": next(iter(sorted(names)), f"{_loader_label(loader_names)}.sampler")}
                 )
@@ -285,16 +285,52 @@ def _uses_sampler(module: Module, loader: LoaderCall, sampler: ast.Call, names: 
     node = loader.arg("sampler").node
     if node is None:
         return False
-    return node is sampler or dotted(node) in names
+    return node is sampler or (dotted(node) in names and same_owner(module, node, sampler))
+
+
+def same_owner(module: Module, use: ast.AST, origin: ast.AST) -> bool:
+    """Whether a name used at `use` can be the one bound at `origin`.
+
+    Names are matched by their text, and every function of a training script tends to call its
+    loader `loader`: a plain name must be used in the function that binds it, `self.x` in the
+    class that assigns it.
+    """
+    if isinstance(use, ast.Attribute):
+        return module.enclosing_class(use) is module.enclosing_class(origin)
+    if isinstance(use, ast.Name) and isinstance(use.ctx, ast.Load) and module.binding(use) is origin:
+        return True  # e.g. a module-level loader iterated inside a function
+    return module.enclosing_function(use) is module.enclosing_function(origin)
 
 
 def _iterated_in_epoch_loop(
-    module: Module, loader_names: set[str], sampler_names: set[str], wrappers: Sequence[str]
+    module: Module,
+    loader: LoaderCall,
+    loader_names: set[str],
+    sampler_names: set[str],
+    wrappers: Sequence[str],
 ) -> bool:
+    if _rebound(module, loader, loader_names):
+        return False
     return any(
         not _handed_to_helper(module, epoch, loader_names | sampler_names, wrappers)
-        for epoch in _epoch_loops(module, loader_names)
+        for epoch in _epoch_loops(module, loader, loader_names)
     )
+
+
+def _rebound(module: Module, loader: LoaderCall, loader_names: set[str]) -> bool:
+    """The loader's name is also assigned something else (`loader = accelerator.prepare(loader)`).
+
+    The loop may then iterate a wrapper that sets the epoch itself: what it iterates is unknown.
+    """
+    for statement in module.nodes_of(ast.Assign):
+        if statement.value is loader.node:
+            continue
+        targets = [
+            n for t in statement.targets for n in ast.walk(t) if isinstance(n, ast.Name | ast.Attribute)
+        ]
+        if any(dotted(t) in loader_names and same_owner(module, t, loader.node) for t in targets):
+            return True
+    return False
 
 
 def _crosses_function(module: Module, inner: ast.AST, outer: ast.AST) -> bool:
@@ -333,21 +369,21 @@ def stale_worker_state(module: Module, *, mutator_prefixes: Sequence[str] = ()) 
         dataset = loader.arg("dataset").node
         dataset_name = dotted(dataset) if dataset is not None else None
         targets = {f"{name}.dataset" for name in loader_names} | ({dataset_name} if dataset_name else set())
-        for epoch in _epoch_loops(module, loader_names):
+        for epoch in _epoch_loops(module, loader, loader_names):
             for node in walk_scope(epoch):
                 hit = _changes(node, targets, mutator_prefixes)
                 if hit is not None:
                     yield Match(node, {"target": hit, "loader": _loader_label(loader_names)})
 
 
-def _epoch_loops(module: Module, loader_names: set[str]) -> list[ast.AST]:
+def _epoch_loops(module: Module, loader: LoaderCall, loader_names: set[str]) -> list[ast.AST]:
     """Loops around an iteration of the loader (`for b in loader`, `[... for b in loader]`), same function."""
     loops: dict[int, ast.AST] = {}
     if not loader_names:
         return []
     for site in module.nodes_of(ast.For, ast.AsyncFor, ast.comprehension):
         iterable, _ = unwrap_iterable(module, site.iter)
-        if dotted(iterable) in loader_names:
+        if dotted(iterable) in loader_names and same_owner(module, iterable, loader.node):
             epoch = next((a for a in module.ancestors(site) if isinstance(a, LOOPS)), None)
             if epoch is not None and not _crosses_function(module, site, epoch):
                 loops[id(epoch)] = epoch
