@@ -49,7 +49,7 @@ def segfault_in_worker(index: int) -> int:
 
 def loky_restart(workers: int) -> float:
     """Seconds for the first call after a worker crash: joblib kills the pool and starts fresh
-    interpreters, which import torch again (engine.md section 1.3)."""
+    interpreters, which import torch again (2-3 s on an idle machine)."""
     from joblib import Parallel, delayed
     from joblib.externals.loky.process_executor import TerminatedWorkerError
 
