@@ -100,8 +100,8 @@ class RunRecord:
     counts: dict[str, Any] = field(default_factory=dict)
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+def utc_now(timespec: str = "seconds") -> str:
+    return datetime.now(UTC).isoformat(timespec=timespec)
 
 
 def open_index(path: str | Path, *, busy_timeout: float = 30.0, create: bool = True) -> Any:
@@ -193,7 +193,7 @@ def start_run(
         "fingerprint": fingerprint,
         "options": json.dumps(options, sort_keys=True, default=str),
         "environment": json.dumps(environment, sort_keys=True, default=str),
-        "started": utc_now(),
+        "started": utc_now("milliseconds"),  # a scan often takes less than a second
         "finished": None,
         "counts": None,
     }
@@ -204,7 +204,10 @@ def start_run(
 
 
 def finish_run(db: Any, run_id: int, counts: dict[str, Any], length: int | None = None) -> None:
-    values: dict[str, Any] = {"finished": utc_now(), "counts": json.dumps(counts, sort_keys=True)}
+    values: dict[str, Any] = {
+        "finished": utc_now("milliseconds"),
+        "counts": json.dumps(counts, sort_keys=True),
+    }
     if length is not None:
         values["length"] = length
     with transaction(db):
