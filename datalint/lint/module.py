@@ -114,6 +114,8 @@ LOADER_DEFAULTS: dict[str, Any] = {
 _NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
 _CODE = re.compile(r"[A-Z]+[0-9]*", re.IGNORECASE)
 _BUILTINS = frozenset(dir(builtins))
+# A line as the parser counts them: ended by \n, \r\n or \r (not by form feeds, unlike splitlines).
+_PARSER_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
 class _Unknown:
@@ -271,8 +273,31 @@ class Module:
 
     def segment(self, node: ast.AST) -> str:
         """The source text of `node` (one line, whitespace collapsed), for messages."""
-        text = ast.get_source_segment(self.source, node) or ast.unparse(node)
+        text = self._source_text(node) or ast.unparse(node)
         return " ".join(text.split())
+
+    @cached_property
+    def _parser_lines(self) -> list[bytes]:
+        """The source's lines as the parser numbers them, UTF-8 encoded: column offsets count bytes.
+
+        Split once per file: `ast.get_source_segment` re-splits the whole source on every call,
+        and matchers ask for many segments while building messages.
+        """
+        return [line.encode("utf-8") for line in _PARSER_LINE.findall(self.source)]
+
+    def _source_text(self, node: ast.AST) -> str | None:
+        """What `ast.get_source_segment(source, node)` returns, from the lines split once."""
+        start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        first, last = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
+        if start is None or end is None or first is None or last is None:
+            return None
+        lines = self._parser_lines[start - 1 : end]
+        if len(lines) != end - start + 1:
+            return None
+        if start == end:
+            return lines[0][first:last].decode("utf-8")
+        pieces = [lines[0][first:], *lines[1:-1], lines[-1][:last]]
+        return b"".join(pieces).decode("utf-8")
 
     # ---- imports and qualified names ---------------------------------------------------------
 
@@ -318,19 +343,16 @@ class Module:
             return qualified
 
     def _resolve_qualname(self, node: ast.AST) -> str | None:
-        parts: list[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
+        name = dotted(node)
+        if name is None:
             return None
-        root = self.imports.get(node.id)
+        head, dot, rest = name.partition(".")
+        root = self.imports.get(head)
         if root is None:
-            if node.id not in _BUILTINS or node.id in self.bound_names:
+            if head not in _BUILTINS or head in self.bound_names:
                 return None
-            root = node.id
-        parts.append(root)
-        return canonical(".".join(reversed(parts)))
+            root = head
+        return canonical(root + dot + rest)
 
     def call_qualname(self, call: ast.Call) -> str | None:
         return self.qualname(call.func)
@@ -477,7 +499,7 @@ class Module:
         qualified = self.qualname(call.func)
         if qualified in NEVER_NONE_CALLS:
             return True
-        name = qualified or _dotted(call.func)
+        name = qualified or dotted(call.func)
         last = (name or "").rpartition(".")[2]
         # CapWords callables are classes by convention: constructors never return None.
         return bool(last) and last[0].isupper() and not last.isupper()
@@ -888,22 +910,36 @@ def _index(tree: ast.Module) -> tuple[dict[type, list[ast.AST]], dict[ast.AST, a
 def _attribute_assignments(info: ClassInfo) -> dict[str, tuple[tuple[ast.expr, ast.stmt], ...]]:
     found: dict[str, list[tuple[ast.expr, ast.stmt]]] = defaultdict(list)
     for method in info.methods.values():
-        for node in ast.walk(method):
-            if isinstance(node, ast.Assign):
-                targets, value = node.targets, node.value
-            elif isinstance(node, ast.AnnAssign) and node.value is not None:
-                targets, value = [node.target], node.value
-            else:
-                continue
-            for target in targets:
-                if isinstance(target, ast.Subscript):
-                    target = target.value
-                if _is_self_attribute(target):
-                    found[target.attr].append((value, node))  # type: ignore[attr-defined]
+        for attribute, value, statement in self_attribute_writes(method):
+            found[attribute].append((value, statement))
     return {
         name: tuple(sorted(pairs, key=lambda p: (p[1].lineno, p[1].col_offset)))
         for name, pairs in found.items()
     }
+
+
+def self_attribute_writes(function: ast.AST) -> Iterator[tuple[str, ast.expr, ast.stmt]]:
+    """(attribute, value, statement) for `self.x = v`, `self.x: T = v` and `self.x[k] = v` in a function."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        for target in targets:
+            attribute = self_attribute(target)
+            if attribute is not None:
+                yield attribute, value, node
+
+
+def self_attribute(target: ast.expr) -> str | None:
+    """`x` for the targets `self.x` and `self.x[key]`."""
+    if isinstance(target, ast.Subscript):
+        target = target.value
+    if isinstance(target, ast.Attribute) and _is_self(target.value):
+        return target.attr
+    return None
 
 
 def _class_info(node: ast.ClassDef) -> ClassInfo:
@@ -926,19 +962,16 @@ def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id == "self"
 
 
-def _is_self_attribute(node: ast.expr) -> bool:
-    return isinstance(node, ast.Attribute) and _is_self(node.value)
-
-
-def _dotted(node: ast.expr) -> str | None:
+def dotted(node: ast.AST) -> str | None:
+    """`self.train_loader` -> "self.train_loader"; None for anything but a Name / Attribute chain."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
 
 
 def _is_bare_annotation(parent: ast.AST | None, name: ast.Name) -> bool:

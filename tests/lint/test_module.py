@@ -259,3 +259,19 @@ def test_noqa_comments() -> None:
     assert not listed.silences("DL003")
     other = parse_noqa("import os  # noqa: F401")
     assert other is not None and not other.silences("DL001")
+
+
+def test_segment_quotes_the_source_across_line_endings_and_non_ascii_text() -> None:
+    """Messages quote the code as written, whatever the file's line endings and characters."""
+    source = (
+        'label = "café"\r\nloader = DataLoader(\r\n    ds, num_workers=4)\rx = 1\x0c + 2\nlast = f(label)'
+    )
+    module = Module.parse(source, "example.py")
+    calls = {module.segment(call.func): call for call in module.calls}
+    assert module.segment(calls["DataLoader"]) == "DataLoader( ds, num_workers=4)"
+    assert module.segment(calls["f"]) == "f(label)"
+    strings = [n for n in ast.walk(module.tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    assert [module.segment(s) for s in strings] == ['"café"']
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.expr):
+            assert module.segment(node) == " ".join((ast.get_source_segment(source, node) or "").split())

@@ -7,10 +7,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from datalint.lint.matchers.memory import (
+from datalint.lint.matchers.common import (
     FunctionDef,
     dotted,
     imports_any,
+    in_file_callee,
     is_self_attribute,
     loaders_of,
     main_process_only,
@@ -92,20 +93,10 @@ def _reached_functions(module: Module, info: ClassInfo, start: FunctionDef) -> l
         found[function] = function
         for node in walk_scope(function):
             if isinstance(node, ast.Call):
-                callee = _callee(module, info, node)
+                callee = in_file_callee(module, info, node)
                 if callee is not None:
                     queue.append(callee)
     return list(found.values())
-
-
-def _callee(module: Module, info: ClassInfo, call: ast.Call) -> FunctionDef | None:
-    if isinstance(call.func, ast.Name):
-        bound = module.binding(call.func)
-        return bound if isinstance(bound, ast.FunctionDef | ast.AsyncFunctionDef) else None
-    if is_self_attribute(call.func):
-        assert isinstance(call.func, ast.Attribute)
-        return module.method(info, call.func.attr)
-    return None
 
 
 def _mentions_sharding(function: ast.AST, names: Sequence[str]) -> bool:
@@ -157,7 +148,7 @@ def _plain_or_plain_generator(
     if isinstance(expr, ast.Call) and module.qualname(expr.func) == "iter" and expr.args:
         expr = expr.args[0]
     if isinstance(expr, ast.Call):
-        callee = _callee(module, info, expr)
+        callee = in_file_callee(module, info, expr)
         if callee is not None:
             return _streams_plainly(module, info, callee, sources, depth + 1)
     return _plain(module, info, function, expr, sources)

@@ -18,10 +18,16 @@ from datalint.lint.matchers.pickling import (
     FunctionDefs,
     dataset_like_classes,
     only_without_workers,
-    self_assignments,
-    self_attribute,
 )
-from datalint.lint.module import DATASET_METHODS, ClassInfo, Match, Module, WorkerFunction
+from datalint.lint.module import (
+    DATASET_METHODS,
+    ClassInfo,
+    Match,
+    Module,
+    WorkerFunction,
+    self_attribute,
+    self_attribute_writes,
+)
 
 _HOOK_REASON = re.compile(r"(?:collate_fn|worker_init_fn) of the DataLoader at line (\d+)")
 
@@ -120,7 +126,7 @@ def handle_opened_in_init(
             continue
         init_methods = _init_methods(module, info, init)
         for method in init_methods:
-            for attribute, value, statement in self_assignments(method):
+            for attribute, value, statement in self_attribute_writes(method):
                 handle = _stored_handle(module, info, value, calls, npz_calls)
                 if handle is None or _released(module, init_methods, attribute, statement):
                     continue
@@ -334,7 +340,7 @@ def cuda_in_worker(
         init = info.methods.get("__init__")
         if init is None or only_without_workers(module, info):
             continue
-        for attribute, value, _statement in self_assignments(init):
+        for attribute, value, _statement in self_attribute_writes(init):
             for node in ast.walk(value):
                 what = (
                     _cuda_use(module, node, cuda_modules, harmless_calls)

@@ -11,6 +11,7 @@ import ast
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from datalint.lint.matchers.common import dotted, names_in
 from datalint.lint.module import UNKNOWN, LoaderCall, Match, Module
 
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -105,18 +106,6 @@ def assigned_name(module: Module, node: ast.AST) -> str | None:
     if isinstance(parent, ast.AnnAssign) and parent.value is node:
         return dotted(parent.target)
     return None
-
-
-def dotted(expr: ast.AST) -> str | None:
-    """`self.loader` for a Name / Attribute chain, else None; cheap, unlike `module.segment`."""
-    parts: list[str] = []
-    while isinstance(expr, ast.Attribute):
-        parts.append(expr.attr)
-        expr = expr.value
-    if not isinstance(expr, ast.Name):
-        return None
-    parts.append(expr.id)
-    return ".".join(reversed(parts))
 
 
 def _number(value: Any) -> float | None:
@@ -242,7 +231,9 @@ def loader_in_loop(module: Module) -> Iterator[Match]:
         if not restarts_workers(loader):
             continue
         loop = enclosing_loop(module, loader.node)
-        if loop is not None and _iterated_in_loop(module, loop, loader):
+        if loop is None or _built_from_loop_names(loop, loader):
+            continue  # one loader per fold or per dataset cannot be built once, outside the loop
+        if _iterated_in_loop(module, loop, loader):
             what = f"`{module.segment(loader.node.func)}(...)`"
             yield Match(loader.node, {"what": what, "workers": _workers_text(module, loader)})
     for call in module.calls:
@@ -252,15 +243,51 @@ def loader_in_loop(module: Module) -> Iterator[Match]:
         iterated = loader_for(module, operand)
         if iterated is None or iterated.node is operand or not restarts_workers(iterated):
             continue  # a loader built right here is reported above, at its own call
-        if enclosing_loop(module, call) is not None:
-            yield Match(
-                call, {"what": f"`{module.segment(call)}`", "workers": _workers_text(module, iterated)}
-            )
+        loop = enclosing_loop(module, call)
+        if loop is None or (
+            enclosing_loop(module, iterated.node) is loop and _built_from_loop_names(loop, iterated)
+        ):
+            continue
+        yield Match(call, {"what": f"`{module.segment(call)}`", "workers": _workers_text(module, iterated)})
 
 
 def _workers_text(module: Module, loader: LoaderCall) -> str:
     arg = loader.arg("num_workers")
     return f"num_workers={module.segment(arg.node)}" if arg.node is not None else "num_workers from **kwargs"
+
+
+def _built_from_loop_names(loop: ast.For | ast.AsyncFor | ast.While, loader: LoaderCall) -> bool:
+    """Whether the loader's arguments use a name the loop binds: its target, or one derived from it.
+
+    `for train_idx, val_idx in folds: DataLoader(Subset(ds, train_idx))` or `for name, ds in
+    datasets.items(): DataLoader(ds)` iterate a different dataset each pass; a `while` binds nothing.
+    """
+    if isinstance(loop, ast.While):
+        return False
+    bound = _loop_bound_names(loop)
+    return any(
+        isinstance(node, ast.Name) and node.id in bound
+        for argument in (*loader.node.args, *(keyword.value for keyword in loader.node.keywords))
+        for node in ast.walk(argument)
+    )
+
+
+def _loop_bound_names(loop: ast.For | ast.AsyncFor) -> set[str]:
+    """The loop's target names, and names assigned in its body from them (`ds = datasets[name]`)."""
+    bound = names_in(loop.target)
+    assignments = [node for node in ast.walk(loop) if isinstance(node, ast.Assign | ast.AnnAssign)]
+    grew = True
+    while grew:  # `a = f(name)` then `b = g(a)`: follow the chain until nothing new is bound
+        grew = False
+        for assignment in assignments:
+            if assignment.value is None or not (names_in(assignment.value) & bound):
+                continue
+            targets = assignment.targets if isinstance(assignment, ast.Assign) else [assignment.target]
+            new = set().union(*(names_in(target) for target in targets)) - bound
+            if new:
+                bound |= new
+                grew = True
+    return bound
 
 
 def _iterated_in_loop(module: Module, loop: ast.AST, loader: LoaderCall) -> bool:

@@ -1,151 +1,31 @@
 """Matchers for the memory rules (DL3xx): what grows, is copied, or stays open in worker processes.
 
-The helpers at the top (assignments to `self.x`, loaders of a dataset class, loops over a
-loader) are shared with the randomness and contract families; they are queries about one
-parsed file and would sit as well on `Module`.
+The queries this family shares with the randomness and contract families live in
+`matchers/common.py`.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from datalint.lint.module import ClassInfo, LoaderCall, Match, Module
-
-FunctionDef = ast.FunctionDef | ast.AsyncFunctionDef
-NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-
-
-# ---- shared queries ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SelfAssignment:
-    """One `self.<attr> = value` (or `+=`, or a tuple target) inside a method of a class."""
-
-    method: FunctionDef
-    statement: ast.stmt
-    attr: str
-    value: ast.expr | None  # None when the value cannot be told apart (tuple targets, `+=`)
-
-
-def self_assignments(module: Module, info: ClassInfo) -> list[SelfAssignment]:
-    """Every assignment to an attribute of `self` in the class and its in-file bases, in source order."""
-    found: list[SelfAssignment] = []
-    for owner in (info, *module.base_classes(info)):
-        for method in owner.methods.values():
-            for statement in walk_scope(method):
-                found.extend(_assignments_in(method, statement))
-    return found
-
-
-def _assignments_in(method: FunctionDef, statement: ast.AST) -> Iterator[SelfAssignment]:
-    if isinstance(statement, ast.Assign):
-        for target in statement.targets:
-            if is_self_attribute(target):
-                assert isinstance(target, ast.Attribute)
-                value = statement.value if len(statement.targets) == 1 else None
-                yield SelfAssignment(method, statement, target.attr, value)
-            elif isinstance(target, ast.Tuple | ast.List):
-                for element in target.elts:
-                    if isinstance(element, ast.Attribute) and is_self_attribute(element):
-                        yield SelfAssignment(method, statement, element.attr, None)
-    elif isinstance(statement, ast.AnnAssign | ast.AugAssign) and is_self_attribute(statement.target):
-        assert isinstance(statement.target, ast.Attribute)
-        value = statement.value if isinstance(statement, ast.AnnAssign) else None
-        yield SelfAssignment(method, statement, statement.target.attr, value)
-
-
-def walk_scope(node: ast.AST) -> Iterator[ast.AST]:
-    """The nodes inside a function's own body: nested functions, lambdas and classes are skipped."""
-    stack = list(ast.iter_child_nodes(node))
-    while stack:
-        child = stack.pop()
-        yield child
-        if not isinstance(child, NESTED_SCOPES):
-            stack.extend(ast.iter_child_nodes(child))
-
-
-def is_self_attribute(node: ast.AST, attr: str | None = None) -> bool:
-    return (
-        isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "self"
-        and (attr is None or node.attr == attr)
-    )
-
-
-def loaders_of(module: Module, info: ClassInfo) -> list[LoaderCall]:
-    """The in-file DataLoader calls whose dataset is an instance of `info`."""
-    return [
-        loader
-        for loader in module.loader_calls
-        if (dataset := module.loader_dataset_class(loader)) is not None and dataset.node is info.node
-    ]
-
-
-def main_process_only(module: Module, info: ClassInfo) -> bool:
-    """True when the file builds loaders of this dataset and every one of them has no workers."""
-    loaders = loaders_of(module, info)
-    return bool(loaders) and all(loader.workers_known_zero for loader in loaders)
-
-
-def worker_classes(module: Module) -> list[ClassInfo]:
-    """Datasets, and in-file classes whose methods run in workers (transforms the dataset holds)."""
-    found = {info.node: info for info in module.dataset_classes}
-    for worker in module.worker_functions:
-        owner = module.enclosing_class(worker.node)
-        if owner is not None and owner not in found:
-            found[owner] = module.class_of(owner)
-    return list(found.values())
-
-
-def unwrap_iterable(module: Module, expr: ast.expr) -> tuple[ast.expr, bool]:
-    """`enumerate(x)`, `tqdm(x)`, `iter(x)` -> (x, whether the loop target is `(index, item)`)."""
-    indexed = False
-    while isinstance(expr, ast.Call) and expr.args:
-        name = module.qualname(expr.func) or ""
-        last = name.rpartition(".")[2]
-        if last == "enumerate":
-            indexed = True
-        elif last not in {"tqdm", "iter", "track"}:
-            break
-        expr = expr.args[0]
-    return expr, indexed
-
-
-def names_in(target: ast.AST) -> set[str]:
-    """Names bound by an assignment or loop target (`a`, `(a, b)`, `[a, *b]`)."""
-    return {node.id for node in ast.walk(target) if isinstance(node, ast.Name)}
-
-
-def dotted(node: ast.AST) -> str | None:
-    """`self.train_loader` -> "self.train_loader"; None for anything but a Name/Attribute chain."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
-def imports_any(module: Module, names: Iterable[str]) -> bool:
-    """Whether the file imports one of `names` or something from inside them (a cheap first test)."""
-    roots = {name.partition(".")[0] for name in names}
-    return any(target.partition(".")[0] in roots for target in module.imports.values())
-
-
-def qualified_in(module: Module, node: ast.AST, names: Iterable[str]) -> bool:
-    """Whether `node` names one of `names` (exactly, or a member of a listed module prefix)."""
-    qualified = module.qualname(node)
-    if qualified is None:
-        return False
-    return any(qualified == name or qualified.startswith(name + ".") for name in names)
-
+from datalint.lint.matchers.common import (
+    FunctionDef,
+    dotted,
+    imports_any,
+    in_file_callee,
+    is_self_attribute,
+    main_process_only,
+    names_in,
+    qualified_in,
+    self_assignments,
+    unwrap_iterable,
+    walk_scope,
+    worker_classes,
+)
+from datalint.lint.module import ClassInfo, Match, Module
 
 # ---- DL301 python-objects-copy-on-read ----------------------------------------------------------
 
@@ -334,7 +214,7 @@ def _call_kind(
         return f"?{kind}"
     if isinstance(call.func, ast.Attribute) and call.func.attr in builders.methods and qualified is None:
         return "list"
-    helper = _in_file_function(module, info, call)
+    helper = in_file_callee(module, info, call)
     if helper is not None and depth < 2:
         returns = [r.value for r in walk_scope(helper) if isinstance(r, ast.Return) and r.value is not None]
         kinds = [_container_kind(module, info, helper, r, builders, depth + 1) for r in returns]
@@ -363,16 +243,6 @@ def _fresh_objects(
         )
     kind = _container_kind(module, info, function, source, builders, depth + 1)
     return kind is not None and not kind.startswith("?")
-
-
-def _in_file_function(module: Module, info: ClassInfo, call: ast.Call) -> FunctionDef | None:
-    if isinstance(call.func, ast.Name):
-        bound = module.binding(call.func)
-        return bound if isinstance(bound, ast.FunctionDef | ast.AsyncFunctionDef) else None
-    if is_self_attribute(call.func):
-        assert isinstance(call.func, ast.Attribute)
-        return module.method(info, call.func.attr)
-    return None
 
 
 def _literal_items(value: ast.List | ast.Dict) -> bool:

@@ -13,15 +13,22 @@ import ast
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from datalint.lint.matchers.common import dotted
 from datalint.lint.matchers.loader_usage import (
     assigned_name,
     call_name,
-    dotted,
     iterated_operands,
     iterating_call_operand,
     loader_for,
 )
-from datalint.lint.module import START_METHODS, ClassInfo, LoaderCall, Match, Module
+from datalint.lint.module import (
+    START_METHODS,
+    ClassInfo,
+    LoaderCall,
+    Match,
+    Module,
+    self_attribute_writes,
+)
 
 FunctionDefs = (ast.FunctionDef, ast.AsyncFunctionDef)
 # Methods through which a class decides itself what pickling keeps.
@@ -71,30 +78,6 @@ def loader_start_method(module: Module, loader: LoaderCall) -> str | None:
     if isinstance(resolved, ast.Call) and (module.qualname(resolved.func) or "").endswith(".get_context"):
         method = module.literal(resolved.args[0]) if resolved.args else None
         return method if isinstance(method, str) and method in START_METHODS else None
-    return None
-
-
-def self_assignments(function: ast.AST) -> Iterator[tuple[str, ast.expr, ast.stmt]]:
-    """(attribute, value, statement) for `self.x = v`, `self.x: T = v` and `self.x[k] = v` in a function."""
-    for node in ast.walk(function):
-        if isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets, value = [node.target], node.value
-        else:
-            continue
-        for target in targets:
-            attribute = self_attribute(target)
-            if attribute is not None:
-                yield attribute, value, node
-
-
-def self_attribute(target: ast.expr) -> str | None:
-    """`x` for the targets `self.x` and `self.x[key]`."""
-    if isinstance(target, ast.Subscript):
-        target = target.value
-    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
-        return target.attr
     return None
 
 
@@ -260,7 +243,7 @@ def unpicklable_dataset_attribute(
         for method in info.methods.values():
             if module.in_worker_code(method):
                 continue  # set inside a worker: it never has to be pickled
-            for attribute, value, statement in self_assignments(method):
+            for attribute, value, statement in self_attribute_writes(method):
                 what = stored_unpicklable(module, value, storing_calls)
                 if what:
                     where = f"`self.{attribute} = ...` in `{info.name}.{method.name}`"
@@ -275,7 +258,7 @@ def _dataset_holders(module: Module, storing_calls: Sequence[str]) -> list[Class
     while queue:
         info = queue.pop()
         for method in info.methods.values():
-            for _attribute, value, _statement in self_assignments(method):
+            for _attribute, value, _statement in self_attribute_writes(method):
                 for node in ast.walk(value):
                     held = module.resolve_class(node.func) if isinstance(node, ast.Call) else None
                     if held is not None and id(held.node) not in holders:
@@ -353,7 +336,7 @@ def _kept_parameters(
     """Parameters of `__init__` whose value is stored on self or handed to a base `__init__`."""
     parameters = {a.arg for a in (*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs)}
     kept: set[str] = set()
-    for _attribute, value, _statement in self_assignments(init):
+    for _attribute, value, _statement in self_attribute_writes(init):
         kept.update(
             leaf.id for leaf in stored_leaves(module, value, storing_calls) if isinstance(leaf, ast.Name)
         )

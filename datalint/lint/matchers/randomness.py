@@ -7,7 +7,7 @@ import operator
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from datalint.lint.matchers.memory import (
+from datalint.lint.matchers.common import (
     SelfAssignment,
     dotted,
     is_self_attribute,
