@@ -17,13 +17,13 @@ deriving findings, writing the quarantine list. Three engines:
 from __future__ import annotations
 
 import argparse
-import logging
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import datalint
+from datalint.scan.dask_backend import local_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT / "fixtures" / "datasets" / "scan_bench.py"
@@ -33,22 +33,6 @@ def timed_scan(spec: str, db: Path, **engine: Any) -> tuple[float, Any]:
     started = time.perf_counter()
     summary = datalint.scan(spec, db=db, rescan=True, timeout=30.0, **engine)
     return time.perf_counter() - started, summary
-
-
-def start_cluster(workers: int) -> tuple[float, Any]:
-    import dask
-    from distributed import LocalCluster
-
-    started = time.perf_counter()
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=logging.CRITICAL,
-        )
-    return time.perf_counter() - started, cluster
 
 
 def row(name: str, samples: int, seconds: float, summary: Any, note: str = "") -> str:
@@ -76,8 +60,9 @@ def main() -> None:
         seconds, summary = timed_scan(clean, db, workers=workers, backend="dask")
         note = "cluster start and stop included"
         print(row(f"dask, own LocalCluster of {workers}", args.samples, seconds, summary, note), flush=True)
-        started, cluster = start_cluster(workers)
-        with cluster:
+        started = time.perf_counter()
+        with local_cluster(workers) as cluster:
+            started = time.perf_counter() - started
             address = cluster.scheduler_address
             timed_scan(f"{DATASET}:crashing(64, every=0, work=0)", db, backend="dask", scheduler=address)
             seconds, summary = timed_scan(clean, db, workers=workers, backend="dask", scheduler=address)

@@ -114,7 +114,7 @@ def run(
 def _connect(scheduler: str | None, workers: int) -> Iterator[Any]:
     distributed = _import_distributed()
     if scheduler is None:
-        with _local_cluster(distributed, workers) as cluster, distributed.Client(cluster) as client:
+        with local_cluster(workers) as cluster, distributed.Client(cluster) as client:
             yield client
         return
     try:
@@ -136,9 +136,12 @@ def _connect(scheduler: str | None, workers: int) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def _local_cluster(distributed: Any, workers: int) -> Iterator[Any]:
+def local_cluster(workers: int) -> Iterator[Any]:
+    """A LocalCluster of `workers` single-threaded processes, set up as a scan needs it (and as
+    docs/distributed.md advises for an existing cluster); closed, workers and all, on exit."""
     import dask
 
+    distributed = _import_distributed()
     # The scheduler reads allowed-failures when it starts: 0 reports a dead worker's shards at once
     # (we decide what to run again), where the default 3 would kill four workers per poisoned shard.
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):

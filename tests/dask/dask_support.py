@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sqlite3
 import subprocess
@@ -27,20 +26,11 @@ def spec(call: str) -> str:
 
 @contextlib.contextmanager
 def local_cluster(workers: int = 2) -> Iterator[Any]:
-    """A real 2-process LocalCluster standing in for a user's existing cluster, set up as
-    docs/distributed.md advises (allowed-failures 0); closed, workers and all, on exit."""
-    import dask
-    from distributed import LocalCluster
+    """A real LocalCluster standing in for a user's existing cluster, started the way the scan starts
+    its own; closed, workers and all, on exit."""
+    from datalint.scan.dask_backend import local_cluster as scan_cluster
 
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=logging.CRITICAL,
-        )
-    with cluster:
+    with scan_cluster(workers) as cluster:
         yield cluster
 
 
