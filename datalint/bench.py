@@ -850,31 +850,69 @@ def _segment(number: int, leg: Leg, seconds: float, monitor: Monitor) -> Segment
     )
 
 
-def plot(result: BenchResult, path: str | os.PathLike[str]) -> None:
-    """A PNG of throughput and memory against the worker count, for people who would rather look."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
+# The report's chart styles, for an SVG that stands alone (the report page carries them in its CSS).
+_PLOT_STYLE = """
+svg { font-family: system-ui, sans-serif; font-size: 11px; background: #fff; }
+.chart-title { font-size: 13px; font-weight: 600; fill: #1d2433; }
+.chart-empty, .tick-label, .bar-value { fill: #5b6475; }
+.bar-label { fill: #1d2433; }
+.bar { fill: #5b8bd6; }
+.bar.best { fill: #2e8b57; }
+.bar.other { fill: #9aa3b2; }
+"""
 
-    matplotlib.use("Agg")  # no display needed; must precede pyplot
-    import matplotlib.pyplot as plt
+
+def plot_svg(result: BenchResult) -> str:
+    """Throughput and memory against the worker count, drawn with the report's own SVG bar charts."""
+    from datalint.report.charts import Bar, bar_chart, format_bytes
 
     runs = [r for r in result.runs if r.samples_per_s is not None]
-    workers = [r.num_workers for r in runs]
-    fig, (speed, memory) = plt.subplots(1, 2, figsize=(10, 4))
-    speed.plot(workers, [r.samples_per_s for r in runs], marker="o")
-    speed.set(xlabel="num_workers", ylabel="samples/s", title="throughput")
-    memory.plot(workers, [r.memory_bytes / (1 << 20) for r in runs], marker="o", label="main + workers (PSS)")
-    memory.plot(workers, [r.shm_peak_bytes / (1 << 20) for r in runs], marker="s", label="/dev/shm peak")
-    memory.set(xlabel="num_workers", ylabel="MiB", title="memory")
-    memory.legend()
-    if result.recommended.num_workers is not None:
-        for axis in (speed, memory):
-            axis.axvline(result.recommended.num_workers, color="grey", linestyle="--")
-    for axis in (speed, memory):
-        axis.set_xticks(workers)
-    fig.suptitle(f"datalint bench: batch_size={result.config.batch_size} (dashed: recommended)")
-    fig.tight_layout()
-    fig.savefig(path, format="png")
-    plt.close(fig)
+
+    def css(run: Run) -> str:
+        return "bar best" if run.num_workers == result.recommended.num_workers else "bar"
+
+    charts = [
+        bar_chart(
+            [Bar(f"{r.num_workers} workers", r.samples_per_s or 0.0, css(r)) for r in runs],
+            title=f"samples/s, batch_size={result.config.batch_size} (green: recommended)",
+            fmt=lambda value: f"{value:,.0f}",
+        ),
+        bar_chart(
+            [Bar(f"{r.num_workers} workers", float(r.memory_bytes), css(r)) for r in runs],
+            title="peak memory, main process + workers (PSS where available)",
+            fmt=format_bytes,
+        ),
+        bar_chart(
+            [Bar(f"{r.num_workers} workers", float(r.shm_peak_bytes or 0), css(r)) for r in runs],
+            title="peak /dev/shm",
+            fmt=format_bytes,
+        ),
+    ]
+    heights = [int(re.search(r'height="(\d+)"', chart)[1]) for chart in charts]  # type: ignore[index]
+    width = int(re.search(r'width="(\d+)"', charts[0])[1])  # type: ignore[index]
+    offsets = list(itertools.accumulate([0, *heights[:-1]]))
+    placed = "".join(
+        f'<g transform="translate(0,{y})">{chart}</g>' for chart, y in zip(charts, offsets, strict=True)
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{sum(heights)}" '
+        f'viewBox="0 0 {width} {sum(heights)}"><style>{_PLOT_STYLE}</style>{placed}</svg>\n'
+    )
+
+
+def check_plot_path(path: str | os.PathLike[str]) -> None:
+    """Refuse, before the sweep, a --plot file that cannot be written or would not be an SVG."""
+    target = os.fspath(path)
+    if not target.lower().endswith(".svg"):
+        raise UsageError(f"--plot {target}: the plot is an SVG file (the report's charts); name it .svg")
+    folder = os.path.dirname(os.path.abspath(target))
+    if not os.path.isdir(folder):
+        raise UsageError(f"--plot {target}: no such folder {folder}")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"--plot {target}: the folder {folder} is not writable")
+
+
+def plot(result: BenchResult, path: str | os.PathLike[str]) -> None:
+    """Write `plot_svg(result)` to `path`: a file any browser or image viewer opens."""
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(plot_svg(result))

@@ -4,15 +4,23 @@ Each subcommand lives in its own module under `datalint.commands` and exposes
 `register(subparsers)`, which adds its parser(s) with `set_defaults(run=...)`.
 Command modules import only the standard library at module level, so building
 the parser stays cheap and `datalint check` never pulls in torch, numpy or PIL.
+
+A command that needs an optional part of datalint sets `extras=("scan",)` among its defaults; `main`
+checks them once the arguments parse, before the command does any work (datalint.extras). Every
+parser is a `DatalintParser`: a usage error shows the subcommand's own usage and the closest flag or
+value, and `did_you_mean()` gives commands the same suggestion for values they check themselves.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
+import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NoReturn
 
 from datalint import __version__
 from datalint.errors import DatalintError
@@ -27,14 +35,69 @@ COMMANDS: dict[str, str] = {
     "doctor": "datalint.commands.doctor",
     "bench": "datalint.commands.bench",
     "report": "datalint.commands.report",
+    "docs": "datalint.commands.docs",
 }
 
 Runner = Callable[[argparse.Namespace], int]
 
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>.*?)' \(choose from (?P<choices>.*)\)")
+_UNRECOGNIZED = "unrecognized arguments: "
+
+
+def did_you_mean(given: str, choices: Iterable[str]) -> str:
+    """` (did you mean 'corrupt'?)` for the choice closest to `given`, or '' when none is close."""
+    close = difflib.get_close_matches(given, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+class DatalintParser(argparse.ArgumentParser):
+    """argparse, with errors that name the subcommand's usage and suggest the closest flag or value."""
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            # argparse reports leftovers from the top-level parser, with the top-level usage;
+            # the subcommand that was given owns them.
+            self._subcommand_parser(parsed).error(_UNRECOGNIZED + " ".join(unknown))
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
+
+    def _suggestion(self, message: str) -> str:
+        choice = _INVALID_CHOICE.search(message)
+        if choice:
+            return did_you_mean(choice["given"], re.findall(r"'([^']*)'", choice["choices"]))
+        if message.startswith(_UNRECOGNIZED):
+            flags = [word for word in message[len(_UNRECOGNIZED):].split() if word.startswith("--")]
+            options = [
+                option
+                for action in self._actions
+                if action.help != argparse.SUPPRESS
+                for option in action.option_strings
+                if option.startswith("--")
+            ]
+            for flag in flags:
+                hint = did_you_mean(flag.split("=", 1)[0], options)
+                if hint:
+                    return hint
+        return ""
+
+    def _subcommand_parser(self, parsed: Any) -> argparse.ArgumentParser:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
+                if isinstance(chosen, DatalintParser):
+                    return chosen._subcommand_parser(parsed)
+                if chosen is not None:
+                    return chosen
+        return self
+
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser, or with `only` a known command name, just that command's (a faster start)."""
-    parser = argparse.ArgumentParser(
+    parser = DatalintParser(
         prog="datalint",
         description="Linter and bad-sample scanner for PyTorch data pipelines.",
     )
@@ -60,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        _require_extras(args)
         return run(args)
     except DatalintError as exc:
         print(f"datalint: error: {exc}", file=sys.stderr)
@@ -76,10 +140,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(
             f"datalint: internal error: {type(exc).__name__}: {exc}\n"
-            "  (set DATALINT_DEBUG=1 for the traceback, and please report it)",
+            "  (set DATALINT_DEBUG=1 for the traceback, and please report it with `datalint --version`)",
             file=sys.stderr,
         )
         return 2
+
+
+def _require_extras(args: argparse.Namespace) -> None:
+    """Refuse, before any work, a command whose optional dependencies are not installed."""
+    extras: tuple[str, ...] = getattr(args, "extras", ())
+    if extras:
+        from datalint.extras import require
+
+        for extra in extras:
+            require(extra, f"`datalint {args.command}`")
 
 
 def entry() -> None:

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from datalint.extras import install_line
 from datalint.limits import Cgroup, read_affinity, read_cgroup, read_text, usable_cpu_count
 from datalint.units import GiB, KiB, MiB, human_bytes
 
@@ -387,7 +388,7 @@ def check_libraries(facts: HostFacts) -> Check:
     if not shown["torch"]:
         return Check(
             "libraries", WARN, value, "torch is not installed: bench and the sample estimate need it.",
-            "pip install 'datalint[torch]'",
+            install_line("torch"),
         )
     return Check("libraries", OK, value, "Versions to quote in a bug report.")
 

@@ -6,7 +6,7 @@ The three-line change to a training script::
     sampler = QuarantineSampler(train_ds, "out/quarantine.json", shuffle=True)
     loader = DataLoader(GuardedDataset(train_ds, record="out/scan.db"), batch_size=64, sampler=sampler)
 
-(docs/training.md has the whole story: samplers, the filter, staleness, the guard.)
+(`datalint docs training` has the whole story: samplers, the filter, staleness, the guard.)
 
 The samplers hold the good indices in one numpy array (bytes, not Python objects) and shuffle with
 one `torch.randperm` per epoch; they check that the list was made for this dataset (see
@@ -29,21 +29,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-import numpy.typing as npt
-import torch
-import torch.distributed as dist
-from torch.utils.data import (
-    BatchSampler,
-    Dataset,
-    DistributedSampler,
-    RandomSampler,
-    Sampler,
-    SequentialSampler,
-    SubsetRandomSampler,
-    WeightedRandomSampler,
-    default_collate,
-)
+try:
+    import numpy as np
+    import numpy.typing as npt
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import (
+        BatchSampler,
+        Dataset,
+        DistributedSampler,
+        RandomSampler,
+        Sampler,
+        SequentialSampler,
+        SubsetRandomSampler,
+        WeightedRandomSampler,
+        default_collate,
+    )
+except ModuleNotFoundError:
+    from datalint.extras import missing_extra_error
+
+    # One line naming the extra and its install command, instead of a bare "No module named torch".
+    _missing = missing_extra_error("torch", "`import datalint.torch`")
+    if _missing is not None:
+        raise _missing from None
+    raise
 
 from datalint import __version__
 from datalint.errors import DatalintError, UsageError

@@ -28,7 +28,7 @@ EPILOG = """\
 examples:
   datalint bench --dataset mymod:train_ds --batch-size 64 --workers 0,2,4,8 --batches 50
   datalint bench --dataset mymod:train_ds --batch-size 64 --workers 4 --soak --epochs 3
-  datalint bench --dataset mymod:train_ds --batch-size 64 --format json --plot bench.png > bench.json
+  datalint bench --dataset mymod:train_ds --batch-size 64 --format json --plot bench.svg > bench.json
 """
 
 
@@ -75,8 +75,9 @@ def register(subparsers: Any) -> None:
     soak.add_argument("--record", metavar="DB",
                       help="scan index where the guard records failing samples (default: a temporary one)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--plot", metavar="PNG", help="also draw throughput and memory against workers")
-    parser.set_defaults(run=run)
+    parser.add_argument("--plot", metavar="SVG",
+                        help="also draw throughput and memory against workers, as an SVG file")
+    parser.set_defaults(run=run, extras=("torch",))
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -84,6 +85,10 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError("--soak needs --epochs N or --steps N")
     if (args.epochs or args.steps) and not args.soak:
         raise UsageError("--epochs/--steps set the soak's length: add --soak")
+    if args.plot:
+        from datalint.bench import check_plot_path
+
+        check_plot_path(args.plot)
 
 
 def run(args: argparse.Namespace) -> int:

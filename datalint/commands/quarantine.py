@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
         "--max-bytes", type=size, metavar="SIZE", help="override the scan's --max-bytes"
     )
     parser.add_argument("--require", action="append", metavar="FIELD", help="override the scan's --require")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, extras=("scan",))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -79,7 +79,7 @@ def register(subparsers: Any) -> None:
         metavar="JSON",
         help="also write datasette metadata for this index (table and column labels, canned queries)",
     )
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, extras=("scan",))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
     )
     add_source_arguments(parser)
     add_scan_arguments(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, extras=("scan",))
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -134,7 +134,7 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("local", "dask"),
         default="local",
         help="local: worker processes forked here (default); dask: shards on a dask cluster, see --scheduler "
-        "(docs/distributed.md; needs datalint[dask])",
+        "(`datalint docs distributed`; needs the [dask] extra)",
     )
     engine.add_argument(
         "--scheduler",
@@ -190,6 +190,10 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.backend == "dask":
+        from datalint.extras import require
+
+        require("dask", "`datalint scan --backend dask`")
     from datalint.scan import api, policy
 
     description = choose_source(args)

@@ -731,6 +731,6 @@ def _footer(page: Page) -> Html:
             el("code", page.browse_hint),
             " browses the index in a web page; ",
             el("code", query),
-            " answers one on the command line. See docs/report.md. Made by datalint report.",
+            " answers one on the command line. See `datalint docs report`. Made by datalint report.",
         ),
     )

@@ -40,7 +40,7 @@ from datalint.scan.runner import EngineError, Row, RunnerOptions
 from datalint.scan.sources import ScanWarning, SourceDescription, build_source
 
 BACKENDS = ("local", "dask")
-INSTALL_HINT = "pip install 'datalint[dask]'  (or: pip install 'dask[distributed]')"
+INSTALL_HINT = "pip install 'torch-datalint[dask]'  (or: pip install 'dask[distributed]')"
 CONNECT_TIMEOUT = 30.0  # seconds to reach a scheduler
 WORKERS_TIMEOUT = 120.0  # seconds to wait for --workers N workers to join a scheduler
 SHARD_SECONDS = 2.0  # work per shard once sample durations are known: dispatch stays negligible

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -25,10 +26,10 @@ RUN_KEYS = {
 
 
 @pytest.mark.slow
-def test_json_lists_every_run_and_the_recommendation_and_the_plot_is_a_png(
+def test_json_lists_every_run_and_the_recommendation_and_the_plot_is_an_svg(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    plot = tmp_path / "bench.png"
+    plot = tmp_path / "bench.svg"
     code = main(
         [
             "bench",
@@ -53,7 +54,11 @@ def test_json_lists_every_run_and_the_recommendation_and_the_plot_is_a_png(
     assert document["recommended"]["num_workers"] in (0, 1)
     assert document["recommended"]["reason"]
     assert document["soak"] is None
-    assert plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    svg = ElementTree.fromstring(plot.read_text())  # a well-formed SVG document
+    assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+    bars = svg.findall(".//{http://www.w3.org/2000/svg}rect")
+    assert len(bars) == 6  # samples/s, memory and shm, for each of the two worker counts
+    assert len([bar for bar in bars if "best" in bar.get("class", "")]) == 3
 
 
 @pytest.mark.slow
@@ -89,11 +94,17 @@ def test_the_table_marks_each_run_and_the_soak_reports_a_dead_worker_with_exit_1
     [
         (["--soak"], "--soak needs --epochs N or --steps N"),
         (["--epochs", "2"], "add --soak"),
+        (["--plot", "bench.png"], "--plot bench.png: the plot is an SVG file"),
+        (["--plot", "/no/such/folder/bench.svg"], "no such folder /no/such/folder"),
     ],
 )
-def test_usage_mistakes_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+def test_usage_mistakes_exit_2_before_the_sweep(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
     assert main(["bench", "--dataset", SMALL, "--batch-size", "4", *args]) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    assert "bench: num_workers=" not in err  # refused before any run
 
 
 def test_worker_counts_must_be_a_list_of_whole_numbers(capsys: pytest.CaptureFixture[str]) -> None:
