@@ -12,7 +12,7 @@ $(BIN)/python:
 # Reinstall when the project's install files change.
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[torch,dask,dev]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[all,dev]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -511,6 +511,8 @@ class Estimate:
     max_workers: int | None  # None: not even num_workers=0 fits
     max_batch_size: int | None
     formulas: Mapping[str, str] = field(default_factory=dict)
+    usable_cpus: int | None = None  # the cap on max_workers, when known
+    memory_max_workers: int | None = None  # what the limits alone would allow (up to 256)
 
 
 def percentile(values: Sequence[int], q: float) -> int:
@@ -656,12 +658,17 @@ def largest_batch_size(config: LoaderConfig, sizes: SampleSizes, limits: Limits)
     return largest if largest >= 1 else None
 
 
-def estimate_loader(config: LoaderConfig, sizes: SampleSizes, limits: Limits) -> Estimate:
+def estimate_loader(
+    config: LoaderConfig, sizes: SampleSizes, limits: Limits, usable_cpus: int | None = None
+) -> Estimate:
+    """The loader's memory against the limits; with `usable_cpus`, worker counts are capped by them
+    (workers beyond the CPUs take turns on them: more memory, rarely more speed)."""
     batch_p99 = config.batch_size * sizes.p99
     shm = shm_need(config, sizes.p99)
     host = host_need(config, sizes.p99, sizes.worker_footprint)
     w, p, b = config.num_workers, config.prefetch_factor, config.batch_size
     pin = " + 1 (pinned copy)" if config.pin_memory else ""
+    fitting = largest_worker_count(config, sizes, limits)
     formulas = {
         "batch_bytes": f"batch_size x p99 sample = {b} x {human_bytes(sizes.p99)} = {human_bytes(batch_p99)}",
         "shm_in_flight": (
@@ -686,10 +693,16 @@ def estimate_loader(config: LoaderConfig, sizes: SampleSizes, limits: Limits) ->
         batch_bytes_p99=batch_p99,
         shm_in_flight=shm,
         peak_host=host,
-        max_workers=largest_worker_count(config, sizes, limits),
+        max_workers=_capped(fitting, usable_cpus),
         max_batch_size=largest_batch_size(config, sizes, limits),
         formulas=formulas,
+        usable_cpus=usable_cpus,
+        memory_max_workers=fitting,
     )
+
+
+def _capped(workers: int | None, usable_cpus: int | None) -> int | None:
+    return workers if workers is None or not usable_cpus else min(workers, usable_cpus)
 
 
 def _judge(need: int, limit: int | None) -> str:
@@ -701,10 +714,36 @@ def _judge(need: int, limit: int | None) -> str:
 def _what_fits(estimate: Estimate) -> str:
     cfg = estimate.config
     workers = {None: "no worker count", 0: "only num_workers=0"}.get(
-        estimate.max_workers, f"num_workers <= {estimate.max_workers}"
+        estimate.max_workers, f"num_workers <= {estimate.max_workers}{_cpu_bound(estimate)}"
     )
     batch = "no batch size" if estimate.max_batch_size is None else f"batch_size <= {estimate.max_batch_size}"
     return f"{workers} at batch_size={cfg.batch_size}, or {batch} at num_workers={cfg.num_workers}"
+
+
+def _cpu_bound(estimate: Estimate) -> str:
+    """' (the usable CPUs)' when the CPUs, not memory, set the largest worker count."""
+    capped = estimate.memory_max_workers != estimate.max_workers
+    return f" (the {estimate.usable_cpus} usable CPUs)" if capped else ""
+
+
+def check_worker_count(estimate: Estimate) -> Check:
+    """More workers than usable CPUs: they take turns, each holding its own batches in memory."""
+    workers, usable = estimate.config.num_workers, estimate.usable_cpus
+    value = f"num_workers={workers} on {usable if usable else 'unknown'} usable CPU(s)"
+    if usable and workers > usable:
+        return Check(
+            "loader workers", WARN, value,
+            f"{workers} workers on {usable} usable CPUs take turns: each holds its own prefetched batches "
+            "and copy of the dataset, and loading is rarely faster than with one worker per CPU.",
+            f"num_workers={usable} or fewer; `datalint bench --workers {_bench_counts(usable)}` measures "
+            "which is fastest",
+        )
+    return Check("loader workers", OK, value, "At most one worker per usable CPU.")
+
+
+def _bench_counts(usable: int) -> str:
+    counts = sorted({0, 1, max(1, usable // 2), usable})
+    return ",".join(map(str, counts))
 
 
 def estimate_checks(estimate: Estimate) -> list[Check]:
@@ -732,6 +771,7 @@ def estimate_checks(estimate: Estimate) -> list[Check]:
             estimate.formulas["peak_host"],
             host_fix,
         ),
+        *([check_worker_count(estimate)] if estimate.usable_cpus else []),
     ]
 
 

@@ -376,7 +376,7 @@ def test_pre_commit_hook_runs_datalint_check(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parent.parent
     hook = tmp_path / "hook"
     hook.mkdir()
-    for name in ("datalint", "rules"):
+    for name in ("datalint", "rules", "docs"):
         shutil.copytree(root / name, hook / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("README.md", ".pre-commit-hooks.yaml"):
         shutil.copy(root / name, hook / name)

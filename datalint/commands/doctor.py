@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             sizes = doctor.sample_sizes([args.sample_bytes])
         limits = doctor.limits_from(facts, args.shm_bytes, args.memory_bytes)
-        estimate = doctor.estimate_loader(config, sizes, limits)
+        estimate = doctor.estimate_loader(config, sizes, limits, doctor.usable_cpus(facts))
         checks += doctor.estimate_checks(estimate)
     if args.format == "json":
         _print_json(checks, estimate, facts)
@@ -158,6 +158,9 @@ def _print_estimate(estimate: Any) -> None:
     for name, formula in estimate.formulas.items():
         print(f"  {name.replace('_', ' '):<16}  {formula}")
     workers = "none (not even num_workers=0)" if estimate.max_workers is None else str(estimate.max_workers)
+    if estimate.max_workers is not None and estimate.memory_max_workers != estimate.max_workers:
+        allowed = f"{estimate.memory_max_workers}{' or more' if estimate.memory_max_workers >= 256 else ''}"
+        workers += f" (the usable CPUs; memory alone would allow {allowed})"
     batch = "none" if estimate.max_batch_size is None else str(estimate.max_batch_size)
     print(f"  largest num_workers that fits at batch_size={cfg.batch_size}: {workers}")
     print(f"  largest batch_size that fits at num_workers={cfg.num_workers}: {batch}")

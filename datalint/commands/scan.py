@@ -49,7 +49,14 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_image_arguments(group: Any) -> None:
-    """Image files (docs/images.md): decode every file, find the damaged ones."""
+    """Image files (`datalint docs images`): decode every file, find the damaged ones."""
+    group.add_argument(
+        "paths",
+        nargs="*",
+        metavar="IMAGE",
+        help="image files to scan, exactly these (what the datalint-images pre-commit hook passes); "
+        "exit 1 when any is damaged",
+    )
     group.add_argument(
         "--images", metavar="DIR", help="an image folder, scanned recursively; keys are paths in DIR"
     )
@@ -85,11 +92,13 @@ def choose_source(args: argparse.Namespace) -> Any:
     """The SourceDescription the flags ask for (one source per scan)."""
     from datalint.scan.sources import SourceDescription
 
-    if args.images or args.files or args.files_from_dataset:
+    if args.images or args.files or args.files_from_dataset or args.paths:
         return _image_source(args)
     if args.dataset:
         return SourceDescription.make("dataset", args.dataset, labels=tuple(args.label))
-    raise UsageError("nothing to scan: pass --dataset SPEC (e.g. --dataset mymod:ds) or --images DIR")
+    raise UsageError(
+        "nothing to scan: pass --dataset SPEC (e.g. --dataset mymod:ds), --images DIR or image files"
+    )
 
 
 def _image_source(args: argparse.Namespace) -> Any:
@@ -99,11 +108,17 @@ def _image_source(args: argparse.Namespace) -> Any:
         raise UsageError("--files-from-dataset needs --dataset SPEC")
     if args.dataset and (args.images or args.files):
         raise UsageError("scan either --dataset SPEC or --images DIR / --files LIST, not both")
+    if args.paths and (args.dataset or args.images or args.files):
+        raise UsageError(
+            f"image files ({args.paths[0]}, ...) are scanned on their own: "
+            "not with --dataset, --images or --files"
+        )
     extensions = [part for value in args.ext or () for part in value.split(",")]
     return images.images_description(
         folder=args.images,
         file_list=args.files,
         dataset=args.dataset if args.files_from_dataset else None,
+        files=args.paths,
         extensions=extensions or None,
         max_pixels=args.max_pixels or images.DEFAULT_MAX_PIXELS,
         all_frames=args.all_frames,

@@ -292,7 +292,7 @@ def _check_same_dataset(
 
 # Source options that do not change a sample's verdict: where the process ran, which object it was
 # handed, and the label fields (compared on their own, with their own message).
-_VERDICT_NEUTRAL_OPTIONS = frozenset({"root", "object_id", "labels", "file_list"})
+_VERDICT_NEUTRAL_OPTIONS = frozenset({"root", "object_id", "labels", "file_list", "files"})
 
 
 def _verdict_options(kind: Any, source_options: dict[str, Any]) -> dict[str, Any]:
@@ -419,7 +419,7 @@ def write_json_atomically(path: Path, document: Any) -> None:
 
 def write_text_atomically(path: Path, text: str) -> None:
     """Write to a temporary file beside `path`, fsync, then rename over it: readers never see half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    store.create_parent(path)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:

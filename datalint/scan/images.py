@@ -862,7 +862,8 @@ class ImageFilesSource:
     """Image files as a source for the scan engine: a folder, a list of paths, or a dataset's files.
 
     Description options: `root` (absolute folder that relative paths, and a folder's keys, are
-    relative to), `file_list` (a text file of paths instead of walking the folder), `dataset` (a
+    relative to), `file_list` (a text file of paths instead of walking the folder), `files` (the
+    paths themselves, scanned exactly as given: the pre-commit hook's staged files), `dataset` (a
     dataset spec whose `samples` / `imgs` name the files; each sample is then measured too),
     `extensions`, `max_pixels`, `all_frames`, `labels`. The engine forks its workers from the
     process that built the source, so the folder is walked once.
@@ -879,6 +880,8 @@ class ImageFilesSource:
         if description.option("dataset") is not None:
             self.dataset, files = _dataset_and_files(description)
             self.listing = ImageListing(str(self.root), files)
+        elif description.option("files") is not None:
+            self.listing = ImageListing(str(self.root), tuple(description.option("files")))
         else:
             extensions = description.option("extensions", DEFAULT_EXTENSIONS)
             self.listing = image_listing(self.root, description.option("file_list"), extensions)
@@ -957,11 +960,15 @@ def dataset_file_paths(dataset: Any) -> tuple[str, ...] | None:
     return None
 
 
+FILES_SPEC = "the listed files"  # the spec of a scan of image paths given one by one (its index name)
+
+
 def images_description(
     *,
     folder: str | None = None,
     file_list: str | None = None,
     dataset: str | None = None,
+    files: Sequence[str] | None = None,
     extensions: Sequence[str] | None = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
     all_frames: bool = False,
@@ -971,6 +978,13 @@ def images_description(
     from datalint.scan.sources import SourceDescription
 
     options: dict[str, Any] = {"max_pixels": max_pixels, "all_frames": all_frames}
+    if files:
+        absent = [path for path in files if not Path(path).is_file()]
+        if absent:
+            more = ", ..." if len(absent) > 5 else ""
+            raise UsageError(f"no such image file: {', '.join(absent[:5])}{more}")
+        # Keys are the paths as given (the names pre-commit and the user know), relative to here.
+        return SourceDescription.make("images", FILES_SPEC, root=os.getcwd(), files=tuple(files), **options)
     if dataset is not None:
         return SourceDescription.make(
             "images", dataset, dataset=dataset, root=os.getcwd(), labels=tuple(labels), **options

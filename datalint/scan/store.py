@@ -104,6 +104,22 @@ def utc_now(timespec: str = "seconds") -> str:
     return datetime.now(UTC).isoformat(timespec=timespec)
 
 
+def create_parent(path: Path) -> None:
+    """Create the folder of `path`. A `.datalint/` folder created here gets a `.gitignore` of `*` (as
+    ruff's and pytest's caches do), so indexes never show in `git status`; one that already exists is
+    left alone, so a team that removed the file to commit its quarantine list keeps it removed."""
+    folder = path.parent
+    if folder.is_dir():
+        return
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir()
+    except FileExistsError:  # another process made it first, and writes the .gitignore
+        return
+    if folder.name == ".datalint":
+        (folder / ".gitignore").write_text("# Created by datalint: its indexes stay out of git.\n*\n")
+
+
 def open_index(path: str | Path, *, busy_timeout: float = 30.0, create: bool = True) -> Any:
     """Open (and create, idempotently) an index; returns a `sqlite_utils.Database` in WAL mode."""
     import sqlite_utils
@@ -112,7 +128,7 @@ def open_index(path: str | Path, *, busy_timeout: float = 30.0, create: bool = T
     if not create and not path.is_file():
         raise IndexFileError(f"no scan index at {path}; run `datalint scan` first (or pass its --db path)")
     if create:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        create_parent(path)
     try:
         connection = sqlite3.connect(str(path), timeout=busy_timeout, check_same_thread=False)
         db = sqlite_utils.Database(connection)

@@ -92,3 +92,20 @@ def test_overrides_replace_the_limits_read_here() -> None:
     cluster = limits_from(host, shm_bytes=64 * MiB, memory_bytes=16 * GiB)
     assert (cluster.shm_bytes, cluster.memory_bytes) == (64 * MiB, 16 * GiB)
     assert (cluster.shm_source, cluster.memory_source) == ("--shm-bytes", "--memory-bytes")
+
+
+def test_more_workers_than_usable_cpus_warn_and_the_suggestion_is_capped_by_them() -> None:
+    # 8 workers on 2 CPUs: memory alone would allow 256 workers of 1 KB samples; the CPUs allow 2.
+    limits = Limits(shm_bytes=8 * GiB, memory_bytes=16 * GiB, shm_source="test", memory_source="test")
+    estimate = estimate_loader(LoaderConfig(8, 8), sample_sizes([1000]), limits, usable_cpus=2)
+    assert (estimate.max_workers, estimate.memory_max_workers) == (2, 256)
+    workers = {c.name: c for c in estimate_checks(estimate)}["loader workers"]
+    assert workers.status == "warn"
+    assert "8 workers on 2 usable CPUs" in workers.detail
+    assert workers.fix.startswith("num_workers=2 or fewer") and "--workers 0,1,2" in workers.fix
+
+
+def test_workers_within_the_cpus_are_ok_and_memory_still_caps_below_them() -> None:
+    fine = estimate_loader(LoaderConfig(8, 2), sample_sizes([IMAGE]), SHM_64M, usable_cpus=16)
+    assert {c.name: c.status for c in estimate_checks(fine)}["loader workers"] == "ok"
+    assert fine.max_workers == fine.memory_max_workers == 5  # shared memory, not the 16 CPUs, binds
