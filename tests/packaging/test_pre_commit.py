@@ -38,8 +38,12 @@ def assert_both_hooks_judged(output: str) -> None:
 def test_try_repo_runs_both_hooks_on_the_staged_files(tmp_path: Path) -> None:
     hook, _ = hook_repository(tmp_path / "hook")
     user = dataset_repository(tmp_path / "user")
-    result = run([*PRE_COMMIT, "try-repo", str(hook), "--all-files"], user, timeout=540,
-                 PRE_COMMIT_HOME=str(tmp_path / "cache"))
+    result = run(
+        [*PRE_COMMIT, "try-repo", str(hook), "--all-files"],
+        user,
+        timeout=540,
+        PRE_COMMIT_HOME=str(tmp_path / "cache"),
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "datalint check" in output and "datalint scan (image files)" in output
@@ -74,8 +78,7 @@ def test_the_documented_local_hooks_use_the_datalint_on_path(tmp_path: Path) -> 
     path = f"{Path(installed).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     # The command beside this interpreter runs this checkout's code (an editable install, or PYTHONPATH).
     env = {"PATH": path, "PRE_COMMIT_HOME": str(tmp_path / "cache")}
-    result = run([*PRE_COMMIT, "run", "--all-files"], user, timeout=300, **env,
-                 PYTHONPATH=str(ROOT))
+    result = run([*PRE_COMMIT, "run", "--all-files"], user, timeout=300, **env, PYTHONPATH=str(ROOT))
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert_both_hooks_judged(output)
