@@ -463,9 +463,12 @@ def _run_options(description: SourceDescription, options: ScanOptions, workers: 
 
 
 def _environment() -> dict[str, Any]:
-    versions: dict[str, str | None] = {}
+    from datalint import __version__
+
+    # datalint's own version from the package: its distribution is torch-datalint, and a distribution
+    # named "datalint" on the index is an unrelated project.
+    versions: dict[str, str | None] = {"datalint": __version__}
     for package in (
-        "datalint",
         "torch",
         "numpy",
         "pillow",
