@@ -1,4 +1,4 @@
-"""Read a scan index (docs/index.md) into the plain values the report draws.
+"""Read a scan index (`datalint docs index`) into the plain values the report draws.
 
 The report only reads: the index is opened read-only, so generating a page can never
 change what the scan, the guard or `datalint quarantine` see. Everything here is bounded

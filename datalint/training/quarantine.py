@@ -1,6 +1,6 @@
 """The quarantine list as training reads it: `quarantine.json` or a scan index, validated and frozen.
 
-The format is the `datalint-quarantine/1` contract of `docs/index.md`. Every problem with the file is a
+The format is the `datalint-quarantine/1` contract of `datalint docs index`. Every problem with the file is a
 `QuarantineFormatError` naming the file and the field, never a KeyError from deep inside a sampler.
 """
 

@@ -1,4 +1,4 @@
-"""The guard's record: failures at training time, written into a scan index (`docs/index.md`).
+"""The guard's record: failures at training time, written into a scan index (`datalint docs index`).
 
 The index is opened through the scan's store (`datalint.scan.store`), so the schema lives in one
 place. Several DataLoader workers write at once, each through its own short-lived connection (never
