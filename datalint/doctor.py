@@ -387,7 +387,7 @@ def check_libraries(facts: HostFacts) -> Check:
     value = ", ".join(f"{name} {version or 'absent'}" for name, version in shown.items())
     if not shown["torch"]:
         return Check(
-            "libraries", WARN, value, "torch is not installed: `datalint bench` and `datalint.torch` need it.",
+            "libraries", WARN, value, "torch is not installed: bench and datalint.torch need it.",
             install_line("torch"),
         )
     return Check("libraries", OK, value, "Versions to quote in a bug report.")
@@ -548,7 +548,7 @@ def spread_indices(length: int, count: int) -> list[int]:
 
 
 def sizes_from_index(path: str | os.PathLike[str]) -> SampleSizes:
-    """Sample sizes a scan already measured: every `ok` row's `nbytes` in the index (`datalint docs index`)."""
+    """Sample sizes a scan already measured: every `ok` row's `nbytes` (`datalint docs index`)."""
     import sqlite3
 
     from datalint.errors import DatalintError
