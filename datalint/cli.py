@@ -17,7 +17,6 @@ import argparse
 import difflib
 import importlib
 import os
-import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
@@ -40,7 +39,6 @@ COMMANDS: dict[str, str] = {
 
 Runner = Callable[[argparse.Namespace], int]
 
-_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>.*?)' \(choose from (?P<choices>.*)\)")
 _UNRECOGNIZED = "unrecognized arguments: "
 
 
@@ -65,23 +63,32 @@ class DatalintParser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # An invalid choice (a command, --format's value) gets the closest valid one appended.
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            if action.choices is None or not isinstance(value, str):
+                raise
+            hint = did_you_mean(value, [str(choice) for choice in action.choices])
+            raise argparse.ArgumentError(action, f"{exc.message}{hint}") from None
+
     def _suggestion(self, message: str) -> str:
-        choice = _INVALID_CHOICE.search(message)
-        if choice:
-            return did_you_mean(choice["given"], re.findall(r"'([^']*)'", choice["choices"]))
-        if message.startswith(_UNRECOGNIZED):
-            flags = [word for word in message[len(_UNRECOGNIZED):].split() if word.startswith("--")]
-            options = [
-                option
-                for action in self._actions
-                if action.help != argparse.SUPPRESS
-                for option in action.option_strings
-                if option.startswith("--")
-            ]
-            for flag in flags:
-                hint = did_you_mean(flag.split("=", 1)[0], options)
-                if hint:
-                    return hint
+        """For flags no parser knows: the closest flag of this (sub)command."""
+        if not message.startswith(_UNRECOGNIZED):
+            return ""
+        flags = [word for word in message[len(_UNRECOGNIZED) :].split() if word.startswith("--")]
+        options = [
+            option
+            for action in self._actions
+            if action.help != argparse.SUPPRESS
+            for option in action.option_strings
+            if option.startswith("--")
+        ]
+        for flag in flags:
+            hint = did_you_mean(flag.split("=", 1)[0], options)
+            if hint:
+                return hint
         return ""
 
     def _subcommand_parser(self, parsed: Any) -> argparse.ArgumentParser:
