@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.errors import DatalintError
+from datalint.extras import require as require_extra
 from datalint.report.extras import load_bench, load_lint_findings
 from datalint.report.index import IndexSummary, open_index, read_index
 from datalint.report.render import Page, render_page
@@ -79,6 +80,7 @@ def write_report(
 ) -> ReportResult:
     """Write the page for the index `db` to `output`, atomically: a reader (or a CI upload) never
     sees half a report."""
+    require_extra("scan", "datalint.write_report()")
     output = Path(output)
     if not output.parent.is_dir():  # before the work, not after it
         raise DatalintError(f"{output}: the folder {output.parent} does not exist")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.errors import UsageError
+from datalint.extras import require as require_extra
 from datalint.limits import effective_cpu_count
 from datalint.scan import dask_backend, policy, runner, store
 from datalint.scan.policy import PolicyOptions, QuarantineEntry
@@ -169,6 +170,7 @@ def scan_source(
     quarantine: str | os.PathLike[str] | None = None,
 ) -> ScanSummary:
     """Scan any registered source kind (datasets, image files) into an index and a quarantine list."""
+    require_extra("scan", "datalint.scan()")  # the index, the decoders: named before any work
     started = time.monotonic()
     source = build_source(description)
     stream = bool(getattr(source, "is_stream", False))

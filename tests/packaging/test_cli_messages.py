@@ -155,3 +155,17 @@ def test_a_created_datalint_folder_keeps_itself_out_of_git(tmp_path: Path) -> No
     # Other folders (--db out/scan.db) get no .gitignore.
     create_parent(tmp_path / "out" / "scan.db")
     assert not (tmp_path / "out" / ".gitignore").exists()
+
+
+def test_the_library_entry_points_name_the_scan_extra(tmp_path: Path) -> None:
+    code = (
+        "import datalint\n"
+        "for call in (lambda: datalint.scan([1, 2]), lambda: datalint.write_report('x.db', 'r.html')):\n"
+        "    try:\n        call()\n"
+        "    except ImportError as exc:\n        print(exc)\n"
+    )
+    result = python_without("sqlite_utils", code, tmp_path)
+    scan, report = result.stdout.splitlines()
+    assert scan.startswith("datalint.scan() needs the [scan] extra (missing: sqlite_utils)")
+    assert report.startswith("datalint.write_report() needs the [scan] extra")
+    assert not (tmp_path / ".datalint").exists()
