@@ -68,8 +68,8 @@ def test_without_dask_the_error_says_how_to_install_it(tmp_path: Path) -> None:
     )
     done = subprocess.run([PYTHON, "-c", program], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 2, done.stderr
-    assert "--backend dask needs dask.distributed" in done.stderr
-    assert "pip install 'datalint[dask]'" in done.stderr
+    assert "`datalint scan --backend dask` needs the [dask] extra (missing: distributed)" in done.stderr
+    assert "pip install 'torch-datalint[dask]'" in done.stderr
     assert "Traceback" not in done.stderr
 
 
