@@ -70,10 +70,12 @@ def missing_extra_error(extra: str, what: str) -> MissingExtraError | None:
 
 def install_line(extra: str) -> str:
     """The command that adds `extra` to this installation: pipx or pip, from the index or a checkout."""
-    target = f"{_installed_from() or DISTRIBUTION}[{extra}]"
+    checkout = _installed_from()
+    target = f"{checkout[0] if checkout else DISTRIBUTION}[{extra}]"
     if f"{os.sep}pipx{os.sep}venvs{os.sep}" in sys.prefix:
         return f"pipx install --force '{target}'"
-    return f"pip install '{target}'"
+    editable = "-e " if checkout and checkout[1] else ""
+    return f"pip install {editable}'{target}'"
 
 
 def _importable(name: str) -> bool:
@@ -85,8 +87,8 @@ def _importable(name: str) -> bool:
         return False
 
 
-def _installed_from() -> str | None:
-    """The local folder this copy was installed from (`pip install .`, PEP 610), if it was."""
+def _installed_from() -> tuple[str, bool] | None:
+    """(the local folder this copy was installed from, editable?) for `pip install [-e] .` (PEP 610)."""
     try:
         record = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
     except metadata.PackageNotFoundError:
@@ -94,10 +96,12 @@ def _installed_from() -> str | None:
     if not record:
         return None
     try:
-        url = urlparse(json.loads(record).get("url", ""))
+        document = json.loads(record)
+        url = urlparse(document.get("url", ""))
+        editable = bool(document.get("dir_info", {}).get("editable", False))
     except (ValueError, AttributeError):
         return None
     if url.scheme != "file":
         return None
     folder = unquote(url.path)
-    return folder if os.path.isdir(folder) else None
+    return (folder, editable) if os.path.isdir(folder) else None

@@ -70,5 +70,8 @@ def test_the_install_line_follows_the_installation(monkeypatch: pytest.MonkeyPat
         extras.sys, "prefix", os.path.join(os.sep, "home", "u", ".local", "pipx", "venvs", "x")
     )
     assert extras.install_line("scan") == "pipx install --force 'torch-datalint[scan]'"
-    monkeypatch.setattr(extras, "_installed_from", lambda: "/src/datalint")
+    monkeypatch.setattr(extras, "_installed_from", lambda: ("/src/datalint", False))
     assert extras.install_line("torch") == "pipx install --force '/src/datalint[torch]'"
+    monkeypatch.setattr(extras.sys, "prefix", os.path.join(os.sep, "src", "datalint", ".venv"))
+    monkeypatch.setattr(extras, "_installed_from", lambda: ("/src/datalint", True))
+    assert extras.install_line("scan") == "pip install -e '/src/datalint[scan]'"

@@ -100,3 +100,16 @@ def test_the_docs_and_the_catalog_travel_in_the_wheel(venv: Path, tmp_path: Path
     assert run([datalint, "docs", "scan"], tmp_path).stdout == (ROOT / "docs" / "scan.md").read_text()
     rule = run([datalint, "rule", "DL001"], tmp_path)
     assert rule.returncode == 0 and "prefetch-factor-without-workers" in rule.stdout
+
+
+def test_installed_from_a_checkout_the_install_line_names_the_checkout(tmp_path: Path) -> None:
+    # `pip install .` from a checkout, as the README says to before the first release.
+    environment = tmp_path / "venv"
+    assert run([sys.executable, "-m", "venv", "--without-pip", str(environment)], tmp_path).returncode == 0
+    python = str(environment / "bin" / "python")
+    installed = run([sys.executable, "-m", "pip", "--python", python, "install", "-q", str(ROOT)], tmp_path)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    (tmp_path / "cat.jpg").write_bytes(b"\xff\xd8\xff")
+    result = run([str(environment / "bin" / "datalint"), "scan", "cat.jpg"], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.rstrip().endswith(f"install it with: pip install '{ROOT}[scan]'")
