@@ -12,6 +12,8 @@ $(BIN)/python:
 # Reinstall when the project's install files change.
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@# The distribution was named "datalint" in older checkouts; it is torch-datalint now (pyproject.toml).
+	$(BIN)/python -m pip uninstall --quiet --yes datalint 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[all,dev]"
 	touch $(STAMP)
 
