@@ -4,7 +4,7 @@ One file is read once; every check works on those bytes:
 
 1. read: `unreadable` (permissions, broken link, not a regular file), `empty`;
 2. sniff the magic bytes: content that is no image at all (an HTML error page, random bytes) is
-   `corrupt`; a real image format Pillow cannot read is `unsupported_format`;
+   `corrupt`; a real image format this installation cannot read is `unsupported`;
 3. open the header with Pillow (~30 µs): format, mode, size, EXIF orientation; a pixel count over
    `max_pixels` is a `decompression_bomb`, decided before a single pixel is decoded;
 4. decode, the cheapest way that still finds every kind of damage:
@@ -50,9 +50,13 @@ if TYPE_CHECKING:
 
 # Damage: quarantined by default.
 DAMAGE_KINDS: tuple[str, ...] = ("corrupt", "empty", "decompression_bomb", "unreadable")
+# A valid file this installation cannot decode (a missing plugin, codec or helper program, or a
+# feature the decoder lacks): not damage, but quarantined by default, because a training loader on
+# this machine fails on it just the same (docs/images.md). The detail names the missing piece.
+UNSUPPORTED_KIND = "unsupported"
+UNSUPPORTED_MEANING = "a valid file this installation cannot decode (missing plugin, codec or program)"
 # Information about valid files: reported, not quarantined by default (docs/images.md).
 INFO_KIND_MEANINGS: dict[str, str] = {
-    "unsupported_format": "an image format this Pillow cannot read (HEIF, AVIF, JPEG XL...)",
     "extension_mismatch": "the content is another format than the name says (a GIF named .jpg)",
     "cmyk": "CMYK colour (convert('RGB') gives other colours than most viewers)",
     "grayscale": "one channel (mode L, LA, I;16, 1...) where RGB is usual",
@@ -144,13 +148,19 @@ class ImageProbe:
     def damaged(self) -> bool:
         return any(f.kind in DAMAGE_KINDS for f in self.findings)
 
+    @property
+    def unsupported(self) -> bool:
+        return any(f.kind == UNSUPPORTED_KIND for f in self.findings)
+
     def info(self) -> dict[str, Any]:
         """The measurements for `samples.info` (JSON), without the Nones.
 
-        A damaged file has no `sha256` here: two copies of one HTML error page are not duplicates.
+        A damaged or undecodable file has no `sha256` here: two copies of one HTML error page are
+        not duplicates.
         """
+        judged = not (self.damaged or self.unsupported)
         fields = {
-            "file_bytes": self.nbytes, "sha256": None if self.damaged else self.sha256,
+            "file_bytes": self.nbytes, "sha256": self.sha256 if judged else None,
             "format": self.format, "mode": self.mode, "width": self.width, "height": self.height,
             "bit_depth": self.bit_depth, "frames": self.frames, "orientation": self.orientation,
             "decoder": self.decoder,
@@ -317,6 +327,7 @@ _MAGIC: dict[str, Callable[[bytes], bool]] = {
     "HEIF": lambda h: h[4:8] == b"ftyp" and h[8:12] in (b"heic", b"heix", b"mif1", b"msf1", b"heim", b"hevc"),
     "AVIF": lambda h: h[4:8] == b"ftyp" and h[8:12] in (b"avif", b"avis"),
     "JPEGXL": lambda h: h[:2] == b"\xff\x0a" or h[:12] == b"\x00\x00\x00\x0cJXL \r\n\x87\n",
+    "OLE": lambda h: h[:8] == b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",  # FlashPix, MIC
 }
 
 
@@ -383,11 +394,13 @@ def probe_image_bytes(
         with _pillow_guard(options):
             return _probe_decodable(data, digest, extension, sniffed, options, capture)
     except Exception as exc:  # per-file boundary: damaged files raise anything (SyntaxError, struct.error...)
-        finding = _open_failure(exc, sniffed, data, options)
+        finding = _open_failure(exc, sniffed, data, options, extension)
         return ImageProbe(len(data), (finding,), sha256=digest, format=sniffed)
 
 
-def _open_failure(exc: Exception, sniffed: str | None, data: bytes, options: ImageOptions) -> ImageFinding:
+def _open_failure(
+    exc: Exception, sniffed: str | None, data: bytes, options: ImageOptions, extension: str = ""
+) -> ImageFinding:
     from PIL import Image, UnidentifiedImageError
 
     if isinstance(exc, Image.DecompressionBombError):
@@ -395,15 +408,155 @@ def _open_failure(exc: Exception, sniffed: str | None, data: bytes, options: Ima
         return ImageFinding("decompression_bomb", detail)
     if isinstance(exc, UnidentifiedImageError):
         if sniffed is None:
-            return ImageFinding("corrupt", describe_non_image(data[:2048]))
-        if sniffed not in _PILLOW_READABLE:
-            return ImageFinding("unsupported_format", f"{sniffed} file, which this Pillow cannot read")
-        return ImageFinding("corrupt", f"{sniffed} header unreadable: {exc}")
-    return ImageFinding("corrupt", _message(exc))
+            return _unidentified_by_content(data, extension)
+        if sniffed in _MISSING_PLUGINS:
+            return ImageFinding(UNSUPPORTED_KIND, _MISSING_PLUGINS[sniffed])
+        reason = _plugin_refusal(sniffed, data)
+        if reason is None:
+            return ImageFinding("corrupt", f"{sniffed} header unreadable: {exc}")
+        return judge_failure(reason, sniffed, data)
+    return judge_failure(_message(exc), sniffed, data)
 
 
-# Formats whose magic we know and that a stock Pillow build opens.
-_PILLOW_READABLE = frozenset({"JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "PPM", "ICO", "PSD", "JPEG2000"})
+def _unidentified_by_content(data: bytes, extension: str) -> ImageFinding:
+    """No known magic and Pillow cannot identify it: no image at all, unless the name says a format
+    without magic bytes (TGA, WAL) whose plugin can say why it refuses the file."""
+    from PIL import Image
+
+    fmt = Image.registered_extensions().get(extension) or _PLUGIN_ONLY_EXTENSIONS.get(extension)
+    if fmt is None:
+        return ImageFinding("corrupt", describe_non_image(data[:2048]))
+    if fmt not in Image.OPEN:
+        return ImageFinding(
+            UNSUPPORTED_KIND, f"{fmt} files are not recognised by Image.open (only by their plugin's own open)"
+        )
+    reason = _plugin_refusal(fmt, data)
+    if reason is None:
+        return ImageFinding("corrupt", describe_non_image(data[:2048]))
+    finding = judge_failure(reason, fmt, data)
+    if finding.kind == "corrupt":
+        return ImageFinding("corrupt", f"{describe_non_image(data[:2048])}; as {fmt}: {reason}")
+    return finding
+
+
+# Formats Pillow reads only through their plugin's own `open()`, never through `Image.open`.
+_PLUGIN_ONLY_EXTENSIONS: dict[str, str] = {".wal": "WAL"}
+
+# Formats whose magic we know and that a stock Pillow build has no plugin for: what to install.
+_MISSING_PLUGINS: dict[str, str] = {
+    "OLE": "FlashPix or MIC image (an OLE container): Pillow reads these only with the olefile package",
+    "HEIF": "HEIF/HEIC image: this Pillow has no HEIF plugin (pip install pillow-heif, then register it)",
+    "JPEGXL": "JPEG XL image: this Pillow has no JPEG XL plugin (pip install pillow-jxl-plugin)",
+}
+# Sniffed name -> Pillow's plugin name, for asking the plugin why it refused a file.
+_PLUGIN_NAMES: dict[str, str] = {
+    "JPEG": "JPEG", "PNG": "PNG", "GIF": "GIF", "WEBP": "WEBP", "BMP": "BMP", "TIFF": "TIFF",
+    "PPM": "PPM", "ICO": "ICO", "PSD": "PSD", "JPEG2000": "JPEG2000", "AVIF": "AVIF",
+}  # fmt: skip
+
+
+def _plugin_refusal(sniffed: str, data: bytes) -> str | None:
+    """Why the plugin for `sniffed` refuses the file ("unknown pixel mode"), which `Image.open` hides."""
+    from PIL import Image
+
+    opener = Image.OPEN.get(_PLUGIN_NAMES.get(sniffed, sniffed))
+    if opener is None:
+        return None if sniffed != "AVIF" else "decoder avif not available"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            opener[0](io.BytesIO(data)).close()
+    except Exception as exc:  # per-file boundary: the plugin raises anything on a damaged header
+        return _message(exc)
+    return None
+
+
+# --------------------------------------------------------------------------- damage or a missing piece
+
+
+# A decoder's refusal that names something this installation lacks, not something wrong with the
+# file (research §8.8: without Ghostscript every EPS looks broken). Each pattern comes with the piece
+# that is missing; `None` keeps the decoder's own words.
+_MISSING_PIECES: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), piece)
+    for pattern, piece in (
+        (r"unable to locate ghostscript", "Ghostscript (the `gs` program), which Pillow needs to read EPS"),
+        (r"decoder (\w+) not available", "this Pillow was built without the {1} decoder"),
+        (r"cannot find loader for this (\w+) file", "Pillow has only a stub for {1}: a loader must be registered"),
+        (r"(\w+) compression support is not configured", "libtiff was built without {1} compression"),
+        (r"unsupported jpeg (process|data precision)", "lossless or 12/16-bit JPEG, which this libjpeg cannot decode"),
+        (r"unsupported bmp bitfields layout", "an uncommon BMP bit-field layout Pillow does not decode"),
+        (r"unsupported bmp compression \((\d+)\)", "BMP compression {1}, which Pillow does not decode"),
+        (r"unsupported bmp header type \((\d+)\)", "BMP header type {1} (OS/2 or a rare variant), which Pillow does not decode"),
+        (r"unsupported bmp pixel depth \(0\)", "a BMP holding a JPEG or PNG stream, which Pillow does not decode"),
+        (r"unsupported bmp pixel depth \((\d+)\)", "BMP pixel depth {1}, which Pillow does not decode"),
+        (r"unknown tga map depth", "a TGA colour-map depth Pillow does not decode"),
+        (r"unknown pixel mode|unknown raw mode|unable to determine .* mode|sorry, can not handle",
+         "a sample layout (bits, sample format, channels) Pillow does not decode"),
+        (r"unsupported bitcount|unimplemented|not implemented|unknown pixel format", None),
+    )
+)  # fmt: skip
+
+# Numbers a valid file of each kind can hold; outside them the "unsupported" message is damage.
+_PLAUSIBLE_NUMBERS: dict[str, frozenset[int]] = {
+    "bmp compression": frozenset(range(14)),
+    "bmp header type": frozenset({12, 16, 40, 52, 56, 64, 108, 124}),
+    "bmp pixel depth": frozenset({0, 1, 2, 4, 8, 16, 24, 32, 64}),
+}
+
+
+def judge_failure(message: str, fmt: str | None, data: bytes = b"") -> ImageFinding:
+    """A decoder's failure -> `unsupported` (the missing piece named) or `corrupt` (the file's fault).
+
+    A feature a decoder lacks is not damage (a 64-bit float TIFF, an OS/2 BMP, a lossless JPEG), but
+    "unsupported BMP pixel depth (30000)" is: a number no valid file holds makes it damage.
+    """
+    for pattern, piece in _MISSING_PIECES:
+        match = pattern.search(message)
+        if match is None:
+            continue
+        if not _plausible(match):
+            return ImageFinding("corrupt", f"{message} (no valid file holds this value)")
+        what = message if piece is None else piece.format(*([match.group(0), *match.groups()]))
+        return ImageFinding(UNSUPPORTED_KIND, f"{what} [{message}]" if piece is not None else what)
+    if fmt in ("JPEG", "MPO"):
+        process = jpeg_unusual_process(data)
+        if process is not None:
+            return ImageFinding(UNSUPPORTED_KIND, f"{process}, which this libjpeg cannot decode [{message}]")
+    return ImageFinding("corrupt", message)
+
+
+def _plausible(match: re.Match[str]) -> bool:
+    text = match.group(0).lower()
+    for name, allowed in _PLAUSIBLE_NUMBERS.items():
+        if name in text:
+            number = re.search(r"\((\d+)\)", text)
+            return number is None or int(number.group(1)) in allowed
+    return True
+
+
+# SOF markers of the JPEG processes a baseline/progressive 8-bit decoder may lack.
+_JPEG_LOSSLESS_SOF = {0xC3: "lossless JPEG", 0xC7: "lossless JPEG", 0xCB: "lossless JPEG", 0xCF: "lossless JPEG"}
+
+
+def jpeg_unusual_process(data: bytes) -> str | None:
+    """"lossless JPEG" or "12-bit JPEG" from the frame header (SOFn), else None; no pixel is decoded."""
+    pos = 2
+    while pos + 4 <= len(data) and data[pos] == 0xFF:
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        length = int.from_bytes(data[pos + 2 : pos + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            precision = data[pos + 4] if pos + 4 < len(data) else 8
+            if marker in _JPEG_LOSSLESS_SOF:
+                return f"{_JPEG_LOSSLESS_SOF[marker]} ({precision}-bit)"
+            return f"{precision}-bit JPEG" if precision != 8 else None
+        if marker == 0xDA or length < 2:
+            return None
+        pos += 2 + length
+    return None
 
 
 def _message(exc: BaseException) -> str:
@@ -531,12 +684,84 @@ def _orientation_findings(im: Image.Image, header: dict[str, Any]) -> Iterator[I
 def _decode(
     im: Image.Image, data: bytes, options: ImageOptions, capture: StderrCapture
 ) -> tuple[str, list[ImageFinding]]:
-    """Decode the pixel data the cheapest way that still finds all damage; returns (decoder, findings)."""
+    """Decode the pixel data the cheapest way that still finds all damage; returns (decoder, findings).
+
+    JPEG and PNG each have one check that judges them completely. Pillow alone is not a fair judge of
+    BMP, GIF, WebP and PNM (it loads a BMP whose RLE stream is broken, a GIF with broken blocks), so
+    OpenCV decodes those too where Pillow found nothing; never TIFF, where OpenCV refuses many valid
+    files (research §8.5).
+    """
     if im.format in ("JPEG", "MPO"):
         return "opencv", check_jpeg(data, capture)
     if im.format == "PNG":
         return "png", check_png(data)
-    return "pillow", check_with_pillow(im, capture)
+    findings = check_with_pillow(im, capture)
+    if im.format == "BMP" and not any(f.kind in _DECIDED for f in findings):
+        findings.extend(check_bmp_layout(im, data))
+    if im.format not in _SECOND_OPINION or any(f.kind in _DECIDED for f in findings) or _animated(im):
+        return "pillow", findings  # OpenCV reads every frame of an animation: no first-frame judge
+    return "pillow+opencv", [*findings, *opencv_second_opinion(data, im.format or "?", capture)]
+
+
+# Formats where an OpenCV failure never hit a valid file (research §8.5), and the findings that
+# already settle a file.
+_SECOND_OPINION = frozenset({"BMP", "GIF", "WEBP", "PPM"})  # not DIB: a headerless BMP OpenCV cannot read
+_DECIDED = frozenset({"corrupt", UNSUPPORTED_KIND})
+
+
+def _animated(im: Image.Image) -> bool:
+    try:
+        return bool(getattr(im, "is_animated", False))
+    except Exception:  # a later frame is broken: _frame_facts reports it
+        return True
+
+
+def check_bmp_layout(im: Image.Image, data: bytes) -> list[ImageFinding]:
+    """What decoders forgive in a BMP but the format forbids: a top-down RLE image, palette indices
+    beyond the colours the header declares (decoders paint them black)."""
+    if len(data) < 54 or int.from_bytes(data[14:18], "little") < 40:
+        return []  # an OS/2 header: no compression or colour-count fields
+    height = int.from_bytes(data[22:26], "little", signed=True)
+    compression = int.from_bytes(data[30:34], "little")
+    if height < 0 and compression in (1, 2):
+        return [ImageFinding("corrupt", "a top-down BMP with RLE compression, which the format forbids")]
+    colours = int.from_bytes(data[46:50], "little")
+    if im.mode == "P" and 0 < colours < 256:
+        highest = im.getextrema()[1]
+        if isinstance(highest, int) and highest >= colours:
+            return [ImageFinding("corrupt", f"pixel index {highest} beyond the palette's {colours} colours")]
+    return []
+
+
+def opencv_second_opinion(data: bytes, fmt: str, capture: StderrCapture) -> list[ImageFinding]:
+    """`corrupt` when OpenCV refuses pixel data that Pillow accepted; nothing when it decodes them.
+
+    OpenCV's GIF reader refuses some valid GIFs at the header (a background colour outside the
+    palette, frame counting): only its failures past the header count there.
+    """
+    import cv2
+    import numpy as np
+
+    with capture.capturing():
+        try:
+            decoded = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED) is not None
+        except cv2.error:
+            decoded = False
+    if decoded:
+        return []
+    said = _opencv_reason(capture.text)
+    if fmt == "GIF" and "can't read header" in capture.text:
+        return [ImageFinding("decoder_warning", f"OpenCV refuses the GIF header, Pillow reads it: {said}")]
+    return [ImageFinding("corrupt", f"OpenCV rejects the {fmt} pixel data Pillow accepted: {said}")]
+
+
+def _opencv_reason(text: str) -> str:
+    """The useful part of OpenCV's log line ("can't read data: ... Unexpected end of input stream")."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "no image returned (a broken data stream, e.g. a bad RLE run)"
+    last = lines[-1]
+    return re.sub(r"^\[[^\]]*\]\s*global\s+\S+\s*", "", last)[:200]
 
 
 def check_jpeg(data: bytes, capture: StderrCapture) -> list[ImageFinding]:
@@ -625,16 +850,30 @@ def classify_jpeg_messages(text: str) -> list[ImageFinding]:
     return findings
 
 
+# Native decoders' lines that are information about a valid file, not damage: libtiff's and
+# libpng's warnings (a tag libtiff does not know, a chunk with an odd value).
+_DECODER_INFO = re.compile(
+    r"warning|unknown field with tag|tags are not sorted|incorrect count for field|bogus|ignoring|"
+    r"ascii value for tag|sum of photometric|nonstandard tile|unknown tag",
+    re.IGNORECASE,
+)
+
+
 def classify_decoder_messages(decoder: str, text: str) -> list[ImageFinding]:
-    """Other native decoders (libtiff...): a line saying "warning" is information, anything else damage."""
+    """Native decoders' stderr (libtiff, libpng, libwebp...) sorted into damage, missing pieces and
+    information: "WEBP compression support is not configured" is `unsupported`, a warning or an
+    unknown tag is `decoder_warning`, and any other line ("Fax4Decode: Bad code word") is damage."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    warnings_ = [line for line in lines if "warning" in line.lower()]
-    errors = [line for line in lines if line not in warnings_]
+    missing = [line for line in lines if judge_failure(line, None).kind == UNSUPPORTED_KIND]
+    info = [line for line in lines if line not in missing and _DECODER_INFO.search(line)]
+    errors = [line for line in lines if line not in missing and line not in info]
     findings = []
     if errors:
         findings.append(ImageFinding("corrupt", f"{decoder}: " + _joined(errors)))
-    if warnings_:
-        findings.append(ImageFinding("decoder_warning", f"{decoder}: " + _joined(warnings_)))
+    if missing:
+        findings.append(judge_failure(missing[0], None))
+    if info:
+        findings.append(ImageFinding("decoder_warning", f"{decoder}: " + _joined(info)))
     return findings
 
 
@@ -645,16 +884,26 @@ def _joined(lines: list[str], limit: int = 3) -> str:
 
 
 def check_with_pillow(im: Image.Image, capture: StderrCapture) -> list[ImageFinding]:
-    """Pillow's full decode of the current frame, with native decoders' stderr captured."""
+    """Pillow's full decode of the current frame, with native decoders' stderr captured.
+
+    A failure is judged (`corrupt`, or `unsupported` when it names something this installation
+    lacks); Pillow's own Python warnings ("Tag data larger than file") are information.
+    """
     error: str | None = None
-    with capture.capturing():
+    with capture.capturing(), warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
         try:
             im.load()
         except Exception as exc:  # per-file boundary
             error = _message(exc)
     findings = classify_decoder_messages(im.format or "decoder", capture.text)
     if error is not None:
-        findings.insert(0, ImageFinding("corrupt", error))
+        stderr_names_missing_piece = any(f.kind == UNSUPPORTED_KIND for f in findings)
+        if not stderr_names_missing_piece:
+            findings.insert(0, judge_failure(error, im.format))
+    pillow_warnings = [str(w.message).strip() for w in said if not issubclass(w.category, DeprecationWarning)]
+    if pillow_warnings and not any(f.kind in _DECIDED for f in findings):
+        findings.append(ImageFinding("decoder_warning", "Pillow: " + _joined(pillow_warnings)))
     return findings
 
 
@@ -664,8 +913,8 @@ def _frame_facts(
     """1 or 2 ("more than one") frames; with `all_frames`, decode the others too."""
     try:
         animated = bool(getattr(im, "is_animated", False))
-    except Exception as exc:  # reading past frame 1 of a damaged file
-        return 2, [ImageFinding("decoder_warning", f"cannot read past the first frame: {_message(exc)}")]
+    except Exception as exc:  # reading past frame 1 of a damaged file: its structure is broken there
+        return 2, [ImageFinding("corrupt", f"the file breaks after the first frame: {_message(exc)}")]
     if not animated:
         return 1, []
     if not options.all_frames:
@@ -695,6 +944,10 @@ def _later_frames(im: Image.Image, capture: StderrCapture) -> list[ImageFinding]
 
 
 _PNG_CHANNELS: dict[int, int] = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # by IHDR colour type
+_PNG_DEPTHS: dict[int, frozenset[int]] = {
+    0: frozenset({1, 2, 4, 8, 16}), 2: frozenset({8, 16}), 3: frozenset({1, 2, 4, 8}),
+    4: frozenset({8, 16}), 6: frozenset({8, 16}),
+}  # fmt: skip
 _ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
 
 
@@ -703,18 +956,21 @@ class _PngDamage(Exception):
 
 
 def check_png(data: bytes) -> list[ImageFinding]:
-    """Every chunk's CRC, then the IDAT zlib stream inflated and checked against IHDR's size."""
+    """Every chunk's CRC, IHDR's values, the IDAT zlib stream inflated and checked against IHDR's
+    size, and an animated PNG's control chunks (the frames a decoder would trip on)."""
     try:
-        _walk_png(data)
+        apng = _walk_png(data)
     except _PngDamage as exc:
         return [ImageFinding("corrupt", str(exc))]
-    return []
+    return apng.findings()
 
 
-def _walk_png(data: bytes) -> None:
+def _walk_png(data: bytes) -> _ApngChunks:
     inflater: _IdatInflater | None = None
+    apng = _ApngChunks()
     pos = 8
     while True:
+        chunk_start = pos
         chunk_type, body, pos = _next_png_chunk(data, pos)
         if chunk_type == b"IHDR":
             inflater = _IdatInflater(_PngLayout.from_ihdr(body))
@@ -724,9 +980,94 @@ def _walk_png(data: bytes) -> None:
             inflater.feed(body)
         elif chunk_type == b"IEND":
             break
+        elif chunk_type[:1].isupper() and chunk_type not in _PNG_KNOWN_CRITICAL:
+            # A critical chunk a decoder does not know must stop it (PNG spec 5.4).
+            raise _PngDamage(f"unknown critical chunk {_chunk_name(chunk_type)} at byte {chunk_start:,}")
+        apng.see(chunk_type, body, chunk_start)
     if inflater is None:
         raise _PngDamage("no IHDR chunk")
     inflater.finish()
+    apng.finish()
+    return apng
+
+
+_PNG_KNOWN_CRITICAL = frozenset({b"IHDR", b"PLTE", b"IDAT", b"IEND"})
+
+
+class _ApngChunks:
+    """The animation chunks of an APNG (acTL, fcTL, fdAT), checked as a decoder reads them.
+
+    An APNG whose acTL is absent, repeated, after the image data or announces no frames is shown by
+    decoders as a still PNG: information. Once the animation is valid, a frame-data chunk without
+    its frame-control chunk, a frame with no data, sequence numbers out of order or fewer frames
+    than acTL announces are damage: Pillow refuses such a file when it reaches that frame. The
+    chunks are judged at IEND, when acTL's validity is known (an fcTL may come before acTL).
+    """
+
+    def __init__(self) -> None:
+        self.announced: int | None = None  # acTL's frame count, None before (or without) acTL
+        self.ignored: list[str] = []  # why decoders show the still image instead
+        self.damage: str | None = None
+        self._idat_seen = False
+        self._events: list[tuple[bytes, int, int]] = []  # (IDAT/fcTL/fdAT, sequence number, byte)
+
+    def see(self, chunk_type: bytes, body: bytes, at: int) -> None:
+        if chunk_type == b"IDAT":
+            if not self._idat_seen:
+                self._events.append((chunk_type, -1, at))
+            self._idat_seen = True
+        elif chunk_type == b"acTL":
+            self._see_actl(body)
+        elif chunk_type in (b"fcTL", b"fdAT"):
+            self._events.append((chunk_type, int.from_bytes(body[:4], "big") if len(body) >= 4 else -1, at))
+
+    def _see_actl(self, body: bytes) -> None:
+        frames = int.from_bytes(body[:4], "big") if len(body) >= 4 else 0
+        if self.announced is not None:
+            self.ignored.append("two acTL chunks")
+        elif self._idat_seen:
+            self.ignored.append("acTL after the image data")
+        elif not 0 < frames < 2**31:
+            self.ignored.append(f"acTL announces {frames:,} frames")
+        self.announced = frames
+
+    def finish(self) -> None:
+        if self.announced is None or self.ignored:
+            return
+        self.damage = self._first_damage()
+
+    def _first_damage(self) -> str | None:
+        sequence, frames, frame_has_data = 0, 0, True
+        no_data = "APNG frame {} has a frame-control chunk (fcTL) but no image data"
+        for chunk_type, number, at in self._events:
+            if chunk_type == b"IDAT":
+                frame_has_data = frame_has_data or frames == 1  # IDAT is frame 1's data after its fcTL
+                continue
+            name = chunk_type.decode()
+            if number != sequence:
+                return f"APNG {name} at byte {at:,} has sequence number {number}, {sequence} expected"
+            sequence += 1
+            if chunk_type == b"fcTL":
+                if frames and not frame_has_data:
+                    return no_data.format(frames)
+                frames, frame_has_data = frames + 1, False
+            elif not frames:
+                return f"APNG frame data (fdAT) at byte {at:,} without a frame-control chunk (fcTL) before it"
+            else:
+                frame_has_data = True
+        if frames and not frame_has_data:
+            return no_data.format(frames)
+        if self.announced is not None and frames < self.announced:
+            return f"acTL announces {self.announced:,} frames, the file has {frames}"
+        return None
+
+    def findings(self) -> list[ImageFinding]:
+        if self.damage is not None:
+            return [ImageFinding("corrupt", self.damage)]
+        if self.ignored:
+            reason = "; ".join(self.ignored)
+            return [ImageFinding("decoder_warning", f"invalid APNG ({reason}): decoders show the still image")]
+        return []
 
 
 def _next_png_chunk(data: bytes, pos: int) -> tuple[bytes, bytes, int]:
@@ -778,6 +1119,13 @@ class _PngLayout:
         depth, colour, interlace = body[8], body[9], body[12]
         if colour not in _PNG_CHANNELS:
             raise _PngDamage(f"IHDR colour type {colour} does not exist")
+        if depth not in _PNG_DEPTHS[colour]:
+            raise _PngDamage(f"IHDR bit depth {depth} is not allowed with colour type {colour}")
+        if not (width and height) or body[10] != 0 or body[11] != 0 or interlace > 1:
+            raise _PngDamage(
+                f"IHDR values no PNG may hold: {width}x{height}, compression {body[10]}, "
+                f"filter {body[11]}, interlace {interlace}"
+            )
         bits = depth * _PNG_CHANNELS[colour]
         if interlace == 0:
             return _PngLayout(((height, 1 + (width * bits + 7) // 8),))
@@ -902,7 +1250,7 @@ class ImageFilesSource:
             self._capture, self._capture_pid = StderrCapture(), os.getpid()
         probe = probe_image_file(self.root / self.listing.files[index], self.options, self._capture)
         measured = probe.measurement()
-        if self.dataset is None or probe.damaged:
+        if self.dataset is None or probe.damaged or probe.unsupported:
             return measured  # a damaged file's sample would only fail again on the same bytes
         sample = self.dataset.measure(index)  # raises for the sample's own error, as a dataset scan does
         sample.pop("duration", None)  # the engine times the file and the sample together
