@@ -71,6 +71,12 @@ def add_image_arguments(group: Any) -> None:
         help="with --dataset: also check the file behind each sample (ImageFolder's samples / imgs)",
     )
     group.add_argument(
+        "--image-root",
+        metavar="DIR",
+        help="with --files-from-dataset: the folder the dataset's relative paths are in "
+        "(default: the dataset's `root`, else the current directory)",
+    )
+    group.add_argument(
         "--ext",
         action="append",
         metavar="EXT[,EXT]",
@@ -106,6 +112,8 @@ def _image_source(args: argparse.Namespace) -> Any:
 
     if args.files_from_dataset and not args.dataset:
         raise UsageError("--files-from-dataset needs --dataset SPEC")
+    if args.image_root and not args.files_from_dataset:
+        raise UsageError("--image-root is for --files-from-dataset (with --images DIR, DIR is the root)")
     if args.dataset and (args.images or args.files):
         raise UsageError("scan either --dataset SPEC or --images DIR / --files LIST, not both")
     if args.paths and (args.dataset or args.images or args.files):
@@ -123,6 +131,7 @@ def _image_source(args: argparse.Namespace) -> Any:
         max_pixels=args.max_pixels or images.DEFAULT_MAX_PIXELS,
         all_frames=args.all_frames,
         labels=tuple(args.label),
+        image_root=args.image_root,
     )
 
 
@@ -280,7 +289,7 @@ def format_summary(summary: Any) -> str:
     lines = [
         f"datalint scan {summary.dataset}: {length} samples, {summary.scanned:,} measured{resumed} "
         f"in {summary.elapsed:.1f} s with {summary.workers} worker(s)",
-        "  " + "  ".join(f"{name} {count:,}" for name, count in summary.statuses.items()),
+        "  " + "  ".join(f"{name} {count:,}" for name, count in (summary.outcomes or summary.statuses).items()),
     ]
     if summary.findings:
         lines += ["", f"  {'finding':<20} {'samples':>8}  quarantined"]

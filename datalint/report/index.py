@@ -19,6 +19,7 @@ from typing import Any
 from datalint.errors import DatalintError
 from datalint.report.charts import Threshold
 from datalint.report.limits import policy_thresholds
+from datalint.scan.images import DAMAGE_KINDS, UNSUPPORTED_KIND
 from datalint.scan.store import RunRecord
 
 SCHEMA_VERSION = 1
@@ -74,6 +75,8 @@ class IndexSummary:
     kind_counts: tuple[KindCount, ...]
     flagged_total: int
     quarantined_total: int
+    damaged_total: int  # samples with a file-damage finding: they loaded, but are no good sample
+    unsupported_total: int  # valid files this installation cannot decode (not damage)
     flagged: tuple[FlaggedSample, ...]  # at most the caller's cap, quarantined first
     durations: Any  # numpy float array, seconds, one per sample that has a duration
     nbytes: Any  # numpy float array, bytes
@@ -136,6 +139,7 @@ def read_index(path: Path, *, max_rows: int, max_good_images: int) -> IndexSumma
         scan = latest_scan(runs)
         is_images = scan is not None and scan.kind == "images"
         flagged_total, quarantined_total = _flagged_totals(conn, has_findings)
+        damaged_total, unsupported_total = _file_verdict_totals(conn, has_findings)
         return IndexSummary(
             path=path,
             runs=runs,
@@ -144,6 +148,8 @@ def read_index(path: Path, *, max_rows: int, max_good_images: int) -> IndexSumma
             kind_counts=tuple(_kind_counts(conn, has_findings)),
             flagged_total=flagged_total,
             quarantined_total=quarantined_total,
+            damaged_total=damaged_total,
+            unsupported_total=unsupported_total,
             flagged=tuple(_read_flagged(conn, has_findings, max_rows)),
             durations=_column_array(conn, "duration"),
             nbytes=_column_array(conn, "nbytes"),
@@ -190,6 +196,22 @@ def _read_runs(conn: sqlite3.Connection) -> Iterator[RunRecord]:
             finished=row["finished"] if "finished" in cols else None,
             counts=_json_object(row["counts"] if "counts" in cols else None),
         )
+
+
+def _file_verdict_totals(conn: sqlite3.Connection, has_findings: bool) -> tuple[int, int]:
+    """(damaged, unsupported-and-not-damaged) samples, as the scan's headline counts them."""
+    if not has_findings:
+        return 0, 0
+    marks = ", ".join("?" for _ in DAMAGE_KINDS)
+    damaged = conn.execute(
+        f"SELECT count(DISTINCT idx) FROM findings WHERE kind IN ({marks})", DAMAGE_KINDS
+    ).fetchone()[0]
+    unsupported = conn.execute(
+        f"SELECT count(DISTINCT idx) FROM findings WHERE kind = ? AND idx NOT IN "
+        f"(SELECT idx FROM findings WHERE kind IN ({marks}))",
+        (UNSUPPORTED_KIND, *DAMAGE_KINDS),
+    ).fetchone()[0]
+    return int(damaged), int(unsupported)
 
 
 def _status_counts(conn: sqlite3.Connection) -> dict[str, int]:

@@ -170,12 +170,17 @@ def _percent(part: int, whole: int) -> str:
 def _summary_section(page: Page) -> Html:
     index = page.index
     total = index.sample_count
+    # "ok" as the scan's headline counts it: a damaged file loads in the probe but is no good sample.
+    undecodable = index.damaged_total + index.unsupported_total
     cards = [
         _card(total, "samples in the index"),
-        _card(index.status_counts.get("ok", 0), "measured ok", "good"),
+        _card(max(0, index.status_counts.get("ok", 0) - undecodable), "ok (loaded, not damaged)", "good"),
         _card(index.quarantined_total, f"quarantined ({_percent(index.quarantined_total, total)})", "bad"),
         _card(index.flagged_total, f"with any finding ({_percent(index.flagged_total, total)})", "warn"),
     ]
+    if index.images is not None or undecodable:
+        cards.append(_card(index.damaged_total, f"damaged files ({_percent(index.damaged_total, total)})", "bad"))
+        cards.append(_card(index.unsupported_total, "unsupported here (not damage)", "warn"))
     cards += [
         _card(n, f"status {status}", "bad") for status, n in index.status_counts.items() if status != "ok"
     ]

@@ -17,7 +17,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -67,7 +67,7 @@ class ScanSummary:
     length: int | None
     index_path: str
     quarantine_path: str
-    statuses: dict[str, int]
+    statuses: dict[str, int]  # the engine's outcome per sample: ok (it loaded), error, crash, timeout
     findings: dict[str, int]  # kind -> samples with that finding
     quarantined: int
     policy: tuple[str, ...]
@@ -77,6 +77,8 @@ class ScanSummary:
     elapsed: float
     workers: int
     notes: tuple[str, ...] = ()
+    # What the headline counts: damaged and undecodable files are not "ok" although they loaded.
+    outcomes: dict[str, int] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -88,6 +90,7 @@ class ScanSummary:
             "length": self.length,
             "index": self.index_path,
             "quarantine": self.quarantine_path,
+            "outcomes": self.outcomes or dict(self.statuses),
             "statuses": self.statuses,
             "findings": self.findings,
             "quarantined": self.quarantined,
@@ -217,6 +220,9 @@ def scan_source(
             elapsed=time.monotonic() - started,
             workers=workers,
             notes=tuple(notes) + policy.dataset_notes(peers),
+            outcomes=outcome_counts(
+                {k: v for k, v in counts.items() if k != "findings"}, findings, files=description.kind == "images"
+            ),
         )
     finally:
         index.close()
@@ -433,6 +439,27 @@ def write_text_atomically(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def outcome_counts(
+    statuses: Mapping[str, int], findings: Iterable[policy.Finding], *, files: bool = False
+) -> dict[str, int]:
+    """The headline: `ok` counts only samples that loaded and are neither damaged nor undecodable.
+
+    A damaged image file loads (the probe measured it: engine status `ok`) but is no good sample;
+    counting it as ok put "ok 200" above a table of 8 corrupt files. `files` (an image scan) shows
+    `damaged` and `unsupported` even at 0.
+    """
+    from datalint.scan.images import DAMAGE_KINDS, UNSUPPORTED_KIND
+
+    listed = list(findings)
+    damaged = {f.idx for f in listed if f.kind in DAMAGE_KINDS}
+    unsupported = {f.idx for f in listed if f.kind == UNSUPPORTED_KIND} - damaged
+    outcomes = {"ok": max(0, statuses.get("ok", 0) - len(damaged) - len(unsupported))}
+    if files or damaged or unsupported:
+        outcomes.update(damaged=len(damaged), unsupported=len(unsupported))
+    outcomes.update((name, count) for name, count in statuses.items() if name != "ok")
+    return outcomes
 
 
 def _counts(index: Any, findings: list[policy.Finding]) -> dict[str, Any]:

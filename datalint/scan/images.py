@@ -1227,6 +1227,10 @@ class ImageFilesSource:
         self.dataset: Any = None
         if description.option("dataset") is not None:
             self.dataset, files = _dataset_and_files(description)
+            self.root = resolve_dataset_root(
+                files, description.option("image_root"), getattr(self.dataset.dataset, "root", None),
+                self.root, str(description.option("dataset")),
+            )
             self.listing = ImageListing(str(self.root), files)
         elif description.option("files") is not None:
             self.listing = ImageListing(str(self.root), tuple(description.option("files")))
@@ -1297,6 +1301,39 @@ def _dataset_and_files(description: Any) -> tuple[Any, tuple[str, ...]]:
     return source, files
 
 
+def resolve_dataset_root(
+    files: Sequence[str], image_root: str | None, dataset_root: Any, cwd: Path, spec: str
+) -> Path:
+    """The folder the dataset's relative paths are in, as the dataset itself resolves them.
+
+    Tried in order: `--image-root`, the dataset's `root` attribute (ImageFolder keeps one), the
+    current directory; the first where most of a sample of the files exist wins. When none has
+    most of them, quarantining the whole dataset as "no such file" would hide the real mistake,
+    so it is a usage error that says where it looked.
+    """
+    candidates: list[tuple[str, Path]] = []
+    if image_root is not None:
+        candidates.append(("--image-root", Path(image_root)))
+    if isinstance(dataset_root, (str, os.PathLike)) and str(dataset_root):
+        candidates.append(("the dataset's root", Path(os.path.abspath(os.fspath(dataset_root)))))
+    candidates.append(("the current directory", cwd))
+    step = max(1, len(files) // _ROOT_SAMPLE)
+    sample = files[::step][:_ROOT_SAMPLE]
+    tried = []
+    for name, base in candidates[:1] if image_root is not None else candidates:
+        present = sum(1 for path in sample if (base / path).exists())
+        if present * 2 > len(sample):
+            return base
+        tried.append(f"{name} {base} ({len(sample) - present} of {len(sample)} missing)")
+    raise UsageError(
+        f"--files-from-dataset: most files behind {spec} do not exist: looked in {'; '.join(tried)}. "
+        "Pass --image-root DIR, the folder its paths are relative to"
+    )
+
+
+_ROOT_SAMPLE = 200  # files checked per candidate folder: enough to tell, cheap on a million
+
+
 def dataset_file_paths(dataset: Any) -> tuple[str, ...] | None:
     """The file behind each sample, from the ImageFolder convention (`samples`, or the older `imgs`)."""
     for attribute in ("samples", "imgs"):
@@ -1321,8 +1358,13 @@ def images_description(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     all_frames: bool = False,
     labels: Sequence[str] = (),
+    image_root: str | None = None,
 ) -> Any:
-    """The SourceDescription of an image scan; a folder that does not exist is a usage error."""
+    """The SourceDescription of an image scan; a folder that does not exist is a usage error.
+
+    With `dataset`, relative sample paths are resolved against `image_root`, else the dataset's own
+    `root`, else the current directory (`resolve_dataset_root`).
+    """
     from datalint.scan.sources import SourceDescription
 
     options: dict[str, Any] = {"max_pixels": max_pixels, "all_frames": all_frames}
@@ -1334,9 +1376,12 @@ def images_description(
         # Keys are the paths as given (the names pre-commit and the user know), relative to here.
         return SourceDescription.make("images", FILES_SPEC, root=os.getcwd(), files=tuple(files), **options)
     if dataset is not None:
+        if image_root is not None and not Path(image_root).is_dir():
+            raise UsageError(f"--image-root {image_root}: no such folder")
         return SourceDescription.make(
-            "images", dataset, dataset=dataset, root=os.getcwd(), labels=tuple(labels), **options
-        )
+            "images", dataset, dataset=dataset, root=os.getcwd(), labels=tuple(labels),
+            image_root=os.path.abspath(image_root) if image_root is not None else None, **options,
+        )  # fmt: skip
     if folder is not None and not Path(folder).is_dir():
         raise UsageError(f"--images {folder}: no such folder")
     if file_list is not None and not Path(file_list).is_file():

@@ -1,0 +1,273 @@
+"""Damage against missing pieces: second decoders, APNG chunks, native stderr sorted, `unsupported`.
+
+Every file here is a real encoded image, made by Pillow and then damaged the way real files are.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import struct
+import textwrap
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from images_support import run_cli
+from PIL import Image
+
+from datalint.scan.images import (
+    ImageOptions,
+    StderrCapture,
+    check_png,
+    classify_decoder_messages,
+    probe_image_bytes,
+)
+
+
+@pytest.fixture
+def capture() -> Any:
+    sink = StderrCapture()
+    yield sink
+    sink.close()
+
+
+def _kinds(data: bytes, extension: str, capture: StderrCapture) -> dict[str, str]:
+    probe = probe_image_bytes(data, extension, ImageOptions(), capture)
+    return {f.kind: f.detail for f in probe.findings}
+
+
+def _encoded(fmt: str, mode: str = "RGB", size: tuple[int, int] = (48, 40), **options: Any) -> bytes:
+    pixels = (np.add.outer(np.arange(size[1]), np.arange(size[0])) % 256).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).convert(mode).save(buffer, fmt, **options)
+    return buffer.getvalue()
+
+
+# --------------------------------------------------------------------------- BMP
+
+
+def _rle8_bmp(rows: list[bytes], width: int) -> bytes:
+    """An 8-bit RLE BMP (bottom-up) of `rows`, each an already encoded RLE8 row; 4 grey levels."""
+    palette = b"".join(bytes((v, v, v, 0)) for v in (0, 85, 170, 255))
+    pixels = b"".join(row + b"\x00\x00" for row in rows) + b"\x00\x01"
+    header_size = 14 + 40 + len(palette)
+    info = struct.pack("<IiiHHIIiiII", 40, width, len(rows), 1, 8, 1, len(pixels), 2835, 2835, 4, 0)
+    return b"BM" + struct.pack("<IHHI", header_size + len(pixels), 0, 0, header_size) + info + palette + pixels
+
+
+def test_a_bmp_whose_rle_stream_overruns_its_rows_is_damage_although_pillow_loads_it(
+    capture: StderrCapture,
+) -> None:
+    good = _rle8_bmp([b"\x04\x01", b"\x04\x02"], width=4)
+    broken = _rle8_bmp([b"\x04\x01", b"\xff\x02\xff\x03"], width=4)  # 510 pixels into a 4-pixel row
+    with Image.open(io.BytesIO(broken)) as im:
+        im.load()  # Pillow's verdict alone: fine
+    assert "corrupt" not in _kinds(good, ".bmp", capture)
+    assert "OpenCV rejects the BMP" in _kinds(broken, ".bmp", capture)["corrupt"]
+
+
+def test_a_bmp_feature_pillow_lacks_is_unsupported_an_impossible_value_is_damage(
+    capture: StderrCapture,
+) -> None:
+    bmp = bytearray(_encoded("BMP"))
+    two_bit, absurd = bytearray(bmp), bytearray(bmp)
+    two_bit[28:30] = struct.pack("<H", 2)  # 2 bits per pixel: valid (Windows CE), Pillow cannot decode
+    absurd[28:30] = struct.pack("<H", 30000)
+    unsupported = _kinds(bytes(two_bit), ".bmp", capture)
+    assert set(unsupported) == {"unsupported"}
+    assert "pixel depth 2" in unsupported["unsupported"]
+    assert "no valid file holds this value" in _kinds(bytes(absurd), ".bmp", capture)["corrupt"]
+
+
+# --------------------------------------------------------------------------- JPEG
+
+
+def test_a_12_bit_jpeg_is_unsupported_not_corrupt(capture: StderrCapture) -> None:
+    data = bytearray(_encoded("JPEG", quality=90))
+    sof = data.index(b"\xff\xc0")
+    data[sof + 4] = 12  # the frame header's sample precision
+    found = _kinds(bytes(data), ".jpg", capture)
+    assert "corrupt" not in found
+    assert "12-bit JPEG" in found["unsupported"]
+
+
+# --------------------------------------------------------------------------- APNG
+
+
+def _chunks(data: bytes) -> list[tuple[bytes, bytes]]:
+    chunks, pos = [], 8
+    while pos < len(data):
+        length = int.from_bytes(data[pos : pos + 4], "big")
+        chunks.append((data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]))
+        pos += 12 + length
+    return chunks
+
+
+def _png_of(chunks: list[tuple[bytes, bytes]]) -> bytes:
+    out = b"\x89PNG\r\n\x1a\n"
+    for kind, body in chunks:
+        out += struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    return out
+
+
+@pytest.fixture(scope="module")
+def apng() -> bytes:
+    frames = [Image.new("RGB", (32, 24), (40 * i, 255 - 40 * i, 90)) for i in range(3)]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, "PNG", save_all=True, append_images=frames[1:], duration=50)
+    return buffer.getvalue()
+
+
+def test_a_valid_apng_passes_and_a_frame_without_its_control_chunk_is_damage(
+    apng: bytes, capture: StderrCapture
+) -> None:
+    chunks = _chunks(apng)
+    assert [kind for kind, _ in chunks].count(b"fcTL") == 3
+    assert check_png(apng) == []
+    last_fctl = max(i for i, (kind, _) in enumerate(chunks) if kind == b"fcTL")
+    without_fctl = _png_of(chunks[:last_fctl] + chunks[last_fctl + 1 :])
+    with Image.open(io.BytesIO(without_fctl)) as im, pytest.raises(SyntaxError):
+        im.seek(im.n_frames - 1)  # what Pillow does when a loader reaches that frame
+    found = _kinds(without_fctl, ".png", capture)
+    assert "sequence number" in found["corrupt"] or "fcTL" in found["corrupt"]
+
+
+def test_apng_frame_data_before_any_frame_control_is_damage(apng: bytes) -> None:
+    chunks = [(k, b) for k, b in _chunks(apng) if k != b"fcTL"]
+    renumbered, sequence = [], 0
+    for kind, body in chunks:
+        if kind == b"fdAT":
+            body, sequence = struct.pack(">I", sequence) + body[4:], sequence + 1
+        renumbered.append((kind, body))
+    (finding,) = check_png(_png_of(renumbered))
+    assert finding.kind == "corrupt"
+    assert "without a frame-control chunk" in finding.detail
+
+
+def test_an_apng_whose_actl_decoders_ignore_is_a_still_png_not_damage(apng: bytes) -> None:
+    chunks = _chunks(apng)
+    actl = next(i for i, (kind, _) in enumerate(chunks) if kind == b"acTL")
+    zero_frames = list(chunks)
+    zero_frames[actl] = (b"acTL", struct.pack(">II", 0, 0))
+    (finding,) = check_png(_png_of(zero_frames))
+    assert finding.kind == "decoder_warning"
+
+
+# --------------------------------------------------------------------------- stderr, helpers
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("Fax4Decode: Bad code word at line 27 of strip 0 (x 0).", "corrupt"),
+        ("TIFFFillStrip: Read error on strip 0; got 12 bytes, expected 10980.", "corrupt"),
+        ("tempfile.tif: WEBP compression support is not configured.", "unsupported"),
+        ("TIFFReadDirectory: Unknown field with tag 42112 (0xa480) encountered", "decoder_warning"),
+        ("libpng warning: iCCP: known incorrect sRGB profile", "decoder_warning"),
+        ("libpng error: IDAT: CRC error", "corrupt"),
+    ],
+)
+def test_native_decoder_lines_are_sorted_into_damage_missing_pieces_and_information(text: str, kind: str) -> None:
+    assert [f.kind for f in classify_decoder_messages("TIFF", text)] == [kind]
+
+
+@pytest.mark.skipif(shutil.which("gs") is not None, reason="Ghostscript is installed here")
+def test_eps_without_ghostscript_is_unsupported_quarantined_and_not_counted_as_damage(tmp_path: Path) -> None:
+    folder = tmp_path / "figures"
+    folder.mkdir()
+    Image.new("RGB", (40, 40), (200, 30, 30)).save(folder / "plot.eps")
+    (folder / "good.png").write_bytes(_encoded("PNG"))
+    (folder / "cut.png").write_bytes(_encoded("PNG")[:-40])
+    db = tmp_path / "index.db"
+    code, stdout, _ = run_cli(
+        "scan", "--images", str(folder), "--ext", "eps,png", "--workers", "1", "--db", str(db), "--format", "json"
+    )
+    summary = json.loads(stdout)
+    assert code == 1
+    assert summary["outcomes"] == {"ok": 1, "damaged": 1, "unsupported": 1, "error": 0, "crash": 0, "timeout": 0}
+    quarantine = json.loads((tmp_path / "index.quarantine.json").read_text())
+    entries = {entry["key"]: entry for entry in quarantine["samples"]}
+    assert entries["plot.eps"]["kinds"] == ["unsupported"]
+    assert "Ghostscript" in entries["plot.eps"]["detail"]
+    code, text, _ = run_cli("scan", "--images", str(folder), "--ext", "eps,png", "--workers", "1", "--db", str(db))
+    assert "ok 1  damaged 1  unsupported 1" in text
+
+
+# --------------------------------------------------------------------------- --files-from-dataset
+
+
+def _image_folder_module(tmp_path: Path) -> Path:
+    """A dataset like torchvision's ImageFolder built with a relative root: samples relative to it."""
+    data = tmp_path / "flowers"
+    for label, name in enumerate(("daisy", "rose")):
+        (data / name).mkdir(parents=True)
+        for i in range(3):
+            (data / name / f"{i}.png").write_bytes(_encoded("PNG", size=(40 + i, 40)))
+    (data / "rose" / "2.png").write_bytes(b"<html>not found</html>")
+    module = tmp_path / "flowers_ds.py"
+    module.write_text(
+        textwrap.dedent(
+            """
+            import os
+            from PIL import Image
+
+            class Folder:
+                def __init__(self, root):
+                    self.root = root
+                    self.samples = sorted(
+                        (os.path.join(c, f), i)
+                        for i, c in enumerate(sorted(os.listdir(root)))
+                        for f in os.listdir(os.path.join(root, c))
+                    )
+                def __len__(self):
+                    return len(self.samples)
+                def __getitem__(self, i):
+                    path, label = self.samples[i]
+                    return Image.open(os.path.join(self.root, path)).convert("RGB").size, label
+
+            train = Folder(os.path.join(os.path.dirname(__file__), "flowers"))
+            bogus = Folder(os.path.join(os.path.dirname(__file__), "flowers"))
+            bogus.root = "/nonexistent"
+            """
+        )
+    )
+    return module
+
+
+def test_files_from_dataset_resolves_relative_paths_against_the_datasets_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = _image_folder_module(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    db = tmp_path / "ds.db"
+    code, stdout, _ = run_cli(
+        "scan", "--dataset", f"{module}:train", "--files-from-dataset", "--workers", "1",
+        "--db", str(db), "--format", "json",
+    )  # fmt: skip
+    summary = json.loads(stdout)
+    assert code == 1
+    assert summary["outcomes"]["damaged"] == 1
+    assert summary["outcomes"]["ok"] == 5
+    assert "unreadable" not in summary["findings"]
+
+
+def test_files_from_dataset_refuses_when_most_files_are_missing(tmp_path: Path) -> None:
+    module = _image_folder_module(tmp_path)
+    code, _, stderr = run_cli(
+        "scan", "--dataset", f"{module}:bogus", "--files-from-dataset", "--workers", "1",
+        "--db", str(tmp_path / "b.db"),
+    )  # fmt: skip
+    assert code == 2
+    assert "most files behind" in stderr and "--image-root" in stderr
+    code, stdout, _ = run_cli(
+        "scan", "--dataset", f"{module}:bogus", "--files-from-dataset", "--image-root", str(tmp_path / "flowers"),
+        "--workers", "1", "--db", str(tmp_path / "b.db"), "--format", "json",
+    )  # fmt: skip
+    assert code == 1
+    assert json.loads(stdout)["outcomes"]["damaged"] == 1
