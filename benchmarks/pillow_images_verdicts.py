@@ -90,7 +90,9 @@ def table(rows: Iterable[dict[str, str]]) -> str:
         counts["files"] += 1
         counts[f"{row['expected']}:{row['verdict']}"] += 1
         counts[row["expected"]] += 1
-    order = [fmt for fmt in COMMON if fmt in groups] + (["other formats"] if "other formats" in groups else [])
+    order = [fmt for fmt in COMMON if fmt in groups] + (
+        ["other formats"] if "other formats" in groups else []
+    )
     lines = [
         "| format | files | damaged found | damaged past frame 1 found | valid called damaged "
         "| unsupported reported | harmless / questionable / not an image |",

@@ -289,7 +289,8 @@ def format_summary(summary: Any) -> str:
     lines = [
         f"datalint scan {summary.dataset}: {length} samples, {summary.scanned:,} measured{resumed} "
         f"in {summary.elapsed:.1f} s with {summary.workers} worker(s)",
-        "  " + "  ".join(f"{name} {count:,}" for name, count in (summary.outcomes or summary.statuses).items()),
+        "  "
+        + "  ".join(f"{name} {count:,}" for name, count in (summary.outcomes or summary.statuses).items()),
     ]
     if summary.findings:
         lines += ["", f"  {'finding':<20} {'samples':>8}  quarantined"]

@@ -179,7 +179,9 @@ def _summary_section(page: Page) -> Html:
         _card(index.flagged_total, f"with any finding ({_percent(index.flagged_total, total)})", "warn"),
     ]
     if index.images is not None or undecodable:
-        cards.append(_card(index.damaged_total, f"damaged files ({_percent(index.damaged_total, total)})", "bad"))
+        cards.append(
+            _card(index.damaged_total, f"damaged files ({_percent(index.damaged_total, total)})", "bad")
+        )
         cards.append(_card(index.unsupported_total, "unsupported here (not damage)", "warn"))
     cards += [
         _card(n, f"status {status}", "bad") for status, n in index.status_counts.items() if status != "ok"

@@ -221,7 +221,9 @@ def scan_source(
             workers=workers,
             notes=tuple(notes) + policy.dataset_notes(peers),
             outcomes=outcome_counts(
-                {k: v for k, v in counts.items() if k != "findings"}, findings, files=description.kind == "images"
+                {k: v for k, v in counts.items() if k != "findings"},
+                findings,
+                files=description.kind == "images",
             ),
         )
     finally:

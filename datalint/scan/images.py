@@ -428,7 +428,8 @@ def _unidentified_by_content(data: bytes, extension: str) -> ImageFinding:
         return ImageFinding("corrupt", describe_non_image(data[:2048]))
     if fmt not in Image.OPEN:
         return ImageFinding(
-            UNSUPPORTED_KIND, f"{fmt} files are not recognised by Image.open (only by their plugin's own open)"
+            UNSUPPORTED_KIND,
+            f"{fmt} files are not recognised by Image.open (only by their plugin's own open)",
         )
     reason = _plugin_refusal(fmt, data)
     if reason is None:
@@ -465,7 +466,7 @@ def _plugin_refusal(sniffed: str, data: bytes) -> str | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            opener[0](io.BytesIO(data)).close()
+            opener[0](io.BytesIO(data)).close()  # type: ignore[call-arg]  # plugin classes take a file
     except Exception as exc:  # per-file boundary: the plugin raises anything on a damaged header
         return _message(exc)
     return None
@@ -482,13 +483,13 @@ _MISSING_PIECES: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
     for pattern, piece in (
         (r"unable to locate ghostscript", "Ghostscript (the `gs` program), which Pillow needs to read EPS"),
         (r"decoder (\w+) not available", "this Pillow was built without the {1} decoder"),
-        (r"cannot find loader for this (\w+) file", "Pillow has only a stub for {1}: a loader must be registered"),
+        (r"cannot find loader for this (\w+) file", "Pillow has only a stub for {1}: register a loader"),
         (r"(\w+) compression support is not configured", "libtiff was built without {1} compression"),
-        (r"unsupported jpeg (process|data precision)", "lossless or 12/16-bit JPEG, which this libjpeg cannot decode"),
+        (r"unsupported jpeg (process|data precision)", "lossless or 12/16-bit JPEG (this libjpeg lacks it)"),
         (r"unsupported bmp bitfields layout", "an uncommon BMP bit-field layout Pillow does not decode"),
         (r"unsupported bmp compression \((\d+)\)", "BMP compression {1}, which Pillow does not decode"),
-        (r"unsupported bmp header type \((\d+)\)", "BMP header type {1} (OS/2 or a rare variant), which Pillow does not decode"),
-        (r"unsupported bmp pixel depth \(0\)", "a BMP holding a JPEG or PNG stream, which Pillow does not decode"),
+        (r"unsupported bmp header type \((\d+)\)", "BMP header type {1} (OS/2 or rare), Pillow lacks it"),
+        (r"unsupported bmp pixel depth \(0\)", "a BMP holding a JPEG or PNG stream, not decoded by Pillow"),
         (r"unsupported bmp pixel depth \((\d+)\)", "BMP pixel depth {1}, which Pillow does not decode"),
         (r"unknown tga map depth", "a TGA colour-map depth Pillow does not decode"),
         (r"unknown pixel mode|unknown raw mode|unable to determine .* mode|sorry, can not handle",
@@ -536,11 +537,16 @@ def _plausible(match: re.Match[str]) -> bool:
 
 
 # SOF markers of the JPEG processes a baseline/progressive 8-bit decoder may lack.
-_JPEG_LOSSLESS_SOF = {0xC3: "lossless JPEG", 0xC7: "lossless JPEG", 0xCB: "lossless JPEG", 0xCF: "lossless JPEG"}
+_JPEG_LOSSLESS_SOF = {
+    0xC3: "lossless JPEG",
+    0xC7: "lossless JPEG",
+    0xCB: "lossless JPEG",
+    0xCF: "lossless JPEG",
+}
 
 
 def jpeg_unusual_process(data: bytes) -> str | None:
-    """"lossless JPEG" or "12-bit JPEG" from the frame header (SOFn), else None; no pixel is decoded."""
+    """ "lossless JPEG" or "12-bit JPEG" from the frame header (SOFn), else None; no pixel is decoded."""
     pos = 2
     while pos + 4 <= len(data) and data[pos] == 0xFF:
         marker = data[pos + 1]
@@ -1066,7 +1072,9 @@ class _ApngChunks:
             return [ImageFinding("corrupt", self.damage)]
         if self.ignored:
             reason = "; ".join(self.ignored)
-            return [ImageFinding("decoder_warning", f"invalid APNG ({reason}): decoders show the still image")]
+            return [
+                ImageFinding("decoder_warning", f"invalid APNG ({reason}): decoders show the still image")
+            ]
         return []
 
 
@@ -1228,8 +1236,11 @@ class ImageFilesSource:
         if description.option("dataset") is not None:
             self.dataset, files = _dataset_and_files(description)
             self.root = resolve_dataset_root(
-                files, description.option("image_root"), getattr(self.dataset.dataset, "root", None),
-                self.root, str(description.option("dataset")),
+                files,
+                description.option("image_root"),
+                getattr(self.dataset.dataset, "root", None),
+                self.root,
+                str(description.option("dataset")),
             )
             self.listing = ImageListing(str(self.root), files)
         elif description.option("files") is not None:

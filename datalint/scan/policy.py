@@ -51,15 +51,15 @@ KINDS: dict[str, Kind] = {
         Kind("empty", True, "an empty file"),
         Kind("decompression_bomb", True, "an image whose header claims more pixels than --max-pixels"),
         Kind("unreadable", True, "a file that cannot be read"),
-        Kind(UNSUPPORTED_KIND, True, UNSUPPORTED_MEANING),  # not damage, but a loader here fails on it
+        Kind(UNSUPPORTED_KIND, True, UNSUPPORTED_MEANING),  # not damage; a loader here fails on it
         *(Kind(name, False, meaning) for name, meaning in INFO_KIND_MEANINGS.items()),  # image information
     )
 }
 DEFAULT_KINDS: tuple[str, ...] = tuple(name for name, kind in KINDS.items() if kind.quarantined)
 # Severity order for "the worst samples": what stops a training job first.
 SEVERITY: tuple[str, ...] = (
-    "crash", "timeout", "error", "corrupt", "unreadable", "decompression_bomb", "empty", "unsupported", "uncollatable",
-    "missing_field", "shape_mismatch", "label_out_of_range", "non_finite", "requires_grad",
+    "crash", "timeout", "error", "corrupt", "unreadable", "decompression_bomb", "empty", "unsupported",
+    "uncollatable", "missing_field", "shape_mismatch", "label_out_of_range", "non_finite", "requires_grad",
     "non_cpu_tensor", "oversized", "dtype_mismatch", "slow", "fd_leak",
 )  # fmt: skip
 

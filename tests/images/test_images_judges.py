@@ -56,7 +56,9 @@ def _rle8_bmp(rows: list[bytes], width: int) -> bytes:
     pixels = b"".join(row + b"\x00\x00" for row in rows) + b"\x00\x01"
     header_size = 14 + 40 + len(palette)
     info = struct.pack("<IiiHHIIiiII", 40, width, len(rows), 1, 8, 1, len(pixels), 2835, 2835, 4, 0)
-    return b"BM" + struct.pack("<IHHI", header_size + len(pixels), 0, 0, header_size) + info + palette + pixels
+    return (
+        b"BM" + struct.pack("<IHHI", header_size + len(pixels), 0, 0, header_size) + info + palette + pixels
+    )
 
 
 def test_a_bmp_whose_rle_stream_overruns_its_rows_is_damage_although_pillow_loads_it(
@@ -171,7 +173,9 @@ def test_an_apng_whose_actl_decoders_ignore_is_a_still_png_not_damage(apng: byte
         ("libpng error: IDAT: CRC error", "corrupt"),
     ],
 )
-def test_native_decoder_lines_are_sorted_into_damage_missing_pieces_and_information(text: str, kind: str) -> None:
+def test_native_decoder_lines_are_sorted_into_damage_missing_pieces_and_information(
+    text: str, kind: str
+) -> None:
     assert [f.kind for f in classify_decoder_messages("TIFF", text)] == [kind]
 
 
@@ -184,16 +188,35 @@ def test_eps_without_ghostscript_is_unsupported_quarantined_and_not_counted_as_d
     (folder / "cut.png").write_bytes(_encoded("PNG")[:-40])
     db = tmp_path / "index.db"
     code, stdout, _ = run_cli(
-        "scan", "--images", str(folder), "--ext", "eps,png", "--workers", "1", "--db", str(db), "--format", "json"
+        "scan",
+        "--images",
+        str(folder),
+        "--ext",
+        "eps,png",
+        "--workers",
+        "1",
+        "--db",
+        str(db),
+        "--format",
+        "json",
     )
     summary = json.loads(stdout)
     assert code == 1
-    assert summary["outcomes"] == {"ok": 1, "damaged": 1, "unsupported": 1, "error": 0, "crash": 0, "timeout": 0}
+    assert summary["outcomes"] == {
+        "ok": 1,
+        "damaged": 1,
+        "unsupported": 1,
+        "error": 0,
+        "crash": 0,
+        "timeout": 0,
+    }
     quarantine = json.loads((tmp_path / "index.quarantine.json").read_text())
     entries = {entry["key"]: entry for entry in quarantine["samples"]}
     assert entries["plot.eps"]["kinds"] == ["unsupported"]
     assert "Ghostscript" in entries["plot.eps"]["detail"]
-    code, text, _ = run_cli("scan", "--images", str(folder), "--ext", "eps,png", "--workers", "1", "--db", str(db))
+    code, text, _ = run_cli(
+        "scan", "--images", str(folder), "--ext", "eps,png", "--workers", "1", "--db", str(db)
+    )
     assert "ok 1  damaged 1  unsupported 1" in text
 
 
@@ -203,7 +226,7 @@ def test_eps_without_ghostscript_is_unsupported_quarantined_and_not_counted_as_d
 def _image_folder_module(tmp_path: Path) -> Path:
     """A dataset like torchvision's ImageFolder built with a relative root: samples relative to it."""
     data = tmp_path / "flowers"
-    for label, name in enumerate(("daisy", "rose")):
+    for name in ("daisy", "rose"):
         (data / name).mkdir(parents=True)
         for i in range(3):
             (data / name / f"{i}.png").write_bytes(_encoded("PNG", size=(40 + i, 40)))
@@ -266,8 +289,9 @@ def test_files_from_dataset_refuses_when_most_files_are_missing(tmp_path: Path) 
     assert code == 2
     assert "most files behind" in stderr and "--image-root" in stderr
     code, stdout, _ = run_cli(
-        "scan", "--dataset", f"{module}:bogus", "--files-from-dataset", "--image-root", str(tmp_path / "flowers"),
-        "--workers", "1", "--db", str(tmp_path / "b.db"), "--format", "json",
+        "scan", "--dataset", f"{module}:bogus", "--files-from-dataset",
+        "--image-root", str(tmp_path / "flowers"), "--workers", "1", "--db", str(tmp_path / "b.db"),
+        "--format", "json",
     )  # fmt: skip
     assert code == 1
     assert json.loads(stdout)["outcomes"]["damaged"] == 1
