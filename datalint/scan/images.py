@@ -13,9 +13,17 @@ One file is read once; every check works on those bytes:
      corrupt-data warnings libjpeg prints on the C-level stderr are captured per file: they are the
      only trace of flipped scan bytes. Pillow gives the message when OpenCV refuses a file.
    - PNG: a walk over the chunks that checks every CRC (Pillow's `load()` ignores IDAT CRCs),
-     inflates the image data with a size cap and checks its length and row filter bytes. That is
-     everything a decoder can trip on, without unfiltering or allocating the image.
-   - anything else: Pillow's `load()` of the first frame, with stderr captured.
+     IHDR's values and an APNG's animation chunks, inflates the image data with a size cap and
+     checks its length and row filter bytes. That is everything a decoder can trip on, without
+     unfiltering or allocating the image.
+   - BMP, GIF, WebP, PNM: Pillow's `load()` of the first frame, then OpenCV's decode, because
+     Pillow alone passes some damage there (a broken RLE stream); never TIFF, where OpenCV refuses
+     valid files.
+   - anything else: Pillow's `load()` of the first frame.
+   Native decoders' stderr (libjpeg, libtiff, libpng) is captured for every decode and sorted
+   into damage, missing pieces and information.
+5. a failure that names something this installation lacks (Ghostscript, a plugin, a codec, a
+   decoder feature such as 12-bit JPEG) is `unsupported`, not damage (`judge_failure`).
 
 `ImageFile.LOAD_TRUNCATED_IMAGES` is forced off while a file is probed: a user module that set it
 would otherwise hide truncation. `ImageFilesSource` serves the files to the scan engine (a folder,
