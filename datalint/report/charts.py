@@ -97,6 +97,15 @@ def _line(css: str, x1: float, y1: float, x2: float, y2: float) -> Html:
     return el("line", class_=css, x1=_n(x1), y1=_n(y1), x2=_n(x2), y2=_n(y2))
 
 
+def y_axis_label(value: str) -> Html:
+    """The y axis's name, upright along the axis, left of its tick labels (not under the x axis)."""
+    x, y = 11, (TOP + BASE) / 2
+    return el(
+        "text", value, class_="tick-label axis-name", x=_n(x), y=_n(y), text_anchor="middle",
+        transform=f"rotate(-90 {_n(x)} {_n(y)})",
+    )  # fmt: skip
+
+
 def _label(value: str, x: float, y: float, anchor: str = "start", css: str = "tick-label") -> Html:
     return el("text", value, class_=css, x=_n(x), y=_n(y), text_anchor=anchor)
 
@@ -200,7 +209,7 @@ def _tick_values(lo: float, hi: float, base: int) -> list[float]:
 
 
 def _log_y_axis(top: int) -> list[Html]:
-    parts = [_line("axis", LEFT, TOP, LEFT, BASE), _label("samples (log)", 6, HEIGHT - 6)]
+    parts = [_line("axis", LEFT, TOP, LEFT, BASE), y_axis_label("samples (log)")]
     power = 1
     while power <= max(top, 1):
         y = _y_log(power, top)
@@ -292,7 +301,7 @@ def size_heatmap(sizes: dict[tuple[int, int], int], *, title: str) -> Html:
         _line("axis", LEFT, BASE, WIDTH - RIGHT, BASE),
         _line("axis", LEFT, TOP, LEFT, BASE),
         _label("width (px)", WIDTH - RIGHT, HEIGHT - 4, "end"),
-        _label("height (px), by powers of 2", WIDTH - RIGHT, 16, "end"),
+        y_axis_label("height (px), by powers of 2"),
     ]
     parts += [
         _label(str(2**cx), LEFT + (cx - x_lo) * cw, BASE + 14, "middle") for cx in range(x_lo, x_hi + 1)

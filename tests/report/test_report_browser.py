@@ -139,3 +139,45 @@ def test_an_image_report_shows_its_previews(
     assert decoded == previewable, "every embedded preview decodes in the browser (and the CSP allows it)"
     page.screenshot(tmp_path / "images.png")
     assert page.problems() == []
+
+
+DAMAGE = ("corrupt", "empty", "decompression_bomb", "unreadable")
+
+
+@needs_chromium
+def test_an_image_report_counts_damaged_files_apart_and_shows_only_what_applies_to_files(
+    browser: Browser, image_scan: tuple[Path, list[ImageCase], Path], tmp_path: Path
+) -> None:
+    _, cases, db = image_scan
+    page = open_report(browser, db, tmp_path / "cards.html")
+    cards = page.evaluate(
+        "Object.fromEntries(Array.from(document.querySelectorAll('#summary .card')).map(c => ["
+        "c.querySelector('.label').textContent, Number(c.querySelector('.n').textContent.replace(/,/g, ''))]))"
+    )
+    damaged = sum(1 for case in cases if set(case.kinds) & set(DAMAGE))
+    assert cards["ok (loaded, not damaged)"] == len(cases) - damaged
+    assert next(n for label, n in cards.items() if label.startswith("damaged files")) == damaged
+    options = page.evaluate("Array.from(document.querySelectorAll('#summary dt')).map(dt => dt.textContent)")
+    assert "policy.timeout" in options
+    assert not {"policy.num_classes", "policy.majority", "policy.oversize_factor", "labels"} & set(options)
+    kinds = page.evaluate(
+        "Array.from(document.querySelectorAll('#summary dt')).find(dt => dt.textContent === 'policy.kinds')"
+        ".nextElementSibling.textContent"
+    )
+    assert "corrupt" in kinds and "missing_field" not in kinds
+    # no "slow above 6 s" line right of millisecond decodes
+    assert "slow above" not in page.evaluate("document.getElementById('charts').textContent")
+    # each y axis's name sits left of the axis and between the chart's top and its x axis
+    boxes = page.evaluate(
+        "Array.from(document.querySelectorAll('#charts svg')).filter(svg => svg.querySelector('.axis-name'))"
+        ".map(svg => { const n = svg.querySelector('.axis-name').getBoundingClientRect();"
+        " const axes = Array.from(svg.querySelectorAll('line.axis')).map(l => l.getBoundingClientRect());"
+        " const x = axes.find(a => a.width > a.height), y = axes.find(a => a.height > a.width);"
+        " return {name: [n.left, n.right, n.top, n.bottom], xaxis: x.top, yaxis: y.left, top: y.top}; })"
+    )
+    assert boxes, "the report has charts with a y axis"
+    for box in boxes:
+        _, right, top, bottom = box["name"]
+        assert right <= box["yaxis"], "the y axis's name is left of the axis"
+        assert top >= box["top"] - 30 and bottom <= box["xaxis"], "and not under the x axis"
+    assert page.problems() == []
