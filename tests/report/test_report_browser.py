@@ -152,7 +152,8 @@ def test_an_image_report_counts_damaged_files_apart_and_shows_only_what_applies_
     page = open_report(browser, db, tmp_path / "cards.html")
     cards = page.evaluate(
         "Object.fromEntries(Array.from(document.querySelectorAll('#summary .card')).map(c => ["
-        "c.querySelector('.label').textContent, Number(c.querySelector('.n').textContent.replace(/,/g, ''))]))"
+        "c.querySelector('.label').textContent,"
+        " Number(c.querySelector('.n').textContent.replace(/,/g, ''))]))"
     )
     damaged = sum(1 for case in cases if set(case.kinds) & set(DAMAGE))
     assert cards["ok (loaded, not damaged)"] == len(cases) - damaged
