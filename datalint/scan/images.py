@@ -336,6 +336,9 @@ _MAGIC: dict[str, Callable[[bytes], bool]] = {
     "AVIF": lambda h: h[4:8] == b"ftyp" and h[8:12] in (b"avif", b"avis"),
     "JPEGXL": lambda h: h[:2] == b"\xff\x0a" or h[:12] == b"\x00\x00\x00\x0cJXL \r\n\x87\n",
     "OLE": lambda h: h[:8] == b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",  # FlashPix, MIC
+    "HDR": lambda h: h.startswith((b"#?RADIANCE", b"#?RGBE")),
+    "EXR": lambda h: h[:4] == b"\x76\x2f\x31\x01",
+    "FARBFELD": lambda h: h[:8] == b"farbfeld",
 }
 
 
@@ -454,6 +457,9 @@ _PLUGIN_ONLY_EXTENSIONS: dict[str, str] = {".wal": "WAL"}
 # Formats whose magic we know and that a stock Pillow build has no plugin for: what to install.
 _MISSING_PLUGINS: dict[str, str] = {
     "OLE": "FlashPix or MIC image (an OLE container): Pillow reads these only with the olefile package",
+    "HDR": "Radiance HDR image: Pillow has no reader for it (OpenCV and imageio read it)",
+    "EXR": "OpenEXR image: Pillow has no reader for it (OpenEXR or imageio read it)",
+    "FARBFELD": "farbfeld image: Pillow has no reader for it",
     "HEIF": "HEIF/HEIC image: this Pillow has no HEIF plugin (pip install pillow-heif, then register it)",
     "JPEGXL": "JPEG XL image: this Pillow has no JPEG XL plugin (pip install pillow-jxl-plugin)",
 }
@@ -712,7 +718,9 @@ def _decode(
     findings = check_with_pillow(im, capture)
     if im.format == "BMP" and not any(f.kind in _DECIDED for f in findings):
         findings.extend(check_bmp_layout(im, data))
-    if im.format not in _SECOND_OPINION or any(f.kind in _DECIDED for f in findings) or _animated(im):
+    if im.format == "TGA" and any("buffer overrun" in f.detail for f in findings if f.kind == "corrupt"):
+        findings = _judge_tga_overrun(findings, data)
+    if not _second_opinion_is_fair(im, data) or any(f.kind in _DECIDED for f in findings) or _animated(im):
         return "pillow", findings  # OpenCV reads every frame of an animation: no first-frame judge
     return "pillow+opencv", [*findings, *opencv_second_opinion(data, im.format or "?", capture)]
 
@@ -721,6 +729,52 @@ def _decode(
 # already settle a file.
 _SECOND_OPINION = frozenset({"BMP", "GIF", "WEBP", "PPM"})  # not DIB: a headerless BMP OpenCV cannot read
 _DECIDED = frozenset({"corrupt", UNSUPPORTED_KIND})
+
+
+def _judge_tga_overrun(findings: list[ImageFinding], data: bytes) -> list[ImageFinding]:
+    """Pillow's TGA decoder reports "buffer overrun" for RLE packets that cross rows in some
+    layouts, which many encoders write: when the packets hold exactly the image's pixels, the file
+    is complete and the refusal is Pillow's limit, not damage."""
+    if tga_rle_pixels(data) != _tga_pixel_count(data):
+        return findings
+    kept = [f for f in findings if not (f.kind == "corrupt" and "buffer overrun" in f.detail)]
+    detail = "a run-length TGA whose packets cross rows: complete, but Pillow's TGA decoder refuses it"
+    return [ImageFinding(UNSUPPORTED_KIND, detail), *kept]
+
+
+def _tga_pixel_count(data: bytes) -> int:
+    return (
+        int.from_bytes(data[12:14], "little") * int.from_bytes(data[14:16], "little")
+        if len(data) >= 18
+        else -1
+    )
+
+
+def tga_rle_pixels(data: bytes) -> int | None:
+    """Pixels the RLE packets of a run-length TGA (types 9-11) hold, or None when they run out of
+    bytes: a walk over the packet headers, no pixel is decoded."""
+    if len(data) < 18 or data[2] not in (9, 10, 11):
+        return None
+    entry_bytes = -(-data[7] // 8)
+    palette = int.from_bytes(data[5:7], "little") * entry_bytes if data[1] == 1 else 0
+    pixel_bytes = max(1, -(-data[16] // 8))
+    pos, pixels, wanted = 18 + data[0] + palette, 0, _tga_pixel_count(data)
+    while pixels < wanted:
+        if pos >= len(data):
+            return None
+        header = data[pos]
+        count = (header & 0x7F) + 1
+        pos += 1 + (pixel_bytes if header & 0x80 else pixel_bytes * count)
+        pixels += count
+    return pixels if pos <= len(data) else None
+
+
+def _second_opinion_is_fair(im: Image.Image, data: bytes) -> bool:
+    """OpenCV judges GIF, WebP and PNM, and of BMPs the RLE-compressed ones: its BMP reader refuses
+    valid 16-bit bit-field and V3 layouts, so there only the RLE stream is its to judge."""
+    if im.format == "BMP":
+        return len(data) >= 34 and int.from_bytes(data[30:34], "little") in (1, 2)
+    return im.format in _SECOND_OPINION
 
 
 def _animated(im: Image.Image) -> bool:
@@ -750,8 +804,8 @@ def check_bmp_layout(im: Image.Image, data: bytes) -> list[ImageFinding]:
 def opencv_second_opinion(data: bytes, fmt: str, capture: StderrCapture) -> list[ImageFinding]:
     """`corrupt` when OpenCV refuses pixel data that Pillow accepted; nothing when it decodes them.
 
-    OpenCV's GIF reader refuses some valid GIFs at the header (a background colour outside the
-    palette, frame counting): only its failures past the header count there.
+    OpenCV's GIF reader refuses some valid GIFs for their layout (a background colour outside the
+    palette, a frame that reaches past the screen): only its failures in the data count there.
     """
     import cv2
     import numpy as np
@@ -764,8 +818,10 @@ def opencv_second_opinion(data: bytes, fmt: str, capture: StderrCapture) -> list
     if decoded:
         return []
     said = _opencv_reason(capture.text)
-    if fmt == "GIF" and "can't read header" in capture.text:
-        return [ImageFinding("decoder_warning", f"OpenCV refuses the GIF header, Pillow reads it: {said}")]
+    if fmt == "GIF" and ("can't read header" in capture.text or "Assertion failed" in capture.text):
+        # its checks of the declared geometry (a frame past the screen, a background colour outside
+        # the palette), which Pillow resolves: information, not damage in the image data
+        return [ImageFinding("decoder_warning", f"OpenCV refuses the GIF's layout, Pillow reads it: {said}")]
     return [ImageFinding("corrupt", f"OpenCV rejects the {fmt} pixel data Pillow accepted: {said}")]
 
 

@@ -295,3 +295,46 @@ def test_files_from_dataset_refuses_when_most_files_are_missing(tmp_path: Path) 
     )  # fmt: skip
     assert code == 1
     assert json.loads(stdout)["outcomes"]["damaged"] == 1
+
+
+# --------------------------------------------------------------------------- layouts one decoder lacks
+
+
+def _rle_tga(width: int, height: int, packets: list[int]) -> bytes:
+    """A top-left 32-bit run-length TGA: one run packet per count in `packets`."""
+    header = struct.pack("<BBBHHBHHHHBB", 0, 0, 10, 0, 0, 0, 0, 0, width, height, 32, 0x28)
+    return header + b"".join(bytes((0x80 | (count - 1), 10, 20, 30, 255)) for count in packets)
+
+
+def test_a_complete_tga_whose_runs_cross_rows_is_unsupported_a_short_one_damage(
+    capture: StderrCapture,
+) -> None:
+    per_row = _rle_tga(8, 4, [8, 8, 8, 8])
+    crossing = _rle_tga(8, 4, [12, 20])  # packets that span rows: complete, Pillow refuses them
+    short = _rle_tga(8, 4, [12, 10])  # 22 of 32 pixels
+    assert not {"corrupt", "unsupported"} & set(_kinds(per_row, ".tga", capture))
+    with Image.open(io.BytesIO(crossing)) as im, pytest.raises(OSError, match="buffer overrun"):
+        im.load()
+    found = _kinds(crossing, ".tga", capture)
+    assert "corrupt" not in found
+    assert "cross rows" in found["unsupported"]
+    assert "corrupt" in _kinds(short, ".tga", capture)
+
+
+def test_a_gif_frame_past_the_screen_is_information_not_damage(capture: StderrCapture) -> None:
+    gif = bytearray(_encoded("GIF", mode="P", size=(40, 30)))
+    gif[6:8] = struct.pack("<H", 24)  # logical screen narrower than the frame: Pillow copes, OpenCV asserts
+    with Image.open(io.BytesIO(bytes(gif))) as im:
+        im.load()
+    found = _kinds(bytes(gif), ".gif", capture)
+    assert "corrupt" not in found
+    assert "OpenCV refuses the GIF's layout" in found["decoder_warning"]
+
+
+def test_hdr_exr_and_farbfeld_files_are_unsupported_with_the_missing_reader_named(
+    capture: StderrCapture,
+) -> None:
+    radiance = b"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 2 +X 2\n" + bytes(16)
+    farbfeld = b"farbfeld" + struct.pack(">II", 1, 1) + bytes(8)
+    assert "Radiance HDR" in _kinds(radiance, ".hdr", capture)["unsupported"]
+    assert "farbfeld" in _kinds(farbfeld, ".ff", capture)["unsupported"]

@@ -1,9 +1,11 @@
-"""datalint's image scan judged on Pillow's own test images: the verdict of every file, and the table.
+"""datalint's image scan judged on image libraries' own test files: every file's verdict, and the table.
 
     git clone https://github.com/python-pillow/Pillow && cp -r Pillow/Tests/images /tmp/pillow-images
-    python benchmarks/pillow_images_verdicts.py /tmp/pillow-images [--update]
+    python benchmarks/real_images_verdicts.py pillow /tmp/pillow-images [--update]
+    git clone https://github.com/image-rs/image && cp -r image/tests /tmp/image-rs-tests
+    python benchmarks/real_images_verdicts.py image-rs /tmp/image-rs-tests [--update]
 
-`benchmarks/data/pillow-images-verdicts.csv` holds one row per file of `Tests/images` at the commit it
+`benchmarks/data/<corpus>-verdicts.csv` holds one row per file of the corpus at the commit it
 names: what the file is (`expected`, judged by hand from Pillow's tests, the file's name and a look at
 its pixels, with the `reason`), what datalint said (`datalint`: the damage or `unsupported` kinds it
 reported, or `ok`) and the `verdict` that follows. This script scans the folder with `datalint scan
@@ -31,11 +33,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-VERDICTS = HERE / "data" / "pillow-images-verdicts.csv"
+# corpus -> (verdicts file, the folder of the repository the files were taken from)
+CORPORA: dict[str, tuple[Path, str]] = {
+    "pillow": (HERE / "data" / "pillow-verdicts.csv", "Tests/images/"),
+    "image-rs": (HERE / "data" / "image-rs-verdicts.csv", "tests/"),
+}
 DAMAGE = frozenset({"corrupt", "empty", "decompression_bomb", "unreadable"})
 COLUMNS = ("repo", "commit", "path", "format", "expected", "datalint", "verdict", "reason")
 COMMON = ("jpg", "jpeg", "png", "ppm", "pgm", "bmp", "gif", "tif", "tiff", "webp")
-PREFIX = "Tests/images/"
 
 
 def scan_kinds(images: Path, relpaths: Sequence[str], workers: int) -> dict[str, str]:
@@ -116,24 +121,25 @@ def table(rows: Iterable[dict[str, str]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("images", type=Path, help="Pillow's Tests/images folder, extracted")
-    parser.add_argument("--verdicts", type=Path, default=VERDICTS)
+    parser.add_argument("corpus", choices=sorted(CORPORA))
+    parser.add_argument("images", type=Path, help="the corpus folder, extracted (Pillow's Tests/images...)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--update", action="store_true", help="write the datalint and verdict columns back")
     args = parser.parse_args(argv)
-    with args.verdicts.open(encoding="utf-8", newline="") as handle:
+    verdicts, prefix = CORPORA[args.corpus]
+    with verdicts.open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    present = [row for row in rows if (args.images / row["path"].removeprefix(PREFIX)).is_file()]
-    said = scan_kinds(args.images, [row["path"].removeprefix(PREFIX) for row in present], args.workers)
+    present = [row for row in rows if (args.images / row["path"].removeprefix(prefix)).is_file()]
+    said = scan_kinds(args.images, [row["path"].removeprefix(prefix) for row in present], args.workers)
     for row in present:
-        row["datalint"] = said.get(row["path"].removeprefix(PREFIX), "not scanned")
+        row["datalint"] = said.get(row["path"].removeprefix(prefix), "not scanned")
         row["verdict"] = verdict(row["expected"], row["datalint"])
     print(table(present))
     wrong = [row for row in present if row["verdict"] in ("missed", "false alarm")]
     for row in wrong:
         print(f"{row['verdict']}: {row['path']} (expected {row['expected']}, datalint {row['datalint']})")
     if args.update:
-        with args.verdicts.open("w", encoding="utf-8", newline="") as handle:
+        with verdicts.open("w", encoding="utf-8", newline="") as handle:
             writer = csv.DictWriter(handle, COLUMNS, lineterminator="\n")
             writer.writeheader()
             writer.writerows({name: row.get(name, "") for name in COLUMNS} for row in rows)
