@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any, TextIO
 
+from datalint.scan.images import DAMAGE_KINDS, UNSUPPORTED_KIND
+
 MODES = ("auto", "rich", "plain", "none")
 
 
@@ -45,7 +47,9 @@ class Progress:
 
     def update(self, rows: Iterable[dict[str, Any]]) -> None:
         for row in rows:
-            self.counts[row["status"]] += 1
+            # a damaged file's probe ran to the end (status ok), but it is no good sample: counted
+            # as the summary line counts it
+            self.counts[outcome(row)] += 1
         now = time.monotonic()
         if self._bar is not None and now - self.last_line >= 0.1:  # redraw at most ten times a second
             self.last_line = now
@@ -90,9 +94,9 @@ class Progress:
         )
 
     def _status_text(self) -> str:
-        return " ".join(
-            f"{name}={self.counts.get(name, 0):,}" for name in ("ok", "error", "crash", "timeout")
-        )
+        files = self.counts.get("damaged") or self.counts.get("unsupported")
+        names = ("ok", "damaged", "unsupported", "error", "crash", "timeout") if files else _STATUSES
+        return " ".join(f"{name}={self.counts.get(name, 0):,}" for name in names)
 
     def _total_text(self) -> str:
         return f"{self.total:,}" if self.total is not None else "?"
@@ -126,6 +130,24 @@ class Progress:
         self._task = self._bar.add_task(
             "scan", total=self.total, completed=self.done_before, status="", rate=""
         )
+
+
+_STATUSES = ("ok", "error", "crash", "timeout")
+
+
+def outcome(row: dict[str, Any]) -> str:
+    """ok, damaged, unsupported, error, crash or timeout, from a row's status and reported kinds."""
+    status = str(row["status"])
+    reported = row.get("reported")
+    if status != "ok" or not reported:
+        return status
+    if isinstance(reported, str):  # JSON text, as workers send it: a substring test is enough
+        kinds = {kind for kind in (*DAMAGE_KINDS, UNSUPPORTED_KIND) if f'"kind":"{kind}"' in reported}
+    else:
+        kinds = {str(f.get("kind")) for f in reported if isinstance(f, dict)}
+    if kinds & set(DAMAGE_KINDS):
+        return "damaged"
+    return "unsupported" if UNSUPPORTED_KIND in kinds else status
 
 
 def _resolve(mode: str, stream: TextIO) -> str:

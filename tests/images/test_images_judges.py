@@ -218,6 +218,11 @@ def test_eps_without_ghostscript_is_unsupported_quarantined_and_not_counted_as_d
         "scan", "--images", str(folder), "--ext", "eps,png", "--workers", "1", "--db", str(db)
     )
     assert "ok 1  damaged 1  unsupported 1" in text
+    _, _, progress = run_cli(
+        "scan", "--images", str(folder), "--ext", "eps,png", "--workers", "1", "--db", str(db),
+        "--rescan", "--progress", "plain",
+    )  # fmt: skip
+    assert "ok=1 damaged=1 unsupported=1 error=0" in progress  # the live line counts the same way
 
 
 # --------------------------------------------------------------------------- --files-from-dataset
