@@ -92,3 +92,53 @@ def test_datasette_serves_the_index_with_labels_and_answers_a_query(scanned_db: 
     assert server.returncode is not None
     with pytest.raises(urllib.error.URLError):
         get_json(f"{base}/-/versions.json")
+
+
+DAMAGE = {"corrupt", "empty", "decompression_bomb", "unreadable"}
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "report.md"
+
+
+def documented_sqlite_utils_queries() -> list[str]:
+    """The SQL of every `sqlite-utils query DB "..."` example in docs/report.md, as a user copies it."""
+    text = DOCS.read_text(encoding="utf-8").replace("\\\n", " ")
+    queries = []
+    for line in text.splitlines():
+        if "sqlite-utils query" in line and '"' in line:
+            queries.append(" ".join(line.split('"')[1].split()))
+    return queries
+
+
+@pytest.mark.skipif(DATASETTE is None, reason="datasette is not installed (it is in the dev extra)")
+def test_the_canned_and_documented_queries_list_damaged_files_with_the_reason(
+    image_scan: tuple[Path, list[Any], Path], tmp_path: Path
+) -> None:
+    _, cases, db = image_scan
+    damaged = {case.name for case in cases if set(case.kinds) & DAMAGE}
+    meta = tmp_path / "meta.json"
+    assert main(["report", str(db), "--datasette-metadata", str(meta)]) == 0
+    port = free_port()
+    server = subprocess.Popen(
+        [str(DATASETTE), "serve", str(db), "-h", "127.0.0.1", "-p", str(port), "--metadata", str(meta)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}/{db.stem}"
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}", server)
+        not_good = get_json(f"{base}/not_good.json?_shape=array")
+        files = get_json(f"{base}/damaged_files.json?_shape=array")
+        quarantined = get_json(f"{base}/quarantined.json?_shape=array")
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    assert damaged <= {row["key"] for row in not_good}
+    assert {row["key"] for row in files} == damaged
+    truncated = next(row for row in files if row["key"] == "bad/truncated.jpg")
+    assert "truncated" in truncated["reason"].lower()
+    assert all(row["reason"] for row in quarantined)
+    documented = [sql for sql in documented_sqlite_utils_queries() if "status" in sql]
+    assert documented, "docs/report.md shows a query for the samples that are not good"
+    with sqlite3.connect(db) as conn:
+        for sql in documented:
+            keys = {row[1] for row in conn.execute(sql)}
+            assert damaged <= keys, f"the documented query misses damaged files: {sql}"
