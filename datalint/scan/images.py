@@ -16,9 +16,9 @@ One file is read once; every check works on those bytes:
      IHDR's values and an APNG's animation chunks, inflates the image data with a size cap and
      checks its length and row filter bytes. That is everything a decoder can trip on, without
      unfiltering or allocating the image.
-   - BMP, GIF, WebP, PNM: Pillow's `load()` of the first frame, then OpenCV's decode, because
-     Pillow alone passes some damage there (a broken RLE stream); never TIFF, where OpenCV refuses
-     valid files.
+   - GIF, WebP, PNM, run-length BMP: Pillow's `load()` of the first frame, then OpenCV's decode,
+     because Pillow alone passes some damage there (a broken RLE stream); never TIFF, where OpenCV
+     refuses valid files. BMP and TGA fields decoders forgive are checked from the header.
    - anything else: Pillow's `load()` of the first frame.
    Native decoders' stderr (libjpeg, libtiff, libpng) is captured for every decode and sorted
    into damage, missing pieces and information.
@@ -550,17 +550,15 @@ def _plausible(match: re.Match[str]) -> bool:
     return True
 
 
-# SOF markers of the JPEG processes a baseline/progressive 8-bit decoder may lack.
-_JPEG_LOSSLESS_SOF = {
-    0xC3: "lossless JPEG",
-    0xC7: "lossless JPEG",
-    0xCB: "lossless JPEG",
-    0xCF: "lossless JPEG",
-}
+# SOF markers of the lossless JPEG processes, which a baseline/progressive decoder may lack.
+_JPEG_LOSSLESS_SOF = frozenset({0xC3, 0xC7, 0xCB, 0xCF})
 
 
 def jpeg_unusual_process(data: bytes) -> str | None:
-    """ "lossless JPEG" or "12-bit JPEG" from the frame header (SOFn), else None; no pixel is decoded."""
+    """A lossless or other-than-8-bit JPEG, named from its frame header (SOFn); else None.
+
+    Read by walking the markers before the scan data: no pixel is decoded.
+    """
     pos = 2
     while pos + 4 <= len(data) and data[pos] == 0xFF:
         marker = data[pos + 1]
@@ -571,7 +569,7 @@ def jpeg_unusual_process(data: bytes) -> str | None:
         if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
             precision = data[pos + 4] if pos + 4 < len(data) else 8
             if marker in _JPEG_LOSSLESS_SOF:
-                return f"{_JPEG_LOSSLESS_SOF[marker]} ({precision}-bit)"
+                return f"lossless JPEG ({precision}-bit)"
             return f"{precision}-bit JPEG" if precision != 8 else None
         if marker == 0xDA or length < 2:
             return None
@@ -707,9 +705,9 @@ def _decode(
     """Decode the pixel data the cheapest way that still finds all damage; returns (decoder, findings).
 
     JPEG and PNG each have one check that judges them completely. Pillow alone is not a fair judge of
-    BMP, GIF, WebP and PNM (it loads a BMP whose RLE stream is broken, a GIF with broken blocks), so
-    OpenCV decodes those too where Pillow found nothing; never TIFF, where OpenCV refuses many valid
-    files (research §8.5).
+    GIF, WebP, PNM and run-length BMP (it loads a BMP whose RLE stream is broken, a GIF with broken
+    blocks), so OpenCV decodes those too where Pillow found nothing; never TIFF, where OpenCV
+    refuses many valid files (research §8.5).
     """
     if im.format in ("JPEG", "MPO"):
         return "opencv", check_jpeg(data, capture)
