@@ -537,7 +537,7 @@ def judge_failure(message: str, fmt: str | None, data: bytes = b"") -> ImageFind
     if fmt in ("JPEG", "MPO"):
         process = jpeg_unusual_process(data)
         if process is not None:
-            return ImageFinding(UNSUPPORTED_KIND, f"{process}, which this libjpeg cannot decode [{message}]")
+            return ImageFinding(UNSUPPORTED_KIND, f"{process}, which this Pillow cannot decode [{message}]")
     return ImageFinding("corrupt", message)
 
 
@@ -840,9 +840,15 @@ def check_jpeg(data: bytes, capture: StderrCapture) -> list[ImageFinding]:
         return findings
     pillow_error = _pillow_jpeg_error(data)
     if pillow_error is not None:
-        findings.append(ImageFinding("corrupt", pillow_error))
+        findings.append(judge_failure(pillow_error, "JPEG", data))  # a 12-bit JPEG is no damage
     elif not decoded:
-        findings.append(ImageFinding("corrupt", "OpenCV's libjpeg cannot decode it (Pillow can)"))
+        process = jpeg_unusual_process(data)
+        if process is not None:  # OpenCV's libjpeg lacks the process; the loader's Pillow has it
+            findings.append(
+                ImageFinding("decoder_warning", f"OpenCV cannot decode this {process}; Pillow can")
+            )
+        else:
+            findings.append(ImageFinding("corrupt", "OpenCV's libjpeg cannot decode it (Pillow can)"))
     return findings
 
 
