@@ -17,7 +17,8 @@ from datalint.errors import UsageError
 
 KIND_HELP = (
     "finding kinds to quarantine: 'default' (error, crash, timeout, missing_field, uncollatable, "
-    "shape_mismatch, non_finite, label_out_of_range, requires_grad, non_cpu_tensor, oversized), 'all', "
+    "shape_mismatch, non_finite, label_out_of_range, requires_grad, non_cpu_tensor, oversized; for image "
+    "files corrupt, empty, decompression_bomb, unreadable, unsupported), 'all', "
     "or a comma-separated list"
 )
 
