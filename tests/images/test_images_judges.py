@@ -343,3 +343,20 @@ def test_hdr_exr_and_farbfeld_files_are_unsupported_with_the_missing_reader_name
     farbfeld = b"farbfeld" + struct.pack(">II", 1, 1) + bytes(8)
     assert "Radiance HDR" in _kinds(radiance, ".hdr", capture)["unsupported"]
     assert "farbfeld" in _kinds(farbfeld, ".ff", capture)["unsupported"]
+
+
+def test_the_report_says_the_same_time_as_the_scan_summary(tmp_path: Path) -> None:
+    from datalint.report.charts import format_seconds
+
+    folder = tmp_path / "few"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"{i}.png").write_bytes(_encoded("PNG", size=(40 + i, 40)))
+    db = tmp_path / "few.db"
+    _, stdout, _ = run_cli(
+        "scan", "--images", str(folder), "--workers", "1", "--db", str(db), "--format", "json"
+    )
+    elapsed = json.loads(stdout)["elapsed"]
+    page = tmp_path / "few.html"
+    assert run_cli("report", str(db), "-o", str(page))[0] == 0
+    assert f"took {format_seconds(elapsed)}" in page.read_text(encoding="utf-8")
