@@ -716,6 +716,8 @@ def _decode(
     findings = check_with_pillow(im, capture)
     if im.format == "BMP" and not any(f.kind in _DECIDED for f in findings):
         findings.extend(check_bmp_layout(im, data))
+    if im.format == "ICO" and not any(f.kind in _DECIDED for f in findings):
+        findings.extend(check_ico_directory(data))
     if im.format == "TGA" and any("buffer overrun" in f.detail for f in findings if f.kind == "corrupt"):
         findings = _judge_tga_overrun(findings, data)
     if not _second_opinion_is_fair(im, data) or any(f.kind in _DECIDED for f in findings) or _animated(im):
@@ -796,6 +798,34 @@ def check_bmp_layout(im: Image.Image, data: bytes) -> list[ImageFinding]:
         highest = im.getextrema()[1]
         if isinstance(highest, int) and highest >= colours:
             return [ImageFinding("corrupt", f"pixel index {highest} beyond the palette's {colours} colours")]
+    return []
+
+
+def check_ico_directory(data: bytes) -> list[ImageFinding]:
+    """An ICO entry whose declared length cannot hold its bitmap's pixels: Pillow reads past the
+    entry regardless, other readers refuse it. A cut AND mask alone is tolerated (readers agree)."""
+    count = int.from_bytes(data[4:6], "little")
+    for number in range(min(count, 256)):
+        entry = data[6 + 16 * number : 22 + 16 * number]
+        if len(entry) < 16:
+            return [
+                ImageFinding("corrupt", f"ICO directory cut: {count} entries announced, {number} present")
+            ]
+        size, offset = int.from_bytes(entry[8:12], "little"), int.from_bytes(entry[12:16], "little")
+        header = data[offset : offset + 40]
+        if len(header) < 40 or header[:8] == b"\x89PNG\r\n\x1a\n":
+            continue  # an embedded PNG carries its own checks, and Pillow reads it as a PNG
+        width = int.from_bytes(header[4:8], "little", signed=True)
+        height = abs(int.from_bytes(header[8:12], "little", signed=True)) // 2  # XOR and AND masks
+        bits, colours = int.from_bytes(header[14:16], "little"), int.from_bytes(header[32:36], "little")
+        palette = 4 * (colours or (1 << bits if bits <= 8 else 0))
+        needed = int.from_bytes(header[0:4], "little") + palette + (width * bits + 31) // 32 * 4 * height
+        if size < needed:
+            return [
+                ImageFinding(
+                    "corrupt", f"ICO entry {number + 1} declares {size:,} bytes; its bitmap needs {needed:,}"
+                )
+            ]
     return []
 
 

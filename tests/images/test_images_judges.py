@@ -360,3 +360,17 @@ def test_the_report_says_the_same_time_as_the_scan_summary(tmp_path: Path) -> No
     page = tmp_path / "few.html"
     assert run_cli("report", str(db), "-o", str(page))[0] == 0
     assert f"took {format_seconds(elapsed)}" in page.read_text(encoding="utf-8")
+
+
+def test_an_ico_entry_too_short_for_its_bitmap_is_damage_a_missing_mask_is_not(
+    capture: StderrCapture,
+) -> None:
+    icon = bytearray(_encoded("ICO", mode="RGBA", size=(32, 32), sizes=[(32, 32)], bitmap_format="bmp"))
+    declared = int.from_bytes(icon[14:18], "little")
+    assert declared == 40 + 32 * 32 * 4  # Pillow writes a 32-bit bitmap with no AND mask at all
+    assert "corrupt" not in _kinds(bytes(icon), ".ico", capture)
+    half = bytearray(icon)
+    half[14:18] = (declared // 2).to_bytes(4, "little")
+    with Image.open(io.BytesIO(bytes(half))) as im:
+        im.load()  # Pillow reads past the entry regardless
+    assert "its bitmap needs" in _kinds(bytes(half), ".ico", capture)["corrupt"]
