@@ -138,33 +138,83 @@ class FieldStats:
 
 
 @dataclass(frozen=True)
+class Family:
+    """The ok samples of one structure family: those whose sample value batches the same way
+    (dicts, tuples, tensors, ...). The majority of a family defines the fields its members need."""
+
+    ok: int
+    fields: dict[str, FieldStats]
+    median_nbytes: float | None
+
+
+@dataclass(frozen=True)
 class Population:
     ok: int
     fields: dict[str, FieldStats]
     median_nbytes: float | None
     median_duration: float | None
     p99_duration: float | None
+    families: dict[str, Family] = field(default_factory=dict)
+
+    def family(self, name: str) -> Family:
+        """The family of that name; the whole population when the index holds no such family."""
+        return self.families.get(name) or Family(self.ok, self.fields, self.median_nbytes)
 
 
 def population(db: Any) -> Population:
-    """Majorities per field, median size and duration percentiles over the ok samples."""
+    """Majorities per field, median size and duration percentiles over the ok samples, overall and
+    per structure family (a mostly-dict dataset with a few tuples and Nones is judged dict by dict)."""
     fields: dict[str, FieldStats] = {}
+    grouped: dict[str, tuple[int, dict[str, FieldStats], set[str | None]]] = {}
     ok = 0
     for text, count in db.execute(
         "SELECT signature, COUNT(*) FROM samples WHERE status = 'ok' GROUP BY signature"
     ):
         ok += count
-        for path, node in flatten(json.loads(text) if text else None).items():
+        nodes = flatten(json.loads(text) if text else None)
+        name = family_name(nodes)
+        members, family_fields, root_types = grouped.get(name, (0, {}, set()))
+        root = nodes.get("")
+        root_types.add(root.get("type") if root is not None else None)
+        grouped[name] = (members + count, family_fields, root_types)
+        for path, node in nodes.items():
             _add_node(fields.setdefault(path, FieldStats()), node, count)
+            _add_node(family_fields.setdefault(path, FieldStats()), node, count)
     sizes = _quantiles(db, "nbytes", (0.5,))
     durations = _quantiles(db, "duration", (0.5, 0.99))
+    families = {
+        name: Family(
+            members,
+            family_fields,
+            # one family: its median is the whole index's; several: each its own (sizes differ by design)
+            sizes[0] if len(grouped) == 1 else _quantiles(db, "nbytes", (0.5,), _root_types_clause(types))[0],
+        )
+        for name, (members, family_fields, types) in grouped.items()
+    }
     return Population(
         ok=ok,
         fields=fields,
         median_nbytes=sizes[0],
         median_duration=durations[0],
         p99_duration=durations[1],
+        families=families,
     )
+
+
+def family_name(nodes: dict[str, dict[str, Any]]) -> str:
+    """The structure family of a flattened signature: how default_collate treats the sample itself."""
+    root = nodes.get("")
+    return collate_class(root) if root is not None else "unknown"
+
+
+def _root_types_clause(types: set[str | None]) -> tuple[str, tuple[Any, ...]]:
+    named = sorted(t for t in types if t is not None)
+    clauses = []
+    if named:
+        clauses.append(f"json_extract(signature, '$.type') IN ({', '.join('?' * len(named))})")
+    if None in types:
+        clauses.append("signature IS NULL")
+    return "(" + " OR ".join(clauses) + ")", tuple(named)
 
 
 def _add_node(stats: FieldStats, node: dict[str, Any], count: int) -> None:
@@ -182,11 +232,18 @@ def _add_node(stats: FieldStats, node: dict[str, Any], count: int) -> None:
         stats.lengths[node["length"]] += count
 
 
-def _quantiles(db: Any, column: str, qs: Sequence[float]) -> list[float | None]:
+def _quantiles(
+    db: Any, column: str, qs: Sequence[float], where: tuple[str, tuple[Any, ...]] | None = None
+) -> list[float | None]:
     # One read of the column into an array: cheaper than one ORDER BY per quantile over 1M rows.
     import numpy as np
 
-    cursor = db.execute(f"SELECT {column} FROM samples WHERE status = 'ok' AND {column} IS NOT NULL")
+    extra, params = where if where is not None else ("", ())
+    cursor = db.execute(
+        f"SELECT {column} FROM samples WHERE status = 'ok' AND {column} IS NOT NULL"
+        + (f" AND {extra}" if extra else ""),
+        params,
+    )
     values = np.fromiter((row[0] for row in cursor), dtype=np.float64)
     if values.size == 0:
         return [None for _ in qs]
@@ -270,8 +327,10 @@ def _candidate_filter(peers: Population, judge: _SignatureJudge, options: Policy
     clauses = [
         "status != 'ok'", "non_finite > 0", "requires_grad = 1", "non_cpu = 1", "fd_delta > 0",
         "reported IS NOT NULL",
+        # a --label field that is missing or None is a finding whatever the structure says
+        "EXISTS (SELECT 1 FROM json_each(samples.labels) WHERE json_each.type = 'null')",
     ]  # fmt: skip
-    largest = size_limit(peers, options)
+    largest = _smallest_size_limit(peers, options)
     if largest is not None:
         clauses.append(f"nbytes > {int(largest)}")
     slowest = slow_limit(peers, options)
@@ -295,14 +354,18 @@ def sample_findings(
     if status != "ok":
         return
     signature_text = row.get("signature")
+    nodes = flatten(json.loads(signature_text)) if signature_text else {}
+    # --require and --label fields are checked on every sample, whatever its family or the
+    # population looks like; the structure judge then leaves those paths to them.
+    absolute = list(_required_fields(nodes, options)) + list(_label_findings(row.get("labels"), nodes, options))
+    said = {path for kind, _, path in absolute if kind == "missing_field"}
     if signature_text is not None:
-        yield from judge.findings(signature_text)
-    info = row.get("info") or {}
-    yield from _value_findings(row, info)
-    if options.require:
-        yield from _required_fields(json.loads(signature_text) if signature_text else None, options)
-    yield from _label_findings(row.get("labels"), peers, options)
-    yield from _size_and_speed(row, peers, options)
+        for kind, detail, path in judge.findings(signature_text):
+            if not (kind == "missing_field" and path in said):
+                yield kind, detail
+    yield from _value_findings(row, row.get("info") or {})
+    yield from ((kind, detail) for kind, detail, _ in absolute)
+    yield from _size_and_speed(row, peers, options, family_name(nodes))
 
 
 def _failure_detail(row: dict[str, Any]) -> str:
@@ -330,31 +393,30 @@ def _value_findings(row: dict[str, Any], info: dict[str, Any]) -> Iterator[tuple
         yield "fd_leak", f"{row['fd_delta']} file descriptor(s) left open"
 
 
-def _required_fields(signature: dict[str, Any] | None, options: PolicyOptions) -> Iterator[tuple[str, str]]:
-    if not options.require:
-        return
-    nodes = flatten(signature)
+def _required_fields(
+    nodes: dict[str, dict[str, Any]], options: PolicyOptions
+) -> Iterator[tuple[str, str, str]]:
     for path in options.require:
         node = nodes.get(path)
         if node is None or collate_class(node) == "none":
-            yield "missing_field", f"required field {path!r} is {'None' if node else 'missing'}"
+            yield "missing_field", f"required field {path!r} is {'None' if node else 'missing'}", path
 
 
 def _label_findings(
-    labels: dict[str, Any] | None, peers: Population, options: PolicyOptions
-) -> Iterator[tuple[str, str]]:
+    labels: dict[str, Any] | None, nodes: dict[str, dict[str, Any]], options: PolicyOptions
+) -> Iterator[tuple[str, str, str]]:
     for name, values in (labels or {}).items():
         if values is None:
-            stats = peers.fields.get(name)
-            if stats is None or stats.present <= options.majority * peers.ok:  # else said by the structure
-                yield "missing_field", f"label field {name!r} is missing or None"
+            if name not in options.require:  # already said as a required field
+                state = "None" if name in nodes else "missing"
+                yield "missing_field", f"label field {name!r} is {state}", name
             continue
         if options.num_classes is None:
             continue
         bad = [v for v in values if _out_of_range(v, options.num_classes, options.ignore_index)]
         if bad:
             shown = ", ".join(str(v) for v in bad[:8]) + (" ..." if len(bad) > 8 else "")
-            yield "label_out_of_range", f"label {name!r} = {shown} outside [0, {options.num_classes})"
+            yield "label_out_of_range", f"label {name!r} = {shown} outside [0, {options.num_classes})", name
 
 
 def _out_of_range(value: Any, num_classes: int, ignore_index: int | None) -> bool:
@@ -367,15 +429,33 @@ def _out_of_range(value: Any, num_classes: int, ignore_index: int | None) -> boo
     return value < 0 or value >= num_classes
 
 
-def size_limit(peers: Population, options: PolicyOptions) -> float | None:
+def size_limit(peers: Population, options: PolicyOptions, family: str | None = None) -> float | None:
     """Bytes above which a sample is "oversized": --max-bytes, or `oversize_factor` x the median
-    size once there are `min_peers` measured samples, whichever is lower; None when neither applies."""
+    size once there are `min_peers` measured samples, whichever is lower; None when neither applies.
+
+    With `family`, the median is that structure family's when it has `min_peers` members (a few
+    label-only tuples beside image dicts must not make every image "oversized"), else the index's.
+    """
     limits = []
     if options.max_bytes is not None:
         limits.append(float(options.max_bytes))
-    if peers.ok >= options.min_peers and peers.median_nbytes:
-        limits.append(options.oversize_factor * peers.median_nbytes)
+    median = _median_nbytes(peers, options, family)
+    if median:
+        limits.append(options.oversize_factor * median)
     return min(limits) if limits else None
+
+
+def _median_nbytes(peers: Population, options: PolicyOptions, family: str | None) -> float | None:
+    members = peers.families.get(family) if family is not None else None
+    if members is not None and members.ok >= options.min_peers:
+        return members.median_nbytes
+    return peers.median_nbytes if peers.ok >= options.min_peers else None
+
+
+def _smallest_size_limit(peers: Population, options: PolicyOptions) -> float | None:
+    limits = [size_limit(peers, options, name) for name in peers.families or (None,)]
+    known = [limit for limit in limits if limit is not None]
+    return min(known) if known else None
 
 
 def slow_limit(peers: Population, options: PolicyOptions) -> float | None:
@@ -391,16 +471,13 @@ def slow_limit(peers: Population, options: PolicyOptions) -> float | None:
 
 
 def _size_and_speed(
-    row: dict[str, Any], peers: Population, options: PolicyOptions
+    row: dict[str, Any], peers: Population, options: PolicyOptions, family: str
 ) -> Iterator[tuple[str, str]]:
     nbytes = row.get("nbytes")
-    limit = size_limit(peers, options)
+    limit = size_limit(peers, options, family)
+    median = _median_nbytes(peers, options, family)
     if nbytes is not None and limit is not None and nbytes > limit:
-        relative = (
-            f", {nbytes / peers.median_nbytes:.0f}x the median {human_bytes(peers.median_nbytes)}"
-            if peers.median_nbytes
-            else ""
-        )
+        relative = f", {nbytes / median:.0f}x the median {human_bytes(median)}" if median else ""
         yield "oversized", f"{human_bytes(nbytes)}{relative}"
     duration = row.get("duration")
     slow = slow_limit(peers, options)
@@ -415,14 +492,20 @@ def _field_name(path: str) -> str:
 
 
 class _SignatureJudge:
-    """Findings that depend only on a sample's structure, computed once per distinct signature."""
+    """Findings that depend only on a sample's structure, computed once per distinct signature.
+
+    The sample itself is judged against the whole index (a tuple where most samples are dicts is
+    uncollatable); its fields against its own structure family, so a few odd samples never change
+    what the rest are expected to hold.
+    """
 
     def __init__(self, peers: Population, options: PolicyOptions) -> None:
         self.peers = peers
         self.options = options
-        self.cache: dict[str, list[tuple[str, str]]] = {}
+        self.cache: dict[str, list[tuple[str, str, str]]] = {}
 
-    def findings(self, text: str) -> list[tuple[str, str]]:
+    def findings(self, text: str) -> list[tuple[str, str, str]]:
+        """(kind, detail, field path) for a signature."""
         found = self.cache.get(text)
         if found is None:
             found = list(self._judge(flatten(json.loads(text))))
@@ -445,58 +528,70 @@ class _SignatureJudge:
         value, count = counter.most_common(1)[0]
         return value if count / total > self.options.majority else None
 
-    def _judge(self, nodes: dict[str, dict[str, Any]]) -> Iterator[tuple[str, str]]:
-        ok = self.peers.ok
-        if ok < self.options.min_peers:
-            ok = 0  # too few peers: only absolute rules (None, PIL images, object arrays) apply
+    def _peers(self, count: int) -> int:
+        return count if count >= self.options.min_peers else 0  # too few: only absolute rules apply
+
+    def _judge(self, nodes: dict[str, dict[str, Any]]) -> Iterator[tuple[str, str, str]]:
         root = nodes.get("")
         if root is None or collate_class(root) == "none":
-            yield "uncollatable", "the sample is None"
+            yield "uncollatable", "the sample is None", ""
+            return
+        yield from self._judge_node("", root, self.peers.fields.get(""), self._peers(self.peers.ok), None)
+        family = self.peers.family(family_name(nodes))
+        ok = self._peers(family.ok)
+        if not ok:
             return
         reported_missing: list[str] = []
-        for path, stats in self.peers.fields.items():
-            if not path or not ok or stats.present / ok <= self.options.majority:
+        for path, stats in family.fields.items():
+            if not path or stats.present / ok <= self.options.majority:
                 continue
-            if not self._parent_consistent(path, nodes):
+            if not self._parent_consistent(path, family):
                 continue
             node = nodes.get(path)
             if (node is None or collate_class(node) == "none") and not _under(path, reported_missing):
                 reported_missing.append(path)
                 share = round(100 * stats.present / ok)
                 state = "None" if node is not None else "missing"
-                yield "missing_field", f"{_field_name(path)} is {state} (present in {share}% of samples)"
+                yield "missing_field", f"{_field_name(path)} is {state} (present in {share}% of samples)", path
         for path, node in nodes.items():
-            yield from self._judge_node(path, node, ok)
+            if path:
+                yield from self._judge_node(path, node, family.fields.get(path), ok, family)
 
-    def _parent_consistent(self, path: str, nodes: dict[str, dict[str, Any]]) -> bool:
+    def _parent_consistent(self, path: str, family: Family) -> bool:
         # Positions of a list whose length varies sample to sample are not fields anyone relies on.
-        stats = self.peers.fields.get(path.rpartition(".")[0])
+        stats = family.fields.get(path.rpartition(".")[0])
         if stats is None or not stats.lengths:
             return True
         return self._majority(stats.lengths, stats.present) is not None
 
-    def _judge_node(self, path: str, node: dict[str, Any], ok: int) -> Iterator[tuple[str, str]]:
+    def _judge_node(
+        self, path: str, node: dict[str, Any], stats: FieldStats | None, ok: int, family: Family | None
+    ) -> Iterator[tuple[str, str, str]]:
         cls = collate_class(node)
         if cls == "none":
             return  # a None field most samples fill is a missing_field (above)
-        stats = self.peers.fields.get(path)
         majority = self._majority(stats.classes, stats.present) if stats is not None and ok else None
         if cls == "uncollatable":
             if majority != "uncollatable":  # when most samples are like this, it is the dataset's design
                 yield (
                     "uncollatable",
                     f"{_field_name(path)} is {_describe_value(node)}: default_collate cannot batch it",
+                    path,
                 )
             return
         if stats is None or not ok:
             return
-        if path and stats.present / ok <= 1 - self.options.majority and self._parent_class(path) == "mapping":
-            yield "shape_mismatch", f"has {_field_name(path)}, which most samples lack"
+        if (
+            family is not None
+            and stats.present / ok <= 1 - self.options.majority
+            and self._parent_class(path, family) == "mapping"
+        ):
+            yield "shape_mismatch", f"has {_field_name(path)}, which most samples lack", path
         elif majority is None or cls == majority:
-            yield from self._judge_same_class(path, node, cls, stats)
+            yield from ((kind, detail, path) for kind, detail in self._judge_same_class(path, node, cls, stats))
         elif majority != "uncollatable":
             found = f"{_field_name(path)} is {_describe_value(node)}"
-            yield "uncollatable", f"{found} where most samples have {_CLASS_NAMES[majority]}"
+            yield "uncollatable", f"{found} where most samples have {_CLASS_NAMES[majority]}", path
 
     def _judge_same_class(
         self, path: str, node: dict[str, Any], cls: str, stats: FieldStats
@@ -522,9 +617,8 @@ class _SignatureJudge:
                     (f"{_field_name(path)} has {node['length']} elements; most samples have {length}"),
                 )
 
-    def _parent_class(self, path: str) -> str | None:
-        parent = path.rpartition(".")[0]
-        stats = self.peers.fields.get(parent)
+    def _parent_class(self, path: str, family: Family) -> str | None:
+        stats = family.fields.get(path.rpartition(".")[0])
         return self._majority(stats.classes, stats.present) if stats is not None else None
 
 

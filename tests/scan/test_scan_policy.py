@@ -34,6 +34,7 @@ def findings_by_index(summary) -> dict[int, set[str]]:
         ("tuples", kinds.TUPLES_PLANTED, {}),
         ("arrays", kinds.ARRAYS_PLANTED, {}),
         ("records", kinds.RECORDS_PLANTED, {}),
+        ("mixed", kinds.MIXED_PLANTED, {"label": ["label"], "num_classes": 5}),
     ],
 )
 def test_planted_faults_are_found_and_nothing_else(tmp_path, factory, planted, options) -> None:
@@ -105,3 +106,31 @@ def test_slow_samples_and_fd_leaks_are_reported_but_not_quarantined(tmp_path) ->
     found = findings_by_index(summary)
     assert found == {3: {"slow"}, 7: {"fd_leak"}}
     assert summary.quarantined == 0 and summary.exit_code == 0
+
+
+def test_field_checks_hold_on_a_mixed_population(tmp_path) -> None:
+    # A few None samples and tuples among dicts change nothing about what a dict must hold.
+    summary = datalint.scan(
+        spec("kinds.py:mixed()"), db=tmp_path / "m.db", workers=1, label=["label"], require=["image"]
+    )
+    document = load_json(summary.quarantine_path)
+    details = {entry["index"]: entry["detail"] for entry in document["samples"]}
+    assert "label field 'label' is missing" in details[12]
+    assert "label field 'label' is None" in details[15]
+    assert "required field 'image' is missing" in details[26]
+    assert "required field 'image' is None" in details[29]
+    assert details[29].count("'image'") == 1  # said once, not again by the structure check
+    assert "the sample is a tuple where most samples have a dict" in details[9]
+    assert "position" not in details[9]  # the tuples' own positions are not held against them
+
+
+def test_a_label_field_missing_everywhere_is_missing_on_every_sample(tmp_path) -> None:
+    # --label names a field no sample has: every sample is missing it, majority or not.
+    summary = datalint.scan(spec("kinds.py:tensors()"), db=tmp_path / "t.db", workers=1, label=["target"])
+    assert summary.findings["missing_field"] == 24
+
+
+def test_each_structure_family_has_its_own_size_median(tmp_path) -> None:
+    summary = datalint.scan(spec("kinds.py:two_families()"), db=tmp_path / "f.db", workers=1)
+    found = findings_by_index(summary)
+    assert found == {index: {"uncollatable"} for index in range(20, 32)}  # dicts among tuples, not oversized
