@@ -36,7 +36,7 @@ KINDS: dict[str, Kind] = {
         Kind("error", True, "the sample raised an exception"),
         Kind("crash", True, "the worker process died on this sample"),
         Kind("timeout", True, "no result within --timeout"),
-        Kind("missing_field", True, "a key or position present in most samples is absent or None"),
+        Kind("missing_field", True, "a --label/--require field, or one its peers hold, is absent or None"),
         Kind("uncollatable", True, "default_collate cannot batch it"),
         Kind("shape_mismatch", True, "structure or shape differs from the majority"),
         Kind("non_finite", True, "NaN or Inf in a float tensor or array"),
@@ -357,7 +357,7 @@ def sample_findings(
     nodes = flatten(json.loads(signature_text)) if signature_text else {}
     # --require and --label fields are checked on every sample, whatever its family or the
     # population looks like; the structure judge then leaves those paths to them.
-    absolute = list(_required_fields(nodes, options)) + list(_label_findings(row.get("labels"), nodes, options))
+    absolute = [*_required_fields(nodes, options), *_label_findings(row.get("labels"), nodes, options)]
     said = {path for kind, _, path in absolute if kind == "missing_field"}
     if signature_text is not None:
         for kind, detail, path in judge.findings(signature_text):
@@ -552,7 +552,8 @@ class _SignatureJudge:
                 reported_missing.append(path)
                 share = round(100 * stats.present / ok)
                 state = "None" if node is not None else "missing"
-                yield "missing_field", f"{_field_name(path)} is {state} (present in {share}% of samples)", path
+                detail = f"{_field_name(path)} is {state} (present in {share}% of samples)"
+                yield "missing_field", detail, path
         for path, node in nodes.items():
             if path:
                 yield from self._judge_node(path, node, family.fields.get(path), ok, family)
@@ -588,7 +589,8 @@ class _SignatureJudge:
         ):
             yield "shape_mismatch", f"has {_field_name(path)}, which most samples lack", path
         elif majority is None or cls == majority:
-            yield from ((kind, detail, path) for kind, detail in self._judge_same_class(path, node, cls, stats))
+            for kind, detail in self._judge_same_class(path, node, cls, stats):
+                yield kind, detail, path
         elif majority != "uncollatable":
             found = f"{_field_name(path)} is {_describe_value(node)}"
             yield "uncollatable", f"{found} where most samples have {_CLASS_NAMES[majority]}", path
