@@ -446,6 +446,8 @@ def size_limit(peers: Population, options: PolicyOptions, family: str | None = N
 
 
 def _median_nbytes(peers: Population, options: PolicyOptions, family: str | None) -> float | None:
+    if family is None and peers.families:  # the limit most samples are held to (the report draws it)
+        family = max(peers.families, key=lambda name: peers.families[name].ok)
     members = peers.families.get(family) if family is not None else None
     if members is not None and members.ok >= options.min_peers:
         return members.median_nbytes
@@ -643,7 +645,14 @@ def dataset_notes(peers: Population, limit: int = 5) -> tuple[str, ...]:
             continue
         where = "the samples" if path == "" else f"field {path!r}"
         top, count = stats.classes.most_common(1)[0]
-        if top == "uncollatable" and count / stats.present > 0.5:
+        if path == "" and count / stats.present <= 0.5:
+            total = sum(stats.types.values())
+            shares = ", ".join(f"{name} {round(100 * n / total)}%" for name, n in stats.types.most_common(3))
+            notes.append(
+                f"the samples come in several structures ({shares}) and none is the majority: "
+                "default_collate cannot batch them together; return one structure or pass a collate_fn"
+            )
+        elif top == "uncollatable" and count / stats.present > 0.5:
             kind = stats.types.most_common(1)[0][0]
             notes.append(
                 f"most of {where} are {kind}: default_collate cannot batch them; convert them in the dataset "

@@ -134,3 +134,11 @@ def test_each_structure_family_has_its_own_size_median(tmp_path) -> None:
     summary = datalint.scan(spec("kinds.py:two_families()"), db=tmp_path / "f.db", workers=1)
     found = findings_by_index(summary)
     assert found == {index: {"uncollatable"} for index in range(20, 32)}  # dicts among tuples, not oversized
+
+
+def test_half_dicts_half_tuples_is_a_note_not_a_quarantine(tmp_path) -> None:
+    halves = spec("kinds.py:two_families(small=16, large=16)")
+    summary = datalint.scan(halves, db=tmp_path / "h.db", workers=1)
+    assert summary.quarantined == 0
+    (note,) = [note for note in summary.notes if "several structures" in note]
+    assert "dict 50%" in note and "tuple 50%" in note and "collate_fn" in note
