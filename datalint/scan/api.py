@@ -222,7 +222,9 @@ def scan_source(
             resumed=resumed,
             elapsed=elapsed,
             workers=workers,
-            notes=tuple(notes) + policy.dataset_notes(peers),
+            notes=tuple(notes)
+            + policy.absent_field_notes(index, peers, options.policy)
+            + policy.dataset_notes(peers),
             outcomes=outcome_counts(
                 {k: v for k, v in counts.items() if k != "findings"},
                 findings,

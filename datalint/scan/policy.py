@@ -670,6 +670,49 @@ def dataset_notes(peers: Population, limit: int = 5) -> tuple[str, ...]:
     return tuple(notes[:limit])
 
 
+def absent_field_notes(db: Any, peers: Population, options: PolicyOptions) -> tuple[str, ...]:
+    """--label and --require fields that no ok sample holds: each such sample is `missing_field`,
+    and the summary says once that the name is most likely misspelt, naming the fields there are."""
+    if not peers.ok:
+        return ()
+    absent = [(f"--require {path}", path) for path in options.require if not _held(peers, path)]
+    row = db.execute(
+        "SELECT labels FROM samples WHERE status = 'ok' AND labels IS NOT NULL LIMIT 1"
+    ).fetchone()
+    for name in json.loads(row[0]) if row else ():
+        path = '$."' + name.replace('"', '""') + '"'
+        held = db.execute(
+            "SELECT 1 FROM samples WHERE status = 'ok' AND json_extract(labels, ?) IS NOT NULL LIMIT 1",
+            (path,),
+        ).fetchone()
+        if held is None and name not in options.require:
+            absent.append((f"--label {name}", name))
+    said = "so every sample is missing_field"
+    return tuple(
+        f"{flag}: no sample has a field {name!r}, {said}; {_fields_hint(peers, name)}"
+        for flag, name in absent
+    )
+
+
+def _held(peers: Population, path: str) -> bool:
+    stats = peers.fields.get(path)
+    return stats is not None and stats.present > 0
+
+
+def _fields_hint(peers: Population, name: str) -> str:
+    import difflib
+
+    parent = name.rpartition(".")[0]
+    siblings = [
+        path for path, stats in peers.fields.items()
+        if path and path.rpartition(".")[0] == parent and stats.present
+    ]  # fmt: skip
+    close = difflib.get_close_matches(name, siblings, n=3, cutoff=0.6)
+    if close:
+        return f"did you mean {', '.join(close)}?"
+    return f"the samples have: {', '.join(siblings[:12])}" if siblings else "the samples have no named fields"
+
+
 # ----------------------------------------------------------------------------------------------
 # The quarantine list
 

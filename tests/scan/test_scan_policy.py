@@ -128,6 +128,20 @@ def test_a_label_field_missing_everywhere_is_missing_on_every_sample(tmp_path) -
     # --label names a field no sample has: every sample is missing it, majority or not.
     summary = datalint.scan(spec("kinds.py:tensors()"), db=tmp_path / "t.db", workers=1, label=["target"])
     assert summary.findings["missing_field"] == 24
+    assert (
+        "--label target: no sample has a field 'target', so every sample is missing_field" in summary.notes[0]
+    )
+
+
+def test_a_misspelt_field_name_is_said_once_with_the_likely_name(tmp_path) -> None:
+    summary = datalint.scan(
+        spec("kinds.py:dicts()"), db=tmp_path / "d.db", workers=1, label=["lable"], require=["imag"]
+    )
+    assert summary.findings["missing_field"] == 24
+    assert [note for note in summary.notes if "no sample has" in note] == [
+        "--require imag: no sample has a field 'imag', so every sample is missing_field; did you mean image?",
+        "--label lable: no sample has a field 'lable', so every sample is missing_field; did you mean label?",
+    ]
 
 
 def test_each_structure_family_has_its_own_size_median(tmp_path) -> None:
