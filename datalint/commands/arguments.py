@@ -1,4 +1,5 @@
-"""argparse value converters shared by the command modules: whole numbers, seconds and sizes.
+"""argparse helpers shared by the command modules: value converters (whole numbers, seconds,
+sizes) and the flags every command spells the same way (`-o/--output-file`, `--format text|json`).
 
 Each raises `argparse.ArgumentTypeError` with a message that says what was expected and what was
 given, which argparse prints after the flag's name (`argument --batch-size: expected 1 or more,
@@ -9,6 +10,9 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
 
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?))?b?\s*", re.IGNORECASE)
 
@@ -70,3 +74,51 @@ def _bytes(text: str, *, binary_units: bool, examples: str) -> int:
     number, unit, binary = float(match[1]), (match[2] or "").lower(), bool(match[3])
     power = "kmgt".index(unit) + 1 if unit else 0
     return int(number * (1024 if binary or binary_units else 1000) ** power)
+
+
+# ----------------------------------------------------------------------------------------------
+# One vocabulary for every command: the file a command writes is -o/--output-file; a format is
+# --format text|json. Spellings from before stay accepted, hidden, with a warning, for one release.
+
+FORMAT_ALIASES = {"txt": "text"}
+
+
+class _Deprecated(argparse.Action):
+    """An old spelling of a flag: stores into the new flag's dest and says what to write instead."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, instead: str, **kwargs: Any) -> None:
+        self.instead = instead
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        print(f"datalint: {option} is deprecated; use {self.instead}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def _format_name(text: str) -> str:
+    """A --format value, an old name (txt) read as the new one (text) with a warning."""
+    if text in FORMAT_ALIASES:
+        print(
+            f"datalint: --format {text} is deprecated; use --format {FORMAT_ALIASES[text]}", file=sys.stderr
+        )
+    return FORMAT_ALIASES.get(text, text)
+
+
+def add_output_file(
+    parser: argparse.ArgumentParser, *, metavar: str, help: str, type: Callable[[str], Any] = str
+) -> None:
+    """-o/--output-file PATH into `args.output_file` (the old --output still works, hidden)."""
+    parser.add_argument("-o", "--output-file", dest="output_file", type=type, metavar=metavar, help=help)
+    parser.add_argument(
+        "--output", dest="output_file", type=type, action=_Deprecated, instead="-o/--output-file",
+        help=argparse.SUPPRESS,
+    )  # fmt: skip
+
+
+def add_format(
+    parser: Any, choices: Sequence[str], *, default: str = "text", help: str | None = None
+) -> None:
+    """--format NAME from `choices` into `args.format`; old names (txt) are accepted as aliases."""
+    parser.add_argument("--format", type=_format_name, choices=choices, default=default, help=help)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from datalint.commands.arguments import positive_int, size
+from datalint.commands.arguments import add_format, add_output_file, positive_int, size
 from datalint.commands.scan import KIND_HELP
 
 
@@ -27,21 +27,19 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("db", metavar="DB", help="the scan index (.datalint/<dataset>.db)")
     parser.add_argument("--kinds", metavar="KINDS", help=KIND_HELP)
-    parser.add_argument("-o", "--output", metavar="PATH", help="write the list here (default: stdout)")
-    parser.add_argument(
-        "--format",
-        choices=("json", "txt"),
+    add_output_file(parser, metavar="PATH", help="write the list here, atomically (default: stdout)")
+    add_format(
+        parser,
+        ("json", "text"),
         default="json",
-        help="json: the quarantine.json contract; txt: one 'index<TAB>key<TAB>kinds<TAB>detail' "
+        help="json: the quarantine.json contract; text: one 'index<TAB>key<TAB>kinds<TAB>detail' "
         "line per sample",
     )
     parser.add_argument(
         "--num-classes", type=positive_int, metavar="N", help="override the scan's --num-classes"
     )
     parser.add_argument("--ignore-index", type=int, metavar="I", help="override the scan's --ignore-index")
-    parser.add_argument(
-        "--max-bytes", type=size, metavar="SIZE", help="override the scan's --max-bytes"
-    )
+    parser.add_argument("--max-bytes", type=size, metavar="SIZE", help="override the scan's --max-bytes")
     parser.add_argument("--require", action="append", metavar="FIELD", help="override the scan's --require")
     parser.set_defaults(run=run, extras=("scan",))
 
@@ -57,15 +55,16 @@ def run(args: argparse.Namespace) -> int:
         max_bytes=args.max_bytes,
         require=tuple(args.require) if args.require else None,
     )
-    text = format_text(document) if args.format == "txt" else None
-    if args.output is None:
+    text = format_text(document) if args.format == "text" else None
+    if args.output_file is None:
         sys.stdout.write(text if text is not None else json.dumps(document, indent=1) + "\n")
     elif text is not None:
-        write_text_atomically(Path(args.output), text)
+        write_text_atomically(Path(args.output_file), text)
     else:
-        write_json_atomically(Path(args.output), document)
-    if args.output is not None:
-        print(f"datalint: {len(document['samples'])} sample(s) quarantined -> {args.output}", file=sys.stderr)
+        write_json_atomically(Path(args.output_file), document)
+    if args.output_file is not None:
+        count = len(document["samples"])
+        print(f"datalint: {count} sample(s) quarantined -> {args.output_file}", file=sys.stderr)
     return 0
 
 

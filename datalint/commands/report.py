@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from datalint.commands.arguments import count
+from datalint.commands.arguments import add_output_file, count
 from datalint.errors import UsageError
 
 DESCRIPTION = """\
@@ -38,11 +38,9 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("db", metavar="DB", type=Path, help="the scan index (.db) written by `datalint scan`")
-    parser.add_argument(
-        "-o",
-        "--output",
+    add_output_file(
+        parser,
         type=Path,
-        default=None,
         metavar="HTML",
         help="where to write the page (default: report.html, unless only --datasette-metadata is asked)",
     )
@@ -89,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--image-root {args.image_root}: not a folder")
     if args.datasette_metadata is not None:
         _write_metadata(args.datasette_metadata, args.db, datasette_metadata(args.db))
-        if args.output is None:
+        if args.output_file is None:
             return 0
     options = ReportOptions(
         title=args.title,
@@ -99,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         thumbnails=args.thumbnails,
         image_root=args.image_root,
     )
-    result = write_report(args.db, args.output or Path("report.html"), options)
+    result = write_report(args.db, args.output_file or Path("report.html"), options)
     print(
         f"wrote {result.path} ({result.bytes / 1e6:.1f} MB): {result.samples:,} samples, "
         f"{result.flagged:,} flagged, {result.quarantined:,} quarantined"

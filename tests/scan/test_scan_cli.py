@@ -88,7 +88,7 @@ def test_quarantine_rederives_with_another_policy_without_rescanning(demo, tmp_p
     assert [entry["index"] for entry in json.loads(out)["samples"]] == [17, 99]
 
     target = tmp_path / "all.txt"
-    code, _, err = run_cli("quarantine", str(db), "--kinds", "all", "--format", "txt", "-o", str(target))
+    code, _, err = run_cli("quarantine", str(db), "--kinds", "all", "--format", "text", "-o", str(target))
     lines = target.read_text().splitlines()
     assert code == 0 and "9 sample(s)" in err
     assert "333\timages/class3/0333.jpg\tdtype_mismatch\tfield 'image' has dtype float64" in "\n".join(lines)
