@@ -9,10 +9,12 @@ under `strict=False`.
 from __future__ import annotations
 
 import functools
+import shlex
 import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,7 @@ import numpy as np
 from datalint.errors import DatalintError
 from datalint.scan.sources import fingerprint as scan_fingerprint
 from datalint.scan.sources import key_function
+from datalint.scan.specs import SpecError, parse_spec
 from datalint.training.quarantine import Quarantine
 
 KeyReader = Callable[[int], str]
@@ -151,14 +154,30 @@ def _holds(reader: KeyReader, index: int, key: str | None, length: int) -> bool:
 
 def _stale_message(quarantine: Quarantine, dataset: Any, differences: list[str]) -> str:
     made_for = f" (made for {quarantine.dataset})" if quarantine.dataset else ""
-    return (
-        f"{quarantine.source}{made_for} does not match the dataset {type(dataset).__name__}: "
-        + "; ".join(differences)
+    return f"{quarantine.source}{made_for} does not match the dataset {type(dataset).__name__}: " + "; ".join(
+        differences
     )
 
 
 def _scan_hint(quarantine: Quarantine) -> str:
-    return f" (`datalint scan {quarantine.dataset}`)" if quarantine.dataset else " (`datalint scan`)"
+    return f" (`{rescan_command(quarantine.dataset)}`)"
+
+
+def rescan_command(made_for: str | None) -> str:
+    """The `datalint scan` command line, runnable as printed, that scans again what a list was made for.
+
+    A list records only its source's spec: a dataset spec (mymod:train, path/to/file.py:make(...)),
+    an image folder or a file list; a dataset passed as an object has no spec to repeat.
+    """
+    if not made_for or made_for.startswith("<"):
+        return "datalint scan --dataset SPEC"
+    try:
+        parse_spec(made_for)
+    except SpecError:  # no module:attribute form: the image folder, or the file list, scanned
+        if Path(made_for).is_file():
+            return f"datalint scan --files {shlex.quote(made_for)}"
+        return f"datalint scan --images {shlex.quote(made_for)}"
+    return f"datalint scan --dataset {shlex.quote(made_for)}"
 
 
 def _warn(message: str) -> None:

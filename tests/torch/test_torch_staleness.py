@@ -34,7 +34,7 @@ def test_list_for_a_dataset_of_another_length_is_refused(tmp_path: Path) -> None
     message = str(caught.value)
     assert str(path) in message and "(made for mymod:train)" in message
     assert "length 40 in the list, 38 in the dataset" in message
-    assert "`datalint scan mymod:train`" in message and "strict=False" in message
+    assert "`datalint scan --dataset mymod:train`" in message and "strict=False" in message
 
 
 def test_strict_false_warns_and_applies_what_fits(tmp_path: Path) -> None:
@@ -53,7 +53,10 @@ def test_list_without_length_is_still_checked_against_the_end(tmp_path: Path) ->
 def test_matching_keys_and_fingerprint_apply_silently(tmp_path: Path) -> None:
     dataset = FolderLikeDataset(PATHS)
     path = write_quarantine(
-        tmp_path / "quarantine.json", [4, 9], length=40, keys=[PATHS[4], PATHS[9]],
+        tmp_path / "quarantine.json",
+        [4, 9],
+        length=40,
+        keys=[PATHS[4], PATHS[9]],
         fingerprint=_fingerprint(dataset),
     )
     with warnings.catch_warnings():
@@ -65,7 +68,10 @@ def test_matching_keys_and_fingerprint_apply_silently(tmp_path: Path) -> None:
 def test_reordered_dataset_is_remapped_by_key(tmp_path: Path) -> None:
     scanned = FolderLikeDataset(PATHS)
     path = write_quarantine(
-        tmp_path / "quarantine.json", [4, 9], length=40, keys=[PATHS[4], PATHS[9]],
+        tmp_path / "quarantine.json",
+        [4, 9],
+        length=40,
+        keys=[PATHS[4], PATHS[9]],
         fingerprint=_fingerprint(scanned),
     )
     # Files were added and the listing order changed since the scan.
@@ -86,7 +92,10 @@ def test_remap_reports_keys_that_left_the_dataset(tmp_path: Path) -> None:
 
 def test_grown_dataset_with_keys_in_place_applies_with_a_rescan_warning(tmp_path: Path) -> None:
     path = write_quarantine(
-        tmp_path / "quarantine.json", [4], length=40, keys=[PATHS[4]],
+        tmp_path / "quarantine.json",
+        [4],
+        length=40,
+        keys=[PATHS[4]],
         fingerprint=_fingerprint(FolderLikeDataset(PATHS)),
     )
     grown = FolderLikeDataset([*PATHS, "train/late.jpg"])
@@ -118,3 +127,37 @@ def test_loaded_list_is_reusable_across_samplers(tmp_path: Path) -> None:
     assert len(QuarantineSampler(IndexDataset(10), quarantine)) == 9
     with pytest.raises(StaleQuarantineError):
         QuarantineSampler(IndexDataset(11), quarantine)
+
+
+@pytest.mark.parametrize(
+    ("made_for", "command"),
+    [
+        ("mymod:train", "datalint scan --dataset mymod:train"),
+        (
+            "flowers.py:make(split='train')",
+            "datalint scan --dataset 'flowers.py:make(split='\"'\"'train'\"'\"')'",
+        ),
+        ("data/train", "datalint scan --images data/train"),
+        ("<mymod.TrainSet object>", "datalint scan --dataset SPEC"),
+        (None, "datalint scan --dataset SPEC"),
+    ],
+)
+def test_the_rescan_hint_is_a_command_that_runs_as_printed(made_for: str | None, command: str) -> None:
+    import shlex
+
+    from datalint.cli import build_parser
+    from datalint.training.fit import rescan_command
+
+    assert rescan_command(made_for) == command
+    args = build_parser().parse_args(shlex.split(command)[1:])
+    assert args.command == "scan"
+    if made_for and not made_for.startswith("<"):
+        assert made_for in (args.dataset, args.images)  # the shell gives back exactly the spec
+
+
+def test_the_rescan_hint_of_a_file_list_scans_that_list(tmp_path: Path) -> None:
+    from datalint.training.fit import rescan_command
+
+    listing = tmp_path / "bad files.txt"
+    listing.write_text("a.png\n")
+    assert rescan_command(str(listing)) == f"datalint scan --files '{listing}'"
