@@ -154,8 +154,9 @@ def _holds(reader: KeyReader, index: int, key: str | None, length: int) -> bool:
 
 def _stale_message(quarantine: Quarantine, dataset: Any, differences: list[str]) -> str:
     made_for = f" (made for {quarantine.dataset})" if quarantine.dataset else ""
-    return f"{quarantine.source}{made_for} does not match the dataset {type(dataset).__name__}: " + "; ".join(
-        differences
+    return (
+        f"{quarantine.source}{made_for} does not match the dataset {type(dataset).__name__}: "
+        + "; ".join(differences)
     )
 
 

@@ -53,10 +53,7 @@ def test_list_without_length_is_still_checked_against_the_end(tmp_path: Path) ->
 def test_matching_keys_and_fingerprint_apply_silently(tmp_path: Path) -> None:
     dataset = FolderLikeDataset(PATHS)
     path = write_quarantine(
-        tmp_path / "quarantine.json",
-        [4, 9],
-        length=40,
-        keys=[PATHS[4], PATHS[9]],
+        tmp_path / "quarantine.json", [4, 9], length=40, keys=[PATHS[4], PATHS[9]],
         fingerprint=_fingerprint(dataset),
     )
     with warnings.catch_warnings():
@@ -68,10 +65,7 @@ def test_matching_keys_and_fingerprint_apply_silently(tmp_path: Path) -> None:
 def test_reordered_dataset_is_remapped_by_key(tmp_path: Path) -> None:
     scanned = FolderLikeDataset(PATHS)
     path = write_quarantine(
-        tmp_path / "quarantine.json",
-        [4, 9],
-        length=40,
-        keys=[PATHS[4], PATHS[9]],
+        tmp_path / "quarantine.json", [4, 9], length=40, keys=[PATHS[4], PATHS[9]],
         fingerprint=_fingerprint(scanned),
     )
     # Files were added and the listing order changed since the scan.
@@ -92,10 +86,7 @@ def test_remap_reports_keys_that_left_the_dataset(tmp_path: Path) -> None:
 
 def test_grown_dataset_with_keys_in_place_applies_with_a_rescan_warning(tmp_path: Path) -> None:
     path = write_quarantine(
-        tmp_path / "quarantine.json",
-        [4],
-        length=40,
-        keys=[PATHS[4]],
+        tmp_path / "quarantine.json", [4], length=40, keys=[PATHS[4]],
         fingerprint=_fingerprint(FolderLikeDataset(PATHS)),
     )
     grown = FolderLikeDataset([*PATHS, "train/late.jpg"])
