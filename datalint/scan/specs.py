@@ -12,6 +12,7 @@ import difflib
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import traceback
@@ -187,12 +188,38 @@ def _call_factory(spec: Spec, factory: Any) -> Any:
 
 
 def _close_names(owner: Any, name: str) -> str:
-    names = [n for n in dir(owner) if not n.startswith("_")]
+    """What to suggest for a missing attribute: only what could be a dataset, never `np` or `Path`."""
+    names = [n for n in dir(owner) if not n.startswith("_") and _could_be_dataset(owner, n)]
     close = difflib.get_close_matches(name, names, n=5, cutoff=0.6)
     if close:
         return f"; did you mean {', '.join(close)}?"
-    public = sorted(names)[:12]
-    return f"; it has: {', '.join(public)}" if public else ""
+    candidates = sorted(names)[:12]
+    if candidates:
+        return f"; datasets or factories there: {', '.join(candidates)}"
+    return "; nothing there looks like a dataset (an object with __len__ and __getitem__, or __iter__)"
+
+
+_DATASET_METHODS = ("__len__", "__getitem__", "__iter__")
+
+
+def _could_be_dataset(owner: Any, name: str) -> bool:
+    """An object with __len__ / __getitem__ / __iter__, a class whose instances have them, or a
+    function; classes and functions only where `owner` defines them (not what it imports)."""
+    try:
+        value = inspect.getattr_static(owner, name)
+    except AttributeError:
+        return False
+    if isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    if inspect.ismodule(value) or isinstance(value, (str, bytes, bytearray, int, float, complex, bool)):
+        return False
+    owner_module = owner.__name__ if inspect.ismodule(owner) else getattr(owner, "__module__", None)
+    if inspect.isclass(value) or inspect.isroutine(value):
+        defined_in = getattr(value, "__module__", None)
+        if defined_in in (None, "builtins") or defined_in != owner_module:
+            return False  # imported (torch's Dataset base class, numpy's array, a helper) or built in
+        return inspect.isroutine(value) or any(hasattr(value, method) for method in _DATASET_METHODS)
+    return any(hasattr(type(value), method) for method in _DATASET_METHODS)
 
 
 def _describe(exc: BaseException) -> str:

@@ -38,7 +38,7 @@ def test_a_module_spec_imports_from_the_working_directory(tmp_path, monkeypatch)
         ("no_colon_here", "must have the form"),
         ("datalint_no_such_module_xyz:ds", "cannot import module 'datalint_no_such_module_xyz'"),
         (spec("nowhere.py:ds"), "no such file"),
-        (spec("broken.py:datset"), "did you mean dataset,"),
+        (spec("broken.py:datset"), "did you mean dataset?"),
         (spec("broken.py:no_length"), "not a map-style dataset: it has no __len__"),
         (spec("broken.py:not_a_dataset"), "not a map-style dataset"),
         (spec("broken.py:Fine"), "names the class Fine, not a dataset"),
@@ -65,3 +65,25 @@ def test_the_cli_exits_2_with_the_message_and_no_traceback(tmp_path) -> None:
     assert code == 2
     assert "len() raised TypeError" in err and "broken.py" in err
     assert "Traceback" not in err and out == ""
+
+
+@pytest.mark.parametrize(
+    ("attribute", "suggestion"),
+    [
+        ("train_dz", "; did you mean train_ds?"),
+        ("make_flower", "; did you mean make_flowers?"),
+        # close to `np`, `Path` and the imported `Dataset` base class: none of them is a dataset
+        ("nq", "; datasets or factories there: Flowers, MEAN, make_flowers, train_ds"),
+        ("Pth", "; datasets or factories there: Flowers, MEAN, make_flowers, train_ds"),
+        ("Datset", "; datasets or factories there: Flowers, MEAN, make_flowers, train_ds"),
+    ],
+)
+def test_a_missing_attribute_suggests_only_what_could_be_a_dataset(attribute, suggestion) -> None:
+    with pytest.raises(SpecError) as caught:
+        resolve_spec(spec(f"suggestions.py:{attribute}"))
+    assert str(caught.value).endswith(f"has no attribute {attribute!r}{suggestion}")
+
+
+def test_an_owner_with_nothing_dataset_like_says_so() -> None:
+    with pytest.raises(SpecError, match="nothing there looks like a dataset"):
+        resolve_spec(spec("suggestions.py:NAME.upperr"))
