@@ -9,7 +9,9 @@ locked"; each failure is one transaction, so none is half written or lost.
 
 from __future__ import annotations
 
+import atexit
 import json
+import logging
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -24,6 +26,7 @@ from datalint.scan import store
 # Long enough to outlast any other writer's single-row transaction, even on a loaded machine.
 BUSY_TIMEOUT_S = 60.0
 utc_now = store.utc_now
+logger = logging.getLogger("datalint.torch")  # where the guard says what it could not record
 
 
 class RecordError(DatalintError):
@@ -79,7 +82,29 @@ def start_guard_run(
         )
         db.execute("UPDATE runs SET counts = ? WHERE id = ?", [json.dumps({"error": 0}), run_id])
         db.conn.commit()
+    # The run ends with the process that started it; a process killed (or ended by os._exit) leaves
+    # it unfinished, which is what a report should then say.
+    atexit.register(_finish_at_exit, Path(path), run_id, os.getpid())
     return run_id
+
+
+def finish_guard_run(path: str | os.PathLike[str], run_id: int) -> None:
+    """Mark the guard run finished (its counts are kept current by each recorded failure)."""
+    with _opened(Path(path)) as db:
+        finished = utc_now("milliseconds")
+        db.execute("UPDATE runs SET finished = ? WHERE id = ? AND finished IS NULL", [finished, run_id])
+        db.conn.commit()
+
+
+def _finish_at_exit(path: Path, run_id: int, pid: int) -> None:
+    if os.getpid() != pid:  # a forked DataLoader worker inherits the handler; the run is not its own
+        return
+    if not path.is_file():  # removed since (a temporary record): nothing to finish, nothing to recreate
+        return
+    try:
+        finish_guard_run(path, run_id)
+    except Exception as exc:  # at exit: say what was not written, never a traceback
+        logger.warning("datalint guard: could not mark run %d finished in %s: %s", run_id, path, exc)
 
 
 def record_failure(path: str | os.PathLike[str], run_id: int, failure: Failure) -> None:

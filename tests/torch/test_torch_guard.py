@@ -158,3 +158,43 @@ def test_plain_dataset_behaviour_is_unchanged() -> None:
     assert len(guarded) == 5
     assert [int(x) for x in DataLoader(guarded, sampler=SequentialSampler(guarded))] == list(range(5))
     assert guarded.failures == ()
+
+
+GUARDED_TRAINING = """
+import os, sys
+from torch.utils.data import DataLoader
+from torch_test_data import FlakyDataset
+from datalint.torch import GuardedDataset
+
+guarded = GuardedDataset(FlakyDataset(24, bad=[5]), record=sys.argv[1])
+for _ in DataLoader(guarded, batch_size=8, num_workers=2, multiprocessing_context="fork"):
+    pass
+if sys.argv[2] == "killed":
+    os._exit(9)  # as SIGKILL or the OOM killer would end it: no exit handlers run
+"""
+
+
+@pytest.mark.parametrize(
+    ("ending", "finished"), [("normal", True), pytest.param("killed", False, marks=pytest.mark.slow)]
+)
+def test_the_guard_run_is_finished_when_the_training_process_ends_normally(
+    tmp_path: Path, ending: str, finished: bool
+) -> None:
+    import subprocess
+    import sys
+
+    record = tmp_path / "guard.db"
+    done = subprocess.run(
+        [sys.executable, "-c", GUARDED_TRAINING, str(record), ending],
+        cwd=Path(__file__).parent,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == (0 if finished else 9), done.stderr
+    ((kind, started, ended, counts),) = _rows(record, "SELECT kind, started, finished, counts FROM runs")
+    assert kind == "guard" and json.loads(counts) == {"error": 1}
+    assert (ended is not None) == finished
+    if finished:
+        assert ended >= started
