@@ -304,7 +304,7 @@ def diagnose(text: str, exit_codes: Mapping[int, int] | None = None) -> Diagnosi
         )
     if "timed out after" in text:
         return Diagnosis(None, "a worker hung (no batch within the timeout)",
-                         "`datalint scan --timeout` finds the sample that hangs", first, pids)
+                         "`datalint scan ... --timeout S` finds the sample that hangs", first, pids)
     if "exited unexpectedly" in text or any(code > 0 for code in exit_codes.values()):
         return Diagnosis(None, "a worker exited without a signal (os._exit or sys.exit in the dataset)",
                          "search the dataset and its libraries for exit calls", first, pids)

@@ -48,7 +48,7 @@ def register(subparsers: Any) -> None:
         "--lint", type=Path, metavar="JSON", help="findings from `datalint check --format json`"
     )
     parser.add_argument(
-        "--bench", type=Path, metavar="JSON", help="results from `datalint bench --format json`"
+        "--bench", type=Path, metavar="JSON", help="results from `datalint bench ... --format json`"
     )
     parser.add_argument("--title", help="page title (default: the scanned spec)")
     parser.add_argument(

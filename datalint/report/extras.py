@@ -96,13 +96,13 @@ def _lint_finding(item: dict[str, Any]) -> LintFinding:
 
 
 def load_bench(path: Path) -> BenchResult:
-    """`datalint bench --format json` output: {"runs": [...], "recommended": {...}}."""
+    """`datalint bench ... --format json` output: {"runs": [...], "recommended": {...}}."""
     data = _load_json(path, "bench")
     if isinstance(data, list):
         data = {"runs": data}
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
         raise DatalintError(
-            f'{path}: expected a JSON object with a "runs" list, as `datalint bench --format json` writes'
+            f'{path}: expected a JSON object with a "runs" list, as `datalint bench ... --format json` writes'
         )
     recommended = data.get("recommended")
     recommendation = recommended if isinstance(recommended, dict) else {}
