@@ -61,8 +61,8 @@ def parse_error(argv: list[str]) -> str | None:
     `datalint CMD` alone names a command. `...` stands for arguments left out: where it is, an
     argument the parser requires may be among them, and `...` after a flag is its value.
     """
-    if len(argv) <= 1:  # `datalint`, `datalint CMD`: the program or a command, named
-        return None if not argv or argv[0] in COMMANDS else f"no command {argv[0]!r}"
+    if not argv or (len(argv) == 1 and argv[0] in (*COMMANDS, PLACEHOLDER)):
+        return None  # `datalint`, `datalint CMD`: the program or a command, named
     if "..." not in argv:
         return _placeholder_excused(argv, _refusal(argv))
     errors = [
@@ -116,8 +116,9 @@ def _rendered(node: ast.AST) -> str | None:
 
 
 def _looks_like_output(argv: list[str]) -> bool:
-    # `datalint scan fixtures/demo.py:demo: 400 samples, ...` is a summary line, not a command
-    return len(argv) > 1 and argv[1].endswith(":")
+    # `datalint scan fixtures/demo.py:demo: 400 samples, ...` is a summary line and
+    # "datalint docs TOPIC prints one of:" a sentence, not commands
+    return any(word.endswith(":") for word in argv[1:])
 
 
 def from_source() -> Iterator[tuple[str, str]]:
@@ -226,9 +227,9 @@ def test_a_printed_command_parses_as_printed(where: str, line: str) -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        "datalint scan flowers.py:train_ds",  # the spec needs --dataset
+        "datalint scan --dataset",  # a flag without its value
         "datalint quarantine --kinds all",  # DB is required
-        "datalint scan --images",  # a flag without its value
+        "datalint scan --images DIR --no-such-flag",
         "datalint scan --dataset m:ds --no-such-flag",
         "datalint frobnicate",
     ],
@@ -236,3 +237,17 @@ def test_a_printed_command_parses_as_printed(where: str, line: str) -> None:
 def test_a_command_that_would_not_run_is_caught(line: str) -> None:
     argv = command_words(line)
     assert argv is not None and parse_error(argv) is not None
+
+
+def test_a_dataset_spec_given_where_image_files_go_is_refused_with_the_command_to_run(tmp_path) -> None:
+    # `datalint scan flowers.py:train_ds` parses (image files are positional); it must not scan
+    # a file of that name, but say what to run instead, and that must run as printed.
+    from datalint.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["scan", "flowers.py:train_ds", "--db", str(tmp_path / "x.db")])
+    assert code == 2
+    (hint,) = IN_BACKTICKS.findall(err.getvalue())
+    assert hint == "datalint scan --dataset flowers.py:train_ds"
+    assert parse_error(command_words(hint) or []) is None

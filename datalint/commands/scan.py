@@ -100,12 +100,33 @@ def choose_source(args: argparse.Namespace) -> Any:
     from datalint.scan.sources import SourceDescription
 
     if args.images or args.files or args.files_from_dataset or args.paths:
+        _refuse_specs_as_images(args.paths)
         return _image_source(args)
     if args.dataset:
         return SourceDescription.make("dataset", args.dataset, labels=tuple(args.label))
     raise UsageError(
         "nothing to scan: pass --dataset SPEC (e.g. --dataset mymod:ds), --images DIR or image files"
     )
+
+
+def _refuse_specs_as_images(paths: list[str]) -> None:
+    """`datalint scan flowers.py:train_ds`: a dataset spec where image files go, not a file to decode."""
+    import os
+    import shlex
+
+    from datalint.scan.specs import SpecError, parse_spec
+
+    for path in paths:
+        if os.path.exists(path):
+            continue
+        try:
+            parse_spec(path)
+        except SpecError:
+            continue
+        raise UsageError(
+            f"{path} is not an image file but looks like a dataset spec; scan the dataset with "
+            f"`datalint scan --dataset {shlex.quote(path)}`"
+        )
 
 
 def _image_source(args: argparse.Namespace) -> Any:
