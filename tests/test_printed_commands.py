@@ -35,6 +35,7 @@ PROGRAM = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:python3? -m )?datalint(?=
 IN_BACKTICKS = re.compile(r"`((?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:python3? -m )?datalint(?:\s[^`]*)?)`")
 SHELL_ENDS = {"|", "||", "&&", ";", ">", ">>", "2>", "2>&1", "<", "&"}
 PLACEHOLDER = "X"  # an f-string field, e.g. the spec in f"`datalint scan --dataset {spec}`"
+PARSER = build_parser()  # the real one, every command registered; parsing leaves it unchanged
 
 
 def command_words(line: str) -> list[str] | None:
@@ -89,7 +90,7 @@ def _refusal(argv: list[str]) -> str | None:
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            args = build_parser().parse_args(argv)
+            args = PARSER.parse_args(argv)
     except SystemExit as exit_:
         return (
             None if exit_.code == 0 else (err.getvalue().strip().splitlines() or [f"exit {exit_.code}"])[-1]
@@ -141,8 +142,7 @@ def from_source() -> Iterator[tuple[str, str]]:
 
 
 def from_help() -> Iterator[tuple[str, str]]:
-    parser = build_parser()
-    (subparsers,) = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    (subparsers,) = [action for action in PARSER._actions if isinstance(action, argparse._SubParsersAction)]
     for name, sub in sorted(subparsers.choices.items()):
         for line in (sub.epilog or "").splitlines():
             if PROGRAM.match(line.strip().removeprefix("$ ")):
