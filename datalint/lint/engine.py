@@ -12,14 +12,16 @@ import io
 import os
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from datalint.config import DEFAULT_EXCLUDES, Config
 from datalint.errors import DatalintError, UsageError
 from datalint.lint.catalog import Catalog, Matcher, Rule, load_catalog
+from datalint.lint.fixes import Fix, fix_for
 from datalint.lint.module import Match, Module, parse_noqa
+from datalint.lint.noqa import Directive
 
 PARSE_ERROR_CODE = "DL000"
 
@@ -37,6 +39,8 @@ class Finding:
     name: str = field(compare=False)
     severity: str = field(compare=False)
     message: str = field(compare=False)
+    fix: Fix | None = field(default=None, compare=False)  # the edits that would remove it, if any
+    cell: int | None = field(default=None, compare=False)  # a notebook's 1-based cell; lines count in it
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ class Linter:
             # NUL bytes (ValueError before 3.12) or nesting too deep for the parser.
             return self._unparsable(rules, path, text, f"cannot parse: {exc or type(exc).__name__}", 1, 1)
         findings = [f for active in rules for f in self._run(active, module)]
-        return sorted(findings)
+        return sorted(apply_noqa(module, findings, rules, self.catalog))
 
     def check_file(self, path: Path, shown_as: str | None = None) -> list[Finding]:
         name = shown_as or str(path)
@@ -119,9 +123,8 @@ class Linter:
         try:
             for match in active.matcher(module, **active.params):
                 finding = _finding(module, rule, match)
-                noqa = module.noqa(finding.line)
-                if noqa is None or not noqa.silences(rule.id):
-                    yield finding
+                fix = fix_for(rule.id, module, match, active.params)
+                yield replace(finding, fix=fix) if fix is not None else finding
         except MatcherError:
             raise
         except Exception as exc:  # a bug in one matcher must name itself, not look like bad input
@@ -144,6 +147,95 @@ class Linter:
         return [
             Finding(path, line, max(column, 1), rule.id, line, max(column, 1), rule.name, severity, message)
         ]
+
+
+def apply_noqa(
+    module: Module, findings: list[Finding], rules: Sequence[_ActiveRule], catalog: Catalog
+) -> list[Finding]:
+    """Drop the findings a `# noqa` covers; report directives naming rule codes that silenced nothing.
+
+    A directive's code is *unused* only when every rule it names ran on this file (a code left
+    out by --select or per-file-ignores may be needed on another run) and none of their findings
+    starts on the line it covers; a code with the catalog's letters but no rule (DL999) is unused
+    too. Codes of other tools (E501) and bare `# noqa` are never reported.
+    """
+    directives = module.noqa_directives
+    if not directives.by_line and not directives.file_directive:
+        return findings
+    kept: list[Finding] = []
+    used: dict[int, set[str]] = {}
+    for finding in findings:
+        if directives.file_silences(finding.code):
+            continue
+        directive = directives.for_line(finding.line)
+        if directive is not None and directive.noqa.silences(finding.code):
+            used.setdefault(directive.line, set()).update(
+                code for code in directive.codes or () if finding.code.startswith(code)
+            )
+            continue
+        kept.append(finding)
+    unused_rule = next((a.rule for a in rules if a.rule.id == UNUSED_NOQA_CODE), None)
+    if unused_rule is None or directives.file_silences(UNUSED_NOQA_CODE):
+        return kept
+    active = {a.rule.id for a in rules}
+    letters = {_letters(rule.id) for rule in catalog}
+    for directive in directives.by_line.values():
+        if directive.codes is None or directive.noqa.silences(UNUSED_NOQA_CODE):
+            continue  # bare `# noqa` may be meant for any tool; `# noqa: DL900` keeps its directive
+        unused, unknown = _unused_codes(directive, used.get(directive.line, set()), active, letters, catalog)
+        if unused or unknown:
+            kept.append(_unused_noqa_finding(module, unused_rule, directive, unused, unknown))
+    return kept
+
+
+UNUSED_NOQA_CODE = "DL900"
+
+
+def _letters(code: str) -> str:
+    return code.rstrip("0123456789")
+
+
+def _unused_codes(
+    directive: Directive, used: set[str], active: set[str], letters: set[str], catalog: Catalog
+) -> tuple[list[str], list[str]]:
+    unused: list[str] = []
+    unknown: list[str] = []
+    for code in directive.codes or ():
+        if _letters(code) not in letters or code == UNUSED_NOQA_CODE or code in used:
+            continue
+        named = catalog.matching(code)
+        if not named:
+            unknown.append(code)
+        elif all(rule.id in active for rule in named):
+            unused.append(code)
+    return unused, unknown
+
+
+def _unused_noqa_finding(
+    module: Module, rule: Rule, directive: Directive, unused: list[str], unknown: list[str]
+) -> Finding:
+    from datalint.lint.fixes import drop_noqa_codes
+
+    parts = []
+    if unused:
+        parts.append(f"{', '.join(unused)} reported nothing here")
+    if unknown:
+        parts.append(f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a rule code")
+    written = directive.line_text[directive.span[0] : directive.span[1]]
+    message = rule.message.format_map({"directive": written, "reason": "; ".join(parts)})
+    start, end = directive.span
+    return Finding(
+        module.path,
+        directive.line,
+        start + 1,
+        rule.id,
+        directive.line,
+        end + 1,
+        rule.name,
+        rule.severity,
+        message,
+        fix=drop_noqa_codes(directive, {*unused, *unknown}),
+    )
 
 
 def select_rules(catalog: Catalog, config: Config) -> tuple[Rule, ...]:

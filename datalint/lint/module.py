@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+from datalint.lint.noqa import Directives, read_directives
+from datalint.lint.noqa import Noqa as Noqa  # re-exported: matchers and tests import it from here
+from datalint.lint.noqa import parse_noqa as parse_noqa
+
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
@@ -111,8 +115,6 @@ LOADER_DEFAULTS: dict[str, Any] = {
     "in_order": True,
 }
 
-_NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
-_CODE = re.compile(r"[A-Z]+[0-9]*", re.IGNORECASE)
 _BUILTINS = frozenset(dir(builtins))
 # A line as the parser counts them: ended by \n, \r\n or \r (not by form feeds, unlike splitlines).
 _PARSER_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -227,16 +229,6 @@ class StartMethodSite:
     method: str
     node: ast.AST
     via: str  # "multiprocessing_context", "set_start_method" or "get_context"
-
-
-@dataclass(frozen=True)
-class Noqa:
-    """A `# noqa` comment; codes is None for a bare `# noqa`, which silences every code."""
-
-    codes: frozenset[str] | None
-
-    def silences(self, code: str) -> bool:
-        return self.codes is None or any(code.startswith(prefix) for prefix in self.codes)
 
 
 class Module:
@@ -829,11 +821,18 @@ class Module:
 
     # ---- noqa --------------------------------------------------------------------------------
 
+    @cached_property
+    def noqa_directives(self) -> Directives:
+        """Every `# noqa` directive of the file, read from its comment tokens."""
+        return read_directives(self.source)
+
     def noqa(self, line: int) -> Noqa | None:
-        """The `# noqa` / `# noqa: DL001,DL002` comment on a 1-based line, if any."""
-        if not 0 < line <= len(self.lines):
-            return None
-        return parse_noqa(self.lines[line - 1])
+        """The `# noqa` directive covering a finding that starts on a 1-based line, if any.
+
+        It is on that line, or on the last line of the statement the line belongs to.
+        """
+        directive = self.noqa_directives.for_line(line)
+        return directive.noqa if directive is not None else None
 
 
 _NEVER_NONE = (
@@ -848,17 +847,6 @@ _NEVER_NONE = (
     ast.Lambda,
     ast.JoinedStr,
 )
-
-
-def parse_noqa(line: str) -> Noqa | None:
-    """The `# noqa` directive in one physical line (like flake8, read from the line's text)."""
-    match = _NOQA.search(line)
-    if match is None:
-        return None
-    codes = match.group("codes")
-    if codes is None:
-        return Noqa(None)
-    return Noqa(frozenset(code.upper() for code in _CODE.findall(codes)))
 
 
 def canonical(qualified: str) -> str:

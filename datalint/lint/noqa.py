@@ -1,0 +1,192 @@
+"""`# noqa` directives read from a file's comment tokens, not from its raw lines.
+
+Reading comments through `tokenize` means a `"# noqa"` inside a string silences nothing, and
+knowing where each logical line ends lets a directive sit on the last line of a statement that
+spans several lines (`DataLoader(\\n ...\\n)  # noqa: DL001`). Files that never spell "noqa"
+skip tokenizing altogether, so the common case costs one substring search.
+
+Two kinds of directive:
+- a line directive, `# noqa` (every code) or `# noqa: DL001, DL2` (codes or prefixes);
+- a file directive, `# datalint: noqa` or `# datalint: noqa: DL101`, on a line of its own
+  anywhere in the file, which silences those codes in the whole file.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+# A noqa directive, optionally with codes (`NOQA:DL001`, `noqa: DL001, DL2`); codes need a digit, so the
+# words of an explanation after them (`noqa: DL101 because ...`) are not read as codes.
+NOQA = re.compile(
+    r"#\s*noqa(?P<colon>\s*:\s*(?P<codes>[A-Z]+[0-9]+(?:(?:\s*,\s*|\s+)[A-Z]+[0-9]+)*))?", re.IGNORECASE
+)
+FILE_NOQA = re.compile(
+    r"#\s*datalint\s*:\s*noqa(?:\s*:\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE
+)
+CODE = re.compile(r"[A-Z]+[0-9]+", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Noqa:
+    """A `# noqa` comment; codes is None for a bare `# noqa`, which silences every code."""
+
+    codes: frozenset[str] | None
+
+    def silences(self, code: str) -> bool:
+        return self.codes is None or any(code.startswith(prefix) for prefix in self.codes)
+
+
+@dataclass(frozen=True)
+class Directive:
+    """One `# noqa` comment where it stands: 1-based line, 1-based character column of the `#`.
+
+    `codes` keeps the order and spelling-as-upper-case of the comment (None when bare);
+    `span` is the directive's own text inside the comment, (start, end) in characters of
+    that line, so a fix can drop a code or the whole directive.
+    """
+
+    line: int
+    column: int
+    codes: tuple[str, ...] | None
+    span: tuple[int, int]
+    comment_start: int  # 0-based column of the comment's `#`
+    comment_end: int  # 0-based column where the comment ends (the line's end)
+    line_text: str  # the physical line, without its line break
+
+    @property
+    def noqa(self) -> Noqa:
+        return Noqa(None if self.codes is None else frozenset(self.codes))
+
+
+@dataclass(frozen=True)
+class Directives:
+    """Every noqa directive in one file, and which lines each directive covers."""
+
+    by_line: dict[int, Directive]  # the directive on a physical line
+    covers: dict[int, int]  # physical line -> line of the directive that also covers it (statement end)
+    file_codes: frozenset[str] | None  # file-level codes; None: no file directive; empty: every code
+    file_directive: bool
+
+    def for_line(self, line: int) -> Directive | None:
+        """The directive that applies to a finding starting on `line`, if any."""
+        own = self.by_line.get(line)
+        if own is not None:
+            return own
+        end = self.covers.get(line)
+        return self.by_line.get(end) if end is not None else None
+
+    def file_silences(self, code: str) -> bool:
+        if not self.file_directive:
+            return False
+        return self.file_codes is None or any(code.startswith(prefix) for prefix in self.file_codes)
+
+
+NO_DIRECTIVES = Directives({}, {}, None, False)
+
+
+def parse_noqa(text: str) -> Noqa | None:
+    """The `# noqa` directive in one comment (or line) of text, if any."""
+    match = NOQA.search(text)
+    if match is None:
+        return None
+    codes = match.group("codes")
+    return Noqa(None if codes is None else frozenset(c.upper() for c in CODE.findall(codes)))
+
+
+def read_directives(source: str) -> Directives:
+    """The noqa directives of a file, read from its comment tokens (empty when it never says noqa)."""
+    lowered = source.lower()
+    if "noqa" not in lowered:
+        return NO_DIRECTIVES
+    by_line: dict[int, Directive] = {}
+    covers: dict[int, int] = {}
+    file_codes: set[str] | None = set()
+    file_directive = False
+    statement_start: int | None = None
+    try:
+        for token in _tokens(source):
+            kind, text, (row, column), _, line_text = token
+            if statement_start is None and kind not in _NON_CODE:
+                statement_start = row
+            if kind == tokenize.COMMENT:
+                whole = FILE_NOQA.match(text)
+                if whole is not None:
+                    file_directive = True
+                    codes = whole.group("codes")
+                    if codes is None:
+                        file_codes = None
+                    elif file_codes is not None:
+                        file_codes.update(c.upper() for c in CODE.findall(codes))
+                    continue
+                directive = _directive(text, row, column, line_text.rstrip("\r\n"))
+                if directive is not None:
+                    by_line[row] = directive
+            elif kind == tokenize.NEWLINE:
+                # The logical line ended: its first lines are covered by a directive on its last line.
+                if statement_start is not None:
+                    for covered in range(statement_start, row):
+                        covers[covered] = row
+                statement_start = None
+    except (tokenize.TokenError, SyntaxError):
+        pass  # keep what was read: the parser reports the real problem
+    return Directives(
+        by_line, covers, frozenset(file_codes) if file_codes is not None else None, file_directive
+    )
+
+
+_NON_CODE = frozenset(
+    {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+)
+
+
+def _tokens(source: str) -> Iterator[tokenize.TokenInfo]:
+    return tokenize.generate_tokens(io.StringIO(source).readline)
+
+
+def _directive(comment: str, row: int, column: int, line_text: str) -> Directive | None:
+    match = NOQA.search(comment)
+    if match is None:
+        return None
+    codes_text = match.group("codes")
+    codes = None if codes_text is None else tuple(c.upper() for c in CODE.findall(codes_text))
+    comment_end = column + len(comment)
+    span = (column + match.start(), column + match.end())
+    return Directive(row, span[0] + 1, codes, span, column, comment_end, line_text)
+
+
+def comment_safe_lines(source: str) -> frozenset[int]:
+    """Lines whose end is outside any string and not a backslash continuation: a comment fits there."""
+    unsafe: set[int] = set()
+    try:
+        for kind, _, (row, _), (end_row, _), _ in _tokens(source):
+            if kind in (tokenize.STRING, getattr(tokenize, "FSTRING_MIDDLE", -1)) and end_row > row:
+                unsafe.update(range(row, end_row))
+    except (tokenize.TokenError, SyntaxError):
+        return frozenset()
+    lines = source.splitlines()
+    safe = {
+        n for n in range(1, len(lines) + 1) if n not in unsafe and not lines[n - 1].rstrip().endswith("\\")
+    }
+    return frozenset(safe)
+
+
+def statement_ends(source: str) -> dict[int, int]:
+    """Physical line -> the last line of its logical line, for every line of a multi-line statement."""
+    ends: dict[int, int] = {}
+    start: int | None = None
+    try:
+        for kind, _, (row, _), _, _ in _tokens(source):
+            if start is None and kind not in _NON_CODE:
+                start = row
+            if kind == tokenize.NEWLINE:
+                if start is not None:
+                    for covered in range(start, row + 1):
+                        ends[covered] = row
+                start = None
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return ends
