@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from datalint.config import DEFAULT_EXCLUDES, Config
-from datalint.errors import DatalintError, UsageError
+from datalint.config import Config, ConfigResolver
+from datalint.errors import DatalintError
 from datalint.lint.catalog import Catalog, Matcher, Rule, load_catalog
 from datalint.lint.fixes import Fix, fix_for
 from datalint.lint.module import Match, Module, parse_noqa
@@ -108,7 +108,31 @@ class Linter:
             return self._unparsable(
                 self._rules_for(name), name, "", f"cannot read: {exc.strerror or exc}", 1, 1
             )
+        if is_notebook(name):
+            return self.check_notebook(data, name)
         return self.check_source(data, name)
+
+    def check_notebook(self, document: str | bytes, path: str) -> list[Finding]:
+        """Findings for a Jupyter notebook's code cells, each at its cell and the line in that cell.
+
+        Fixes are left out: their edits would address the joined cells, not the notebook's JSON.
+        """
+        from datalint.lint.notebook import NotebookError, notebook_code
+
+        if isinstance(document, bytes):
+            document = document.decode("utf-8", errors="replace")
+        try:
+            code = notebook_code(document)
+        except NotebookError as exc:
+            return self._unparsable(self._rules_for(path), path, "", str(exc), 1, 1)
+        findings = []
+        for finding in self.check_source(code.text, path):
+            cell, line = code.origin(finding.line)
+            end_cell, end_line = code.origin(finding.end_line)
+            end = (end_line, finding.end_column) if end_cell == cell else (line, finding.column + 1)
+            placed = replace(finding, line=line, end_line=end[0], end_column=end[1], fix=None, cell=cell)
+            findings.append(placed)
+        return sorted(findings, key=sort_key)
 
     def _rules_for(self, path: str) -> tuple[_ActiveRule, ...]:
         ignored = self.config.ignored_for(path) if path != "<string>" else ()
@@ -181,7 +205,7 @@ def apply_noqa(
     letters = {_letters(rule.id) for rule in catalog}
     for directive in directives.by_line.values():
         if directive.codes is None or directive.noqa.silences(UNUSED_NOQA_CODE):
-            continue  # bare `# noqa` may be meant for any tool; `# noqa: DL900` keeps its directive
+            continue  # a bare directive may be meant for any tool; one naming DL900 is kept as it is
         unused, unknown = _unused_codes(directive, used.get(directive.line, set()), active, letters, catalog)
         if unused or unknown:
             kept.append(_unused_noqa_finding(module, unused_rule, directive, unused, unknown))
@@ -236,6 +260,34 @@ def _unused_noqa_finding(
         message,
         fix=drop_noqa_codes(directive, {*unused, *unknown}),
     )
+
+
+class LinterCache:
+    """One Linter per configuration a resolver hands out (rules bound once per config)."""
+
+    def __init__(self, default: Linter, resolver: ConfigResolver | None = None) -> None:
+        self.default = default
+        self.resolver = resolver
+        self._linters: dict[int, Linter] = {}
+
+    def for_path(self, path: Path | str) -> Linter:
+        if self.resolver is None:
+            return self.default
+        config = self.resolver.for_path(path)
+        linter = self._linters.get(id(config))
+        if linter is None:
+            catalog = self.default.catalog if config.rule_paths == self.default.config.rule_paths else None
+            linter = self._linters[id(config)] = Linter(config, catalog)
+        return linter
+
+
+def sort_key(finding: Finding) -> tuple[str, int, int, int, str]:
+    """Findings in reading order: by path, then notebook cell, line, column and code."""
+    return (finding.path, finding.cell or 0, finding.line, finding.column, finding.code)
+
+
+def is_notebook(path: str) -> bool:
+    return path.endswith(".ipynb")
 
 
 def select_rules(catalog: Catalog, config: Config) -> tuple[Rule, ...]:
@@ -322,54 +374,44 @@ def lint_source(source: str | bytes, path: str = "<string>", config: Config | No
     return Linter(config).check_source(source, path)
 
 
-def iter_python_files(paths: Sequence[Path | str], config: Config) -> Iterator[Path]:
-    """Files to lint: named files as given, `.py` files under named folders; sorted, no repeats.
+def iter_python_files(
+    paths: Sequence[Path | str], config: Config, resolver: ConfigResolver | None = None
+) -> Iterator[Path]:
+    """Files to lint: named files as given, `.py` and `.ipynb` files under named folders.
 
-    Walking skips DEFAULT_EXCLUDES folders and `exclude` globs; `exclude` also applies to
-    named files, so a pre-commit run honours it. A missing path is a usage error.
+    See `datalint.lint.discovery`: default folders, `exclude` globs and `.gitignore` are skipped
+    while walking; `exclude` also applies to named files, so a pre-commit run honours it.
+    With a resolver, each folder's own configuration decides; a missing path is a usage error.
     """
-    seen: set[Path] = set()
-    for given in paths:
-        path = Path(given)
-        if not path.exists():
-            raise UsageError(f"{given}: no such file or directory")
-        candidates = _walk(path, config) if path.is_dir() else iter([path])
-        for candidate in candidates:
-            key = candidate.resolve()
-            if key not in seen and not config.is_excluded(candidate):
-                seen.add(key)
-                yield candidate
+    from datalint.lint.discovery import iter_source_files
 
-
-def _walk(folder: Path, config: Config) -> Iterator[Path]:
-    for current, dirs, files in os.walk(folder):
-        base = Path(current)
-        dirs[:] = sorted(
-            d
-            for d in dirs
-            if d not in DEFAULT_EXCLUDES and not d.endswith(".egg-info") and not config.is_excluded(base / d)
-        )
-        for name in sorted(files):
-            if name.endswith(".py"):
-                yield base / name
+    return iter_source_files(paths, resolver.for_path if resolver is not None else lambda _: config)
 
 
 def lint_paths(
-    paths: Sequence[Path | str], config: Config | None = None, catalog: Catalog | None = None
+    paths: Sequence[Path | str],
+    config: Config | None = None,
+    catalog: Catalog | None = None,
+    *,
+    resolver: ConfigResolver | None = None,
 ) -> LintReport:
-    """Lint files and folders. Per-file isolation: one file's failure never stops the others."""
+    """Lint files and folders. Per-file isolation: one file's failure never stops the others.
+
+    With a `resolver`, each file is checked with its own nearest configuration.
+    """
     linter = Linter(config, catalog)
+    linters = LinterCache(linter, resolver)
     findings: list[Finding] = []
     errors: list[FileError] = []
     files = 0
-    for path in iter_python_files(paths, linter.config):
+    for path in iter_python_files(paths, linter.config, resolver):
         files += 1
         shown = display_path(path)
         try:
-            findings.extend(linter.check_file(path, shown))
+            findings.extend(linters.for_path(path).check_file(path, shown))
         except Exception as exc:  # isolation boundary: per file
             errors.append(FileError(shown, str(exc) if isinstance(exc, MatcherError) else repr(exc)))
-    return LintReport(tuple(sorted(findings)), files, tuple(errors))
+    return LintReport(tuple(sorted(findings, key=sort_key)), files, tuple(errors))
 
 
 def display_path(path: Path) -> str:

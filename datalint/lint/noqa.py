@@ -28,6 +28,8 @@ FILE_NOQA = re.compile(
     r"#\s*datalint\s*:\s*noqa(?:\s*:\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE
 )
 CODE = re.compile(r"[A-Z]+[0-9]+", re.IGNORECASE)
+# A line as tokenize and the parser count them: ended by \n, \r\n or \r (form feeds do not end one).
+PARSER_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,7 @@ def comment_safe_lines(source: str) -> frozenset[int]:
                 unsafe.update(range(row, end_row))
     except (tokenize.TokenError, SyntaxError):
         return frozenset()
-    lines = source.splitlines()
+    lines = [line.rstrip("\r\n") for line in PARSER_LINE.findall(source)]
     safe = {
         n for n in range(1, len(lines) + 1) if n not in unsafe and not lines[n - 1].rstrip().endswith("\\")
     }
@@ -190,3 +192,43 @@ def statement_ends(source: str) -> dict[int, int]:
     except (tokenize.TokenError, SyntaxError):
         pass
     return ends
+
+
+def add_noqa(source: str, codes_by_line: dict[int, set[str]]) -> tuple[str, int]:
+    """`--add-noqa`: a directive for each finding, where datalint will read it; (new text, codes added).
+
+    The directive goes on the finding's line when a comment can end that line, else on the
+    last line of its statement. An existing `# noqa: ...` there gets the codes added; a bare
+    one already covers everything; another comment stays and the directive follows it.
+    """
+    safe = comment_safe_lines(source)
+    ends = statement_ends(source)
+    existing = read_directives(source).by_line
+    wanted: dict[int, set[str]] = {}
+    for line, codes in codes_by_line.items():
+        target = line if line in safe else ends.get(line, line)
+        wanted.setdefault(target, set()).update(codes)
+    lines = PARSER_LINE.findall(source)
+    added = 0
+    for number, codes in wanted.items():
+        if not 0 < number <= len(lines):
+            continue
+        text = lines[number - 1]
+        body = text.rstrip("\r\n")
+        ending = text[len(body) :]
+        directive = existing.get(number)
+        if directive is not None and directive.codes is None:
+            continue
+        if directive is not None:
+            assert directive.codes is not None
+            new = sorted(codes - set(directive.codes))
+            if not new:
+                continue
+            start, end = directive.span
+            body = body[:start] + f"# noqa: {', '.join([*directive.codes, *new])}" + body[end:]
+        else:
+            new = sorted(codes)
+            body = f"{body}  # noqa: {', '.join(new)}"
+        lines[number - 1] = body + ending
+        added += len(new)
+    return "".join(lines), added
