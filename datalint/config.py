@@ -71,7 +71,8 @@ class Config:
     start_method: str = "spawn"
     default_excludes: bool = True  # False once `exclude` is set: it replaces the default folders, as in ruff
     respect_gitignore: bool = True
-    start_method_reason: str = "the default"  # why start_method has its value, for --show-settings
+    # Why start_method has its value, for --show-settings.
+    start_method_reason: str = "the default, the safe assumption for code that also runs on macOS and Windows"
     rule_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     rule_paths: tuple[Path, ...] = ()
     root: Path = field(default_factory=Path.cwd)  # relative globs are relative to this folder
@@ -257,7 +258,7 @@ def parse_inline(settings: Sequence[str]) -> dict[str, Any]:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(
                 f"--config {setting!r}: not a file and not a TOML `KEY = VALUE` setting ({exc}); "
-                'write e.g. --config \'select = ["DL0"]\''
+                "write e.g. --config 'select = [\"DL0\"]'"
             ) from None
         table = _merged(table, parsed)
     return table
@@ -281,8 +282,7 @@ def minimum_python(requires: str) -> tuple[int, int] | None:
     import re
 
     bounds = [
-        (int(major), int(minor))
-        for major, minor in re.findall(r"(?:>=|~=|==|>)\s*(\d+)\.(\d+)", requires)
+        (int(major), int(minor)) for major, minor in re.findall(r"(?:>=|~=|==|>)\s*(\d+)\.(\d+)", requires)
     ]
     return max(bounds) if bounds else None
 
@@ -338,7 +338,7 @@ def _start_method_for(requires_python: str | None) -> tuple[str, str]:
     minimum = minimum_python(requires_python) if requires_python else None
     if minimum is not None and minimum >= FORKSERVER_SINCE:
         return "forkserver", f"requires-python {requires_python!r}: Linux starts workers with forkserver"
-    return "spawn", "the default (the safe assumption for code that also runs on macOS and Windows)"
+    return "spawn", "the default, the safe assumption for code that also runs on macOS and Windows"
 
 
 class ConfigResolver:

@@ -53,9 +53,9 @@ def _unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
         if flag.startswith("-"):
             close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
             if close:
-                hints.append(f"{flag} -> {close[0]}")
+                hints.append(close[0] if len(extras) == 1 else f"{close[0]} for {flag}")
     message = f"unrecognized arguments: {' '.join(extras)}"
-    return message + (f" (did you mean: {', '.join(hints)}?)" if hints else "")
+    return message + (f" (did you mean {', '.join(hints)}?)" if hints else "")
 
 
 def _choice_hint(message: str) -> str:
