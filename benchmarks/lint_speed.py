@@ -4,10 +4,12 @@ Compares, on the same files, in the same run:
 - bare `ast.parse` + `ast.walk` (the floor any ast-based linter pays),
 - datalint's engine with every default rule (`Linter.check_source`, in process),
 - flake8 (`flake8 --isolated -j 1`, in a subprocess), where installed,
-and times `datalint check one_file.py` from a fresh interpreter (cold start).
+and times `datalint check one_file.py` from a fresh interpreter (cold start) against
+`python -c pass` and `ruff check` on the same file.
 
     .venv/bin/python benchmarks/lint_speed.py                 # the installed torch package
     .venv/bin/python benchmarks/lint_speed.py --tree PATH --no-flake8 --repeat 1
+    .venv/bin/python benchmarks/lint_speed.py --cold-only --cold-runs 31 --import-profile 15
 """
 
 from __future__ import annotations
@@ -87,28 +89,55 @@ def time_flake8(sources: list[tuple[str, bytes]]) -> float | None:
     return time.perf_counter() - start
 
 
-def cold_start(runs: int) -> list[float]:
-    """Wall time of `python -m datalint check one_file.py`, with .pyc files as an install leaves them."""
+def cold_start(runs: int) -> dict[str, list[float]]:
+    """Wall times of fresh interpreters on one file: `datalint check one_file.py` (configuration
+    discovery included), `python -c pass` (the floor) and `ruff check` on the same file.
+
+    The commands take turns (datalint, python, ruff, datalint, ...), so load from other processes
+    on a shared machine falls on all of them alike. .pyc files are as an install leaves them.
+    """
     compileall.compile_dir(str(ROOT / "datalint"), quiet=1)
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent))
     with tempfile.TemporaryDirectory() as folder:
         target = Path(folder) / "one_file.py"
         target.write_text(ONE_FILE)
-        command = [sys.executable, "-m", "datalint", "check", "--isolated", str(target)]
+        commands = {
+            "datalint check one_file.py": [sys.executable, "-m", "datalint", "check", target.name],
+            "python -c pass": [sys.executable, "-c", "pass"],
+        }
+        if ruff is not None:
+            commands["ruff check one_file.py"] = [ruff, "check", "--no-cache", "--isolated", target.name]
         # An installed package has its .pyc files; with PYTHONDONTWRITEBYTECODE set, every run would
         # recompile whatever compileall did not cover. Unset it, and let one warm-up run write them.
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        subprocess.run(command, capture_output=True, env=env)  # also warms the OS file cache
-        times = []
+        for command in commands.values():  # warm-up: .pyc files, the catalog cache, the OS file cache
+            subprocess.run(command, capture_output=True, env=env, cwd=folder)
+        times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(runs):
-            start = time.perf_counter()
-            subprocess.run(command, capture_output=True, env=env)
-            times.append(time.perf_counter() - start)
-        python_only = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            subprocess.run([sys.executable, "-c", "pass"], capture_output=True, env=env)
-            python_only.append(time.perf_counter() - start)
-    return [statistics.median(times), min(times), statistics.median(python_only)]
+            for name, command in commands.items():
+                start = time.perf_counter()
+                subprocess.run(command, capture_output=True, env=env, cwd=folder)
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
+def import_profile(top: int) -> list[tuple[float, str]]:
+    """The modules `datalint check one_file.py` spends most import time in (-X importtime, self ms)."""
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "one_file.py").write_text(ONE_FILE)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        command = [sys.executable, "-X", "importtime", "-m", "datalint", "check", "one_file.py"]
+        best: dict[str, int] = {}
+        for _ in range(5):  # the least of five runs per module: noise only ever adds
+            err = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder).stderr
+            for line in err.splitlines():
+                if not line.startswith("import time:") or "self [us]" in line:
+                    continue
+                self_us, _, name = line.removeprefix("import time:").split("|")
+                key = name.strip()
+                best[key] = min(best.get(key, 1 << 60), int(self_us))
+    ranked = sorted(((us / 1000, name) for name, us in best.items()), reverse=True)
+    return ranked[:top]
 
 
 def main() -> None:
@@ -121,7 +150,14 @@ def main() -> None:
         "--flake8-files", type=int, default=300, help="flake8 is slow: compare on the first N files (0: all)"
     )
     parser.add_argument("--cold-runs", type=int, default=15)
+    parser.add_argument("--cold-only", action="store_true", help="only the cold-start comparison")
+    parser.add_argument(
+        "--import-profile", type=int, default=0, metavar="N", help="also list the N slowest imports"
+    )
     args = parser.parse_args()
+    if args.cold_only:
+        report_cold_start(args.cold_runs, args.import_profile)
+        return
 
     tree = args.tree or torch_tree()
     sources = load_sources(tree, args.limit)
@@ -151,11 +187,21 @@ def main() -> None:
                 f"  datalint:                {ours_subset:7.2f} s  {rate:>10,.0f} lines/s"
                 f"  (flake8 takes {flake8 / ours_subset:.1f}x as long)"
             )
-    median, best, python_only = cold_start(args.cold_runs)
-    print(
-        f"cold start, datalint check one_file.py: median {median * 1000:.0f} ms, best {best * 1000:.0f} ms "
-        f"(python -c pass: median {python_only * 1000:.0f} ms)"
-    )
+    report_cold_start(args.cold_runs, args.import_profile)
+
+
+def report_cold_start(runs: int, profile: int) -> None:
+    times = cold_start(runs)
+    for name, samples in times.items():
+        print(
+            f"cold start, {name}: median {statistics.median(samples) * 1000:.0f} ms, "
+            f"best {min(samples) * 1000:.0f} ms ({len(samples)} runs)"
+        )
+    if profile:
+        total = sum(ms for ms, _ in import_profile(10_000))
+        print(f"imports (least of 5 runs, self time): {total:.1f} ms in all; the largest:")
+        for ms, name in import_profile(profile):
+            print(f"  {ms:5.2f} ms  {name}")
 
 
 if __name__ == "__main__":

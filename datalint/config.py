@@ -250,8 +250,10 @@ def _merged(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
 
 def parse_inline(settings: Sequence[str]) -> dict[str, Any]:
     """`--config KEY=VALUE` settings (TOML values: `select=["DL0"]`, `start-method="fork"`) as one table."""
-    tomllib = _toml()
     table: dict[str, Any] = {}
+    if not settings:
+        return table  # no TOML to parse: a plain run never imports tomllib
+    tomllib = _toml()
     for setting in settings:
         try:
             parsed = tomllib.loads(setting)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 FORMATS = ("text", "full", "json", "json-lines", "sarif", "github", "gitlab", "junit", "rdjson")
 FORMAT_ALIASES = {"concise": "text", "txt": "text"}
 STDIN = "-"
+QUIET_WHEN_CLEAN = frozenset({"text", "full", "github", "json-lines"})  # formats whose clean report is empty
 
 
 class CheckParser(argparse.ArgumentParser):
@@ -41,6 +42,28 @@ class CheckParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         hint = _choice_hint(message)
         super().error(message + hint)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, asking the terminal for its width once rather than per argument.
+
+    argparse builds a formatter for every `add_argument` (to check the metavar), and each one
+    asks `shutil.get_terminal_size()`: with check's two dozen flags that was a few milliseconds
+    of every start.
+    """
+
+    _terminal_width: int | None = None
+
+    def __init__(
+        self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None
+    ):
+        if width is None:
+            if _Formatter._terminal_width is None:
+                import shutil
+
+                _Formatter._terminal_width = shutil.get_terminal_size().columns - 2
+            width = _Formatter._terminal_width
+        super().__init__(prog, indent_increment, max_help_position, width)
 
 
 def _unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
@@ -77,6 +100,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="lint Python files for DataLoader / Dataset pitfalls",
         description="Lint Python files and notebooks for DataLoader and Dataset pitfalls. "
         "Exit 0: nothing reported; 1: findings; 2: usage, config or internal error.",
+        formatter_class=_Formatter,
     )
     parser.__class__ = CheckParser  # add_parser builds the top-level class; check's own errors are better
     parser.add_argument(
@@ -357,6 +381,9 @@ def _report(
     texts: dict[str, str],
     to_stderr: bool = False,
 ) -> None:
+    if not findings and args.format in QUIET_WHEN_CLEAN:
+        _write("", args.output_file)  # nothing to say: skip loading the formatters
+        return
     from datalint.lint.engine import select_rules
     from datalint.lint.formats import FORMATTERS, FileLines, statistics
 

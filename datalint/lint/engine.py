@@ -14,14 +14,16 @@ import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from datalint.config import Config, ConfigResolver
 from datalint.errors import DatalintError
 from datalint.lint.catalog import Catalog, Matcher, Rule, load_catalog
-from datalint.lint.fixes import Fix, fix_for
 from datalint.lint.module import Match, Module, parse_noqa
-from datalint.lint.noqa import Directive
+
+if TYPE_CHECKING:
+    from datalint.lint.fixes import Fix
+    from datalint.lint.noqa import Directive
 
 PARSE_ERROR_CODE = "DL000"
 
@@ -147,7 +149,7 @@ class Linter:
         try:
             for match in active.matcher(module, **active.params):
                 finding = _finding(module, rule, match)
-                fix = fix_for(rule.id, module, match, active.params)
+                fix = _fix_for(rule.id, module, match, active.params)
                 yield replace(finding, fix=fix) if fix is not None else finding
         except MatcherError:
             raise
@@ -173,6 +175,13 @@ class Linter:
         ]
 
 
+def _fix_for(code: str, module: Module, match: Match, params: dict[str, Any]) -> Fix | None:
+    """The finding's fix; the fixers are imported with the first finding, so clean files never load them."""
+    from datalint.lint.fixes import fix_for
+
+    return fix_for(code, module, match, params)
+
+
 def apply_noqa(
     module: Module, findings: list[Finding], rules: Sequence[_ActiveRule], catalog: Catalog
 ) -> list[Finding]:
@@ -183,6 +192,8 @@ def apply_noqa(
     starts on the line it covers; a code with the catalog's letters but no rule (DL999) is unused
     too. Codes of other tools (E501) and bare `# noqa` are never reported.
     """
+    if "noqa" not in module.source.lower():
+        return findings  # the common case: no directive to read, none to check
     directives = module.noqa_directives
     if not directives.by_line and not directives.file_directive:
         return findings

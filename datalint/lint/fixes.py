@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from datalint.lint.module import LOADER_DEFAULTS, LOADER_POSITIONAL, Match, Module
-from datalint.lint.noqa import Directive
 
 if TYPE_CHECKING:
     from datalint.lint.engine import Finding, Linter
+    from datalint.lint.noqa import Directive
 
 Applicability = Literal["safe", "unsafe"]
 # A line as the parser counts them (ast positions use these lines), ending included.

@@ -7,7 +7,6 @@ as one string; the CLI decides where it goes.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -101,6 +100,8 @@ def finding_row(f: Finding) -> dict[str, Any]:
 
 def format_json(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
     """A JSON array of `finding_row` objects."""
+    import json  # imported where used: a clean text run never needs it
+
     return json.dumps([finding_row(f) for f in findings], indent=2) + "\n"
 
 
@@ -108,11 +109,15 @@ def format_json_lines(
     findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None
 ) -> str:
     """One `finding_row` JSON object per line, for tools that stream."""
+    import json
+
     return "".join(json.dumps(finding_row(f)) + "\n" for f in findings)
 
 
 def format_gitlab(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
     """GitLab's code quality report (`artifacts: reports: codequality`): a JSON array of issues."""
+    import json
+
     rows = [
         {
             "type": "issue",
@@ -137,6 +142,8 @@ def format_gitlab(findings: Sequence[Finding], rules: Sequence[Rule], lines: Lin
 
 def format_rdjson(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
     """reviewdog's Diagnostic Format (rdjson): `reviewdog -f=rdjson` posts them, fixes as suggestions."""
+    import json
+
     diagnostics = []
     for f in findings:
         diagnostic: dict[str, Any] = {
@@ -211,6 +218,8 @@ def format_github(findings: Sequence[Finding], rules: Sequence[Rule], lines: Lin
 
 def format_sarif(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
     """SARIF 2.1.0, as GitHub code scanning accepts it (rules carry their docs)."""
+    import json
+
     described = {rule.id: rule for rule in rules}
     for f in findings:  # a finding's rule is always described, even if not passed in
         if f.code not in described:
@@ -272,6 +281,8 @@ def summary(findings: Sequence[Finding], files: int) -> str:
 
 def statistics(findings: Sequence[Finding], as_json: bool = False) -> str:
     """Counts per rule, most frequent first."""
+    import json
+
     counts = Counter((f.code, f.name, f.severity) for f in findings)
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0][0]))
     if as_json:

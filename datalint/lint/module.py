@@ -22,11 +22,10 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from datalint.lint.noqa import Directives, read_directives
-from datalint.lint.noqa import Noqa as Noqa  # re-exported: matchers and tests import it from here
-from datalint.lint.noqa import parse_noqa as parse_noqa
+if TYPE_CHECKING:
+    from datalint.lint.noqa import Directives, Noqa
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
@@ -824,6 +823,8 @@ class Module:
     @cached_property
     def noqa_directives(self) -> Directives:
         """Every `# noqa` directive of the file, read from its comment tokens."""
+        from datalint.lint.noqa import read_directives  # only files that mention noqa need it
+
         return read_directives(self.source)
 
     def noqa(self, line: int) -> Noqa | None:
@@ -847,6 +848,13 @@ _NEVER_NONE = (
     ast.Lambda,
     ast.JoinedStr,
 )
+
+
+def parse_noqa(text: str) -> Noqa | None:
+    """The `# noqa` directive in one comment or line of text (see `datalint.lint.noqa`)."""
+    from datalint.lint.noqa import parse_noqa as parse
+
+    return parse(text)
 
 
 def canonical(qualified: str) -> str:
