@@ -42,7 +42,10 @@ def test_the_last_line_of_a_statement_covers_every_line_of_it() -> None:
 
 
 def test_file_level_directives() -> None:
-    body = "from torch.utils.data import DataLoader\na = DataLoader(ds, prefetch_factor=2, persistent_workers=True)\n"
+    body = (
+        "from torch.utils.data import DataLoader\n"
+        "a = DataLoader(ds, prefetch_factor=2, persistent_workers=True)\n"
+    )
     assert lines_reported("# datalint: noqa\n" + body) == []
     codes = [f.code for f in Linter(LOADER_RULES).check_source("# datalint: noqa: DL002\n" + body, "x.py")]
     assert codes == ["DL001"]
