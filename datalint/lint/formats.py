@@ -141,29 +141,40 @@ def format_gitlab(findings: Sequence[Finding], rules: Sequence[Rule], lines: Lin
 
 
 def format_rdjson(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
-    """reviewdog's Diagnostic Format (rdjson): `reviewdog -f=rdjson` posts them, fixes as suggestions."""
+    """reviewdog's Diagnostic Format (rdjson): `reviewdog -f=rdjson` posts them, fixes as suggestions.
+
+    rdjson counts columns in UTF-8 bytes (datalint counts characters): converted from the source.
+    """
     import json
 
+    read = lines if isinstance(lines, FileLines) else FileLines()
     diagnostics = []
     for f in findings:
+
+        def position(line: int, column: int, f: Finding = f) -> dict[str, int]:
+            text = read.line(f.path, f.cell, line) or ""
+            return {"line": line, "column": len(text[: column - 1].encode("utf-8")) + 1}
+
         diagnostic: dict[str, Any] = {
             "message": f.message,
-            "location": {"path": f.path, "range": _rdjson_range(f.line, f.column, f.end_line, f.end_column)},
+            "location": {
+                "path": f.path,
+                "range": {"start": position(f.line, f.column), "end": position(f.end_line, f.end_column)},
+            },
             "severity": RDJSON_SEVERITIES[f.severity],
             "code": {"value": f.code},
         }
         if f.fix is not None:
             diagnostic["suggestions"] = [
-                {"range": _rdjson_range(e.line, e.column, e.end_line, e.end_column), "text": e.content}
+                {
+                    "range": {"start": position(e.line, e.column), "end": position(e.end_line, e.end_column)},
+                    "text": e.content,
+                }
                 for e in f.fix.edits
             ]
         diagnostics.append(diagnostic)
     document = {"source": {"name": "datalint"}, "severity": "WARNING", "diagnostics": diagnostics}
     return json.dumps(document, indent=2) + "\n"
-
-
-def _rdjson_range(line: int, column: int, end_line: int, end_column: int) -> dict[str, Any]:
-    return {"start": {"line": line, "column": column}, "end": {"line": end_line, "column": end_column}}
 
 
 def format_junit(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
@@ -351,11 +362,15 @@ class FileLines:
         self._overrides = overrides or {}  # path -> text already in memory (stdin)
 
     def __call__(self, finding: Finding) -> str | None:
-        key = (finding.path, finding.cell)
+        return self.line(finding.path, finding.cell, finding.line)
+
+    def line(self, path: str, cell: int | None, number: int) -> str | None:
+        """The text of one 1-based line of a file (or of one notebook cell), if it has that line."""
+        key = (path, cell)
         if key not in self._texts:
-            self._texts[key] = self._read(finding.path, finding.cell)
+            self._texts[key] = self._read(path, cell)
         lines = self._texts[key]
-        return lines[finding.line - 1] if 0 < finding.line <= len(lines) else None
+        return lines[number - 1] if 0 < number <= len(lines) else None
 
     def _read(self, path: str, cell: int | None) -> list[str]:
         text = self._overrides.get(path)
