@@ -119,6 +119,10 @@ def test_rdjson_has_reviewdogs_fields_and_fixes_as_suggestions(project: Path) ->
     assert diagnostic["suggestions"] == [
         {"range": {"start": {"line": 3, "column": 28}, "end": {"line": 3, "column": 47}}, "text": ""}
     ]
+    (project / "naïve.py").write_text(BAD.replace("loader =", "naïve ="), encoding="utf-8")
+    document = json.loads(datalint("check", "--output-format", "rdjson", "naïve.py", cwd=project).stdout)
+    start = document["diagnostics"][0]["location"]["range"]["start"]
+    assert start == {"line": 3, "column": 10}  # character 9, but rdjson counts UTF-8 bytes
 
 
 def test_gitlab_code_quality_with_unique_fingerprints(project: Path) -> None:
