@@ -298,3 +298,15 @@ def test_rule_by_name_and_all(tmp_path: Path) -> None:
     assert typo.returncode == 2 and "did you mean 'unpicklable-loader-callable'" in typo.stderr
     every = datalint("rule", "--all", cwd=tmp_path).stdout
     assert "DL001 prefetch-factor-without-workers" in every and "DL900 unused-noqa" in every
+
+
+def test_fix_keeps_a_byte_order_mark_and_goes_on_past_a_file_it_cannot_fix(tmp_path: Path) -> None:
+    private = "from torch.utils.data._utils.collate import default_collate\r\n"
+    (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbf" + private.encode())
+    latin = "# -*- coding: latin-1 -*-\nNAME = 'caf\xe9'\n" + BAD
+    (tmp_path / "latin.py").write_bytes(latin.encode("latin-1"))
+    result = datalint("check", "--fix", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "latin.py: not fixed: cannot read it as UTF-8" in result.stderr
+    assert (tmp_path / "bom.py").read_bytes() == b"\xef\xbb\xbffrom torch.utils.data import default_collate\r\n"
+    assert "latin.py:5:10: DL001" in result.stdout  # still reported

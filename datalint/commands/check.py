@@ -257,20 +257,22 @@ def _check_files(args: argparse.Namespace, linters: LinterCache, files: list[Pat
         return _add_noqa(findings)
     fixed: list[Finding] = []
     diffs: list[str] = []
+    problems = [error.message for error in report.errors]
     if args.fix or args.diff:
-        findings, fixed, diffs = _apply_fixes(args, linters, findings)
+        findings, fixed, diffs, not_fixed = _apply_fixes(args, linters, findings)
+        problems += not_fixed
     if args.diff:
         sys.stdout.write("".join(diffs))
-        for error in report.errors:
-            print(f"datalint: error: {error.message}", file=sys.stderr)
+        for problem in problems:
+            print(f"datalint: error: {problem}", file=sys.stderr)
         if fixed:
             print(f"Would fix {_plural(len(fixed), 'finding')}.", file=sys.stderr)
-        return 2 if report.errors else (1 if diffs else 0)
+        return 2 if problems else (1 if diffs else 0)
     _report(args, findings, linters, {})
-    for error in report.errors:
-        print(f"datalint: error: {error.message}", file=sys.stderr)
+    for problem in problems:
+        print(f"datalint: error: {problem}", file=sys.stderr)
     _summarize(args, findings, fixed, report.files)
-    if report.errors:
+    if problems:
         return 2
     return _exit_code(args, findings, fixed)
 
@@ -313,9 +315,13 @@ def _check_stdin(args: argparse.Namespace, linters: LinterCache, path: str, anch
 
 def _apply_fixes(
     args: argparse.Namespace, linters: LinterCache, findings: list[Finding]
-) -> tuple[list[Finding], list[Finding], list[str]]:
-    """Fix each file with an applicable fix; (remaining findings, fixed findings, diffs)."""
-    from datalint.lint.engine import is_notebook
+) -> tuple[list[Finding], list[Finding], list[str], list[str]]:
+    """Fix each file with an applicable fix; (remaining findings, fixed findings, diffs, problems).
+
+    A file that cannot be read as UTF-8 or written keeps its findings and is named in `problems`;
+    the other files are still fixed.
+    """
+    from datalint.lint.engine import is_notebook, sort_key
     from datalint.lint.fixes import fix_source, unified_diff
 
     fixable_paths = sorted(
@@ -328,28 +334,38 @@ def _apply_fixes(
     remaining = [f for f in findings if f.path not in fixable_paths]
     fixed: list[Finding] = []
     diffs: list[str] = []
+    problems: list[str] = []
     for path in fixable_paths:
         file = Path(path)
         try:
-            text = file.read_bytes().decode("utf-8")
+            bom, text = _read_for_fix(file)
         except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{path}: cannot read for --fix: {exc}") from exc
+            problems.append(f"{path}: not fixed: cannot read it as UTF-8: {exc}")
+            remaining.extend(f for f in findings if f.path == path)
+            continue
         outcome = fix_source(linters.for_path(file), text, path, unsafe=args.unsafe_fixes)
+        if outcome.text != text and args.diff:
+            diffs.append(unified_diff(text, outcome.text, path))
+        elif outcome.text != text:
+            try:
+                file.write_bytes(bom + outcome.text.encode("utf-8"))
+            except OSError as exc:
+                problems.append(f"{path}: not fixed: cannot write it: {exc.strerror or exc}")
+                remaining.extend(f for f in findings if f.path == path)
+                continue
         remaining.extend(outcome.remaining)
         fixed.extend(outcome.fixed)
-        if outcome.text == text:
-            continue
-        if args.diff:
-            diffs.append(unified_diff(text, outcome.text, path))
-        else:
-            try:
-                with file.open("w", encoding="utf-8", newline="") as handle:
-                    handle.write(outcome.text)
-            except OSError as exc:
-                raise UsageError(f"{path}: cannot write the fixes: {exc.strerror or exc}") from exc
-    from datalint.lint.engine import sort_key
+    return sorted(remaining, key=sort_key), fixed, diffs, problems
 
-    return sorted(remaining, key=sort_key), fixed, diffs
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def _read_for_fix(file: Path) -> tuple[bytes, str]:
+    """(byte-order mark or b"", text): fixes edit UTF-8 text; line endings are kept as they are."""
+    data = file.read_bytes()
+    bom = _BOM if data.startswith(_BOM) else b""
+    return bom, data[len(bom) :].decode("utf-8")
 
 
 def _add_noqa(findings: list[Finding]) -> int:
@@ -362,16 +378,21 @@ def _add_noqa(findings: list[Finding]) -> int:
             continue
         by_path.setdefault(f.path, {}).setdefault(f.line, set()).add(f.code)
     total = 0
+    problems = 0
     for path, codes in sorted(by_path.items()):
         file = Path(path)
-        text = file.read_bytes().decode("utf-8")
-        new_text, added = add_noqa(text, codes)
-        if added:
-            with file.open("w", encoding="utf-8", newline="") as handle:
-                handle.write(new_text)
-            total += added
+        try:
+            bom, text = _read_for_fix(file)
+            new_text, added = add_noqa(text, codes)
+            if added:
+                file.write_bytes(bom + new_text.encode("utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"datalint: error: {path}: no noqa added: {exc}", file=sys.stderr)
+            problems += 1
+            continue
+        total += added
     print(f"Added {_plural(total, 'noqa directive')}.", file=sys.stderr)
-    return 0
+    return 2 if problems else 0
 
 
 def _report(
