@@ -308,5 +308,6 @@ def test_fix_keeps_a_byte_order_mark_and_goes_on_past_a_file_it_cannot_fix(tmp_p
     result = datalint("check", "--fix", cwd=tmp_path)
     assert result.returncode == 2
     assert "latin.py: not fixed: cannot read it as UTF-8" in result.stderr
-    assert (tmp_path / "bom.py").read_bytes() == b"\xef\xbb\xbffrom torch.utils.data import default_collate\r\n"
+    fixed = b"\xef\xbb\xbffrom torch.utils.data import default_collate\r\n"
+    assert (tmp_path / "bom.py").read_bytes() == fixed
     assert "latin.py:5:10: DL001" in result.stdout  # still reported
