@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
 
 from datalint import __version__
+from datalint.commands.help import HelpFormatter
 from datalint.errors import DatalintError
 
 # The explicit registry: command name -> the module that registers it, in the order `--help` lists them.
@@ -107,6 +108,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = DatalintParser(
         prog="datalint",
         description="Linter and bad-sample scanner for PyTorch data pipelines.",
+        formatter_class=HelpFormatter,  # no shutil import and terminal query per argument
     )
     parser.add_argument("--version", action="version", version=f"datalint {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

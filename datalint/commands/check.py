@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from datalint.commands.help import HelpFormatter
 from datalint.errors import UsageError
 
 if TYPE_CHECKING:
@@ -42,28 +43,6 @@ class CheckParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         hint = _choice_hint(message)
         super().error(message + hint)
-
-
-class _Formatter(argparse.HelpFormatter):
-    """argparse's formatter, asking the terminal for its width once rather than per argument.
-
-    argparse builds a formatter for every `add_argument` (to check the metavar), and each one
-    asks `shutil.get_terminal_size()`: with check's two dozen flags that was a few milliseconds
-    of every start.
-    """
-
-    _terminal_width: int | None = None
-
-    def __init__(
-        self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None
-    ):
-        if width is None:
-            if _Formatter._terminal_width is None:
-                import shutil
-
-                _Formatter._terminal_width = shutil.get_terminal_size().columns - 2
-            width = _Formatter._terminal_width
-        super().__init__(prog, indent_increment, max_help_position, width)
 
 
 def _unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
@@ -100,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="lint Python files for DataLoader / Dataset pitfalls",
         description="Lint Python files and notebooks for DataLoader and Dataset pitfalls. "
         "Exit 0: nothing reported; 1: findings; 2: usage, config or internal error.",
-        formatter_class=_Formatter,
+        formatter_class=HelpFormatter,
     )
     parser.__class__ = CheckParser  # add_parser builds the top-level class; check's own errors are better
     parser.add_argument(
@@ -420,8 +399,6 @@ def _report(
 
 
 def _summarize(args: argparse.Namespace, findings: list[Finding], fixed: list[Finding], files: int) -> None:
-    from datalint.lint.formats import summary
-
     if fixed:
         print(f"Fixed {_plural(len(fixed), 'finding')} ({len(findings)} remaining).", file=sys.stderr)
         if args.show_fixes:
@@ -429,6 +406,8 @@ def _summarize(args: argparse.Namespace, findings: list[Finding], fixed: list[Fi
                 message = f.fix.message if f.fix is not None else ""
                 print(f"  {f.path}:{f.line}: {f.code} ({f.name}): {message}", file=sys.stderr)
     if findings:
+        from datalint.lint.formats import summary
+
         line = summary(findings, files)
         fixable = sum(1 for f in findings if f.fix is not None and f.cell is None)
         safe = sum(
