@@ -823,9 +823,9 @@ class Module:
     @cached_property
     def noqa_directives(self) -> Directives:
         """Every `# noqa` directive of the file, read from its comment tokens."""
-        from datalint.lint.noqa import read_directives  # only files that mention noqa need it
+        from datalint.lint.noqa import read_directives_parsed  # only files that mention noqa need it
 
-        return read_directives(self.source)
+        return read_directives_parsed(self.source, self.tree, self.nodes_of(ast.Constant, ast.JoinedStr))
 
     def noqa(self, line: int) -> Noqa | None:
         """The `# noqa` directive covering a finding that starts on a 1-based line, if any.

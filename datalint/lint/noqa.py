@@ -1,9 +1,15 @@
 """`# noqa` directives read from a file's comment tokens, not from its raw lines.
 
-Reading comments through `tokenize` means a `"# noqa"` inside a string silences nothing, and
-knowing where each logical line ends lets a directive sit on the last line of a statement that
-spans several lines (`DataLoader(\\n ...\\n)  # noqa: DL001`). Files that never spell "noqa"
-skip tokenizing altogether, so the common case costs one substring search.
+Only real comments count: a `"# noqa"` inside a string silences nothing. And knowing where each
+statement ends lets a directive sit on the last line of a statement that spans several lines
+(`DataLoader(\\n ...\\n)  # noqa: DL001`).
+
+Two readers give the same answer. `read_directives_parsed`, used on every linted file, works
+from the syntax tree: it looks only at the lines that mention noqa, knows the string literals
+from the tree, and finds a statement's end only when a finding asks (tokenize, pure Python and
+as slow as the parse itself, never runs over a whole file). `read_directives` tokenizes the
+whole text; `--add-noqa` and text that does not parse use it. Files that never spell "noqa"
+cost one substring search.
 
 Two kinds of directive:
 - a line directive, `# noqa` (every code) or `# noqa: DL001, DL2` (codes or prefixes);
@@ -13,10 +19,12 @@ Two kinds of directive:
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
-from collections.abc import Iterator
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 # A noqa directive, optionally with codes (`NOQA:DL001`, `noqa: DL001, DL2`); codes need a digit, so the
@@ -69,7 +77,9 @@ class Directives:
     """Every noqa directive in one file, and which lines each directive covers."""
 
     by_line: dict[int, Directive]  # the directive on a physical line
-    covers: dict[int, int]  # physical line -> line of the directive that also covers it (statement end)
+    covers: Mapping[
+        int, int
+    ]  # physical line -> the last line of its statement, where a directive also counts
     file_codes: frozenset[str] | None  # file-level codes; None: no file directive; empty: every code
     file_directive: bool
 
@@ -138,6 +148,194 @@ def read_directives(source: str) -> Directives:
     return Directives(
         by_line, covers, frozenset(file_codes) if file_codes is not None else None, file_directive
     )
+
+
+def read_directives_parsed(source: str, tree: ast.Module, strings: Iterable[ast.expr]) -> Directives:
+    """`read_directives` for parsed source: `strings` are the tree's string literals (Constant and
+    JoinedStr nodes), which tell a comment's `#` from one inside a string."""
+    if "noqa" not in source.lower():
+        return NO_DIRECTIVES
+    lines = [line.rstrip("\r\n") for line in PARSER_LINE.findall(source)]
+    candidates = [number for number, text in enumerate(lines, start=1) if "noqa" in text.lower()]
+    inside = _string_spans(strings, candidates, lines)
+    by_line: dict[int, Directive] = {}
+    file_codes: set[str] | None = set()
+    file_directive = False
+    for number in candidates:
+        text = lines[number - 1]
+        start = _comment_start(text, inside.get(number, ()))
+        if start is None:
+            continue
+        comment = text[start:]
+        whole = FILE_NOQA.match(comment)
+        if whole is not None:
+            file_directive = True
+            codes = whole.group("codes")
+            if codes is None:
+                file_codes = None
+            elif file_codes is not None:
+                file_codes.update(c.upper() for c in CODE.findall(codes))
+            continue
+        directive = _directive(comment, number, start, text)
+        if directive is not None:
+            by_line[number] = directive
+    covers: Mapping[int, int] = _StatementEnds(tree, lines) if by_line else {}
+    return Directives(
+        by_line, covers, frozenset(file_codes) if file_codes is not None else None, file_directive
+    )
+
+
+_NO_END = 1 << 30  # a string that goes on past the end of the line
+
+
+def _string_spans(
+    strings: Iterable[ast.expr], candidates: Sequence[int], lines: Sequence[str]
+) -> dict[int, list[tuple[int, int]]]:
+    """For each candidate line, the UTF-8 byte ranges that string literals cover on it.
+
+    A literal over several lines may be implicitly joined pieces with comments between them
+    (`"a "  # noqa` then `"b"` on the next line): those are tokenized to find the pieces.
+    """
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for node in strings:
+        if isinstance(node, ast.Constant) and not isinstance(node.value, str | bytes):
+            continue
+        first, last = node.lineno, node.end_lineno or node.lineno
+        wanted = candidates[bisect_left(candidates, first) : bisect_left(candidates, last + 1)]
+        if not wanted:
+            continue
+        if first == last:
+            spans.setdefault(first, []).append((node.col_offset, node.end_col_offset or _NO_END))
+            continue
+        for line, span in _pieces(node, lines):
+            if line in wanted:
+                spans.setdefault(line, []).append(span)
+    return spans
+
+
+def _pieces(node: ast.expr, lines: Sequence[str]) -> list[tuple[int, tuple[int, int]]]:
+    """(line, byte range) of each string token of a literal spanning several lines."""
+    first, last = node.lineno, node.end_lineno or node.lineno
+    start = _char_column(lines[first - 1], node.col_offset)
+    end = _char_column(lines[last - 1], node.end_col_offset or 0)
+    text = "\n".join([lines[first - 1][start:], *lines[first : last - 1], lines[last - 1][:end]])
+    found: list[tuple[int, tuple[int, int]]] = []
+    opened: tuple[int, int] | None = None
+    try:
+        for kind, _, (row, column), (end_row, end_column), _ in _tokens(f"({text})"):
+            name = tokenize.tok_name.get(kind, "")
+            if name == "FSTRING_START":  # Python 3.12+: an f-string is several tokens
+                opened = (row, column)
+                continue
+            if name == "FSTRING_END" and opened is not None:
+                (row, column), opened = opened, None
+            elif kind != tokenize.STRING or opened is not None:
+                continue
+            for offset in range(row, end_row + 1):
+                line = first + offset - 1
+                text_line = lines[line - 1]
+                shift = start - 1 if offset == 1 else 0  # the "(" added in front, and the literal's column
+                begin = column + shift if offset == row else 0
+                finish = end_column + (start - 1 if offset == 1 else 0) if offset == end_row else None
+                found.append((line, (_byte_column(text_line, begin), _byte_column(text_line, finish))))
+    except (tokenize.TokenError, SyntaxError):
+        return [(line, (0, _NO_END)) for line in range(first, last + 1)]  # cannot tell: all string
+    return found
+
+
+def _char_column(text: str, byte_offset: int) -> int:
+    return (
+        byte_offset if text.isascii() else len(text.encode("utf-8")[:byte_offset].decode("utf-8", "replace"))
+    )
+
+
+def _byte_column(text: str, column: int | None) -> int:
+    if column is None:
+        return _NO_END
+    return column if text.isascii() else len(text[:column].encode("utf-8"))
+
+
+def _comment_start(text: str, inside: Sequence[tuple[int, int]]) -> int | None:
+    """The column of the `#` that starts the line's comment: the first one outside every string."""
+    position = text.find("#")
+    while position != -1:
+        offset = position if text.isascii() else len(text[:position].encode("utf-8"))
+        if not any(start <= offset < end for start, end in inside):
+            return position
+        position = text.find("#", position + 1)
+    return None
+
+
+_COMPOUND = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+    *((ast.TryStar,) if hasattr(ast, "TryStar") else ()),
+    *((ast.Match,) if hasattr(ast, "Match") else ()),
+)
+
+
+class _StatementEnds(Mapping[int, int]):
+    """Line -> the last line of the statement (or compound statement's header) it belongs to.
+
+    Built on first use from the tree: simple statements end at `end_lineno`, decorators at theirs;
+    a compound statement's header ends at its first NEWLINE token, found by tokenizing just it.
+    """
+
+    def __init__(self, tree: ast.Module, lines: Sequence[str]) -> None:
+        self._tree = tree
+        self._lines = lines
+        self._ends: dict[int, int] | None = None
+
+    def _index(self) -> dict[int, int]:
+        if self._ends is None:
+            ends: dict[int, int] = {}
+            for node in ast.walk(self._tree):  # breadth first: inner statements overwrite outer ones
+                if isinstance(node, ast.ExceptHandler):  # `except (\n A,\n B,\n):` is a header too
+                    _assign(ends, node.lineno, _header_end(self._lines, node.lineno))
+                if not isinstance(node, ast.stmt):
+                    continue
+                if isinstance(node, _COMPOUND):
+                    for decorator in getattr(node, "decorator_list", ()):
+                        _assign(ends, decorator.lineno, decorator.end_lineno or decorator.lineno)
+                    _assign(ends, node.lineno, _header_end(self._lines, node.lineno))
+                else:
+                    _assign(ends, node.lineno, node.end_lineno or node.lineno)
+            self._ends = ends
+        return self._ends
+
+    def __getitem__(self, line: int) -> int:
+        return self._index()[line]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._index())
+
+    def __len__(self) -> int:
+        return len(self._index())
+
+
+def _assign(ends: dict[int, int], first: int, last: int) -> None:
+    for line in range(first, last + 1):
+        ends[line] = last
+
+
+def _header_end(lines: Sequence[str], first: int) -> int:
+    """The line where a compound statement's header (`def f(\\n  x,\\n):`) ends."""
+    rest = iter(f"{line}\n" for line in lines[first - 1 :])
+    try:
+        for kind, _, (row, _), _, _ in tokenize.generate_tokens(lambda: next(rest, "")):
+            if kind == tokenize.NEWLINE:
+                return first + row - 1
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return first
 
 
 _NON_CODE = frozenset(

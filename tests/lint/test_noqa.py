@@ -59,3 +59,37 @@ def test_directives_keep_their_place_and_codes() -> None:
     assert directive.codes == ("DL001", "DL2")
     assert directive.line_text[directive.span[0] : directive.span[1]] == "# NOQA:dl001, DL2"
     assert read_directives("x = 1\n").by_line == {}
+
+
+def test_the_tree_reader_agrees_with_tokenize_on_joined_strings_and_headers() -> None:
+    """Directives are read from the syntax tree (fast); tokenizing the whole file gives the same answer."""
+    from datalint.lint.module import Module
+
+    source = textwrap.dedent(
+        '''\
+        message = (
+            f"first piece {x} "  # noqa: DL001
+            "second piece # noqa: DL002"
+        )
+        doc = """
+        # noqa: DL003
+        """
+        try:
+            pass
+        except (
+            ValueError,
+        ):  # noqa: DL004
+            pass
+        def make(
+            dataset,
+        ):  # noqa: DL005
+            return DataLoader(dataset, prefetch_factor=2)  # noqa: DL001
+        '''
+    )
+    module = Module.parse(source, "x.py")
+    parsed = module.noqa_directives
+    tokens = read_directives(source)
+    assert {k: v.codes for k, v in parsed.by_line.items()} == {k: v.codes for k, v in tokens.by_line.items()}
+    assert sorted(parsed.by_line) == [2, 12, 16, 17]
+    for line in range(1, len(source.splitlines()) + 1):
+        assert parsed.for_line(line) == tokens.for_line(line), line
