@@ -10,6 +10,7 @@ and times `datalint check one_file.py` from a fresh interpreter (cold start) aga
     .venv/bin/python benchmarks/lint_speed.py                 # the installed torch package
     .venv/bin/python benchmarks/lint_speed.py --tree PATH --no-flake8 --repeat 1
     .venv/bin/python benchmarks/lint_speed.py --cold-only --cold-runs 31 --import-profile 15
+    .venv/bin/python benchmarks/lint_speed.py --cold-only --baseline ../other-checkout
 """
 
 from __future__ import annotations
@@ -89,35 +90,59 @@ def time_flake8(sources: list[tuple[str, bytes]]) -> float | None:
     return time.perf_counter() - start
 
 
-def cold_start(runs: int) -> dict[str, list[float]]:
-    """Wall times of fresh interpreters on one file: `datalint check one_file.py` (configuration
-    discovery included), `python -c pass` (the floor) and `ruff check` on the same file.
+def cold_start(runs: int, baseline: Path | None = None) -> dict[str, tuple[list[float], list[float]]]:
+    """Wall and CPU times of fresh interpreters on one file: `datalint check one_file.py`
+    (configuration discovery included; as the console script when it is installed next to this
+    interpreter, and as `python -m datalint`), `python -c pass` (the floor) and `ruff check` on
+    the same file; with `baseline`, also another checkout's `python -m datalint` (before/after).
 
     The commands take turns (datalint, python, ruff, datalint, ...), so load from other processes
-    on a shared machine falls on all of them alike. .pyc files are as an install leaves them.
+    on a shared machine falls on all of them alike; CPU time (user + system of the child) moves
+    less with load than wall time does. .pyc files are as an install leaves them.
     """
+    import resource
+
     compileall.compile_dir(str(ROOT / "datalint"), quiet=1)
-    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent))
+    bin_dir = str(Path(sys.executable).parent)
+    ruff, script = shutil.which("ruff", path=bin_dir), shutil.which("datalint", path=bin_dir)
+    # An installed package has its .pyc files; with PYTHONDONTWRITEBYTECODE set, every run would
+    # recompile whatever compileall did not cover. Unset it, and let one warm-up run write them.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(ROOT)  # this checkout, whatever the venv's editable install points at
     with tempfile.TemporaryDirectory() as folder:
         target = Path(folder) / "one_file.py"
         target.write_text(ONE_FILE)
-        commands = {
-            "datalint check one_file.py": [sys.executable, "-m", "datalint", "check", target.name],
-            "python -c pass": [sys.executable, "-c", "pass"],
+        commands: dict[str, tuple[list[str], dict[str, str]]] = {
+            "python -m datalint check one_file.py": (
+                [sys.executable, "-m", "datalint", "check", target.name],
+                env,
+            ),
+            "python -c pass": ([sys.executable, "-c", "pass"], env),
         }
+        if script is not None:
+            commands["datalint check one_file.py (console script)"] = ([script, "check", target.name], env)
         if ruff is not None:
-            commands["ruff check one_file.py"] = [ruff, "check", "--no-cache", "--isolated", target.name]
-        # An installed package has its .pyc files; with PYTHONDONTWRITEBYTECODE set, every run would
-        # recompile whatever compileall did not cover. Unset it, and let one warm-up run write them.
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        for command in commands.values():  # warm-up: .pyc files, the catalog cache, the OS file cache
-            subprocess.run(command, capture_output=True, env=env, cwd=folder)
-        times: dict[str, list[float]] = {name: [] for name in commands}
+            commands["ruff check one_file.py"] = (
+                [ruff, "check", "--no-cache", "--isolated", target.name],
+                env,
+            )
+        if baseline is not None:
+            before = {**env, "PYTHONPATH": str(baseline.resolve())}
+            command = [sys.executable, "-m", "datalint", "check", target.name]
+            commands[f"python -m datalint check one_file.py ({baseline})"] = (command, before)
+        for command, command_env in commands.values():  # warm-up: .pyc files, caches, the OS file cache
+            subprocess.run(command, capture_output=True, env=command_env, cwd=folder)
+        times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in commands}
         for _ in range(runs):
-            for name, command in commands.items():
+            for name, (command, command_env) in commands.items():
+                used = resource.getrusage(resource.RUSAGE_CHILDREN)
                 start = time.perf_counter()
-                subprocess.run(command, capture_output=True, env=env, cwd=folder)
-                times[name].append(time.perf_counter() - start)
+                subprocess.run(command, capture_output=True, env=command_env, cwd=folder)
+                wall = time.perf_counter() - start
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
+                times[name][0].append(wall)
+                times[name][1].append(cpu)
     return times
 
 
@@ -126,6 +151,7 @@ def import_profile(top: int) -> list[tuple[float, str]]:
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "one_file.py").write_text(ONE_FILE)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPATH"] = str(ROOT)
         command = [sys.executable, "-X", "importtime", "-m", "datalint", "check", "one_file.py"]
         best: dict[str, int] = {}
         for _ in range(5):  # the least of five runs per module: noise only ever adds
@@ -151,12 +177,13 @@ def main() -> None:
     )
     parser.add_argument("--cold-runs", type=int, default=15)
     parser.add_argument("--cold-only", action="store_true", help="only the cold-start comparison")
+    parser.add_argument("--baseline", type=Path, help="another checkout to time the cold start of too")
     parser.add_argument(
         "--import-profile", type=int, default=0, metavar="N", help="also list the N slowest imports"
     )
     args = parser.parse_args()
     if args.cold_only:
-        report_cold_start(args.cold_runs, args.import_profile)
+        report_cold_start(args.cold_runs, args.import_profile, args.baseline)
         return
 
     tree = args.tree or torch_tree()
@@ -187,20 +214,25 @@ def main() -> None:
                 f"  datalint:                {ours_subset:7.2f} s  {rate:>10,.0f} lines/s"
                 f"  (flake8 takes {flake8 / ours_subset:.1f}x as long)"
             )
-    report_cold_start(args.cold_runs, args.import_profile)
+    report_cold_start(args.cold_runs, args.import_profile, args.baseline)
 
 
-def report_cold_start(runs: int, profile: int) -> None:
-    times = cold_start(runs)
-    for name, samples in times.items():
+def report_cold_start(runs: int, profile: int, baseline: Path | None = None) -> None:
+    print(f"load average before: {os.getloadavg()[0]:.1f}")
+    times = cold_start(runs, baseline)
+    for name, (wall, cpu) in times.items():
         print(
-            f"cold start, {name}: median {statistics.median(samples) * 1000:.0f} ms, "
-            f"best {min(samples) * 1000:.0f} ms ({len(samples)} runs)"
+            f"cold start, {name}: wall median {statistics.median(wall) * 1000:.0f} ms, "
+            f"best {min(wall) * 1000:.0f} ms; CPU median {statistics.median(cpu) * 1000:.0f} ms "
+            f"({len(wall)} runs)"
         )
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
     if profile:
-        total = sum(ms for ms, _ in import_profile(10_000))
-        print(f"imports (least of 5 runs, self time): {total:.1f} ms in all; the largest:")
-        for ms, name in import_profile(profile):
+        ranked = import_profile(10_000)
+        print(
+            f"imports (least of 5 runs, self time): {sum(ms for ms, _ in ranked):.1f} ms in all; the largest:"
+        )
+        for ms, name in ranked[:profile]:
             print(f"  {ms:5.2f} ms  {name}")
 
 
