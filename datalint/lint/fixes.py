@@ -96,36 +96,61 @@ def _text_between(lines: Sequence[str], start: tuple[int, int], end: tuple[int, 
 # ---- fixers ---------------------------------------------------------------------------------
 
 
-def drop_loader_argument(name: str) -> Fixer:
+def drop_loader_argument(name: str, *alternatives: str, unsafe: frozenset[str] = frozenset()) -> Fixer:
     """A fixer that removes one DataLoader argument torch rejects in this combination.
 
     A keyword is deleted with its comma; a positional argument (which cannot be deleted without
-    shifting the others) is replaced by DataLoader's default for it.
+    shifting the others) is replaced by DataLoader's default for it. With `alternatives`, the
+    first of the names the call sets (to something other than None or False) goes; the re-lint
+    of the next pass removes the next one if it still conflicts. Dropping a name in `unsafe`
+    changes what the loader does (a sampler), so that fix is unsafe.
     """
 
     def fixer(module: Module, match: Match, params: Mapping[str, Any]) -> Fix | None:
         call = match.node
         if not isinstance(call, ast.Call):
             return None
-        lines = _lines(module)
-        keyword = next((k for k in call.keywords if k.arg == name), None)
-        if keyword is not None:
-            edit = _remove_argument(lines, call, keyword)
-            removed = _text_between(lines, (edit.line, edit.column), (edit.end_line, edit.end_column))
-            written = " ".join(_text_between(lines, _start(lines, keyword), _end(lines, keyword)).split())
-            return Fix(f"Remove `{written}`", (edit,), "unsafe" if "#" in removed else "safe")
-        position = LOADER_POSITIONAL.index(name) if name in LOADER_POSITIONAL else len(call.args)
-        before = call.args[: position + 1]
-        if position >= len(call.args) or any(isinstance(a, ast.Starred) for a in before):
+        chosen = next((n for n in (name, *alternatives) if _sets(module, call, n)), None)
+        if chosen is None:
             return None
-        argument = call.args[position]
-        default = repr(LOADER_DEFAULTS.get(name))
-        return Fix(
-            f"Replace positional `{name}` with its default `{default}`",
-            (_edit(_start(lines, argument), _end(lines, argument), default),),
-        )
+        fix = _drop(module, call, chosen)
+        if fix is not None and chosen in unsafe:
+            return Fix(fix.message, fix.edits, "unsafe")
+        return fix
 
     return fixer
+
+
+def _sets(module: Module, call: ast.Call, name: str) -> bool:
+    """Whether the call passes `name` (by keyword, or by position) as something but None / False."""
+    node = next((k.value for k in call.keywords if k.arg == name), None)
+    if node is None and name in LOADER_POSITIONAL and LOADER_POSITIONAL.index(name) < len(call.args):
+        node = call.args[LOADER_POSITIONAL.index(name)]
+    if node is None:
+        return False
+    value = module.literal(node)  # UNKNOWN for an expression: set, to something
+    return not (value is None or value is False)
+
+
+def _drop(module: Module, call: ast.Call, name: str) -> Fix | None:
+    """Remove one argument (keyword) or reset it to its default (positional)."""
+    lines = _lines(module)
+    keyword = next((k for k in call.keywords if k.arg == name), None)
+    if keyword is not None:
+        edit = _remove_argument(lines, call, keyword)
+        removed = _text_between(lines, (edit.line, edit.column), (edit.end_line, edit.end_column))
+        written = " ".join(_text_between(lines, _start(lines, keyword), _end(lines, keyword)).split())
+        return Fix(f"Remove `{written}`", (edit,), "unsafe" if "#" in removed else "safe")
+    position = LOADER_POSITIONAL.index(name) if name in LOADER_POSITIONAL else len(call.args)
+    before = call.args[: position + 1]
+    if position >= len(call.args) or any(isinstance(a, ast.Starred) for a in before):
+        return None
+    argument = call.args[position]
+    default = repr(LOADER_DEFAULTS.get(name))
+    return Fix(
+        f"Replace positional `{name}` with its default `{default}`",
+        (_edit(_start(lines, argument), _end(lines, argument), default),),
+    )
 
 
 def _remove_argument(lines: Sequence[str], call: ast.Call, target: ast.keyword) -> Edit:
@@ -188,10 +213,28 @@ def public_import(module: Module, match: Match, params: Mapping[str, Any]) -> Fi
     )
 
 
+def truncated_images_refused(module: Module, match: Match, params: Mapping[str, Any]) -> Fix | None:
+    """`ImageFile.LOAD_TRUNCATED_IMAGES = True` -> `= False` (unsafe: truncated files then raise)."""
+    node = match.node
+    if isinstance(node, ast.Assign):
+        value: ast.expr = node.value
+    elif isinstance(node, ast.Call) and len(node.args) == 3:
+        value = node.args[2]
+    else:
+        return None
+    lines = _lines(module)
+    return Fix("Set it to `False`", (_edit(_start(lines, value), _end(lines, value), "False"),), "unsafe")
+
+
 FIXERS: dict[str, Fixer] = {
     "DL001": drop_loader_argument("prefetch_factor"),
     "DL002": drop_loader_argument("persistent_workers"),
     "DL003": drop_loader_argument("shuffle"),
+    "DL005": drop_loader_argument("drop_last"),
+    "DL006": drop_loader_argument(
+        "shuffle", "sampler", "batch_sampler", unsafe=frozenset({"sampler", "batch_sampler"})
+    ),
+    "DL503": truncated_images_refused,
     "DL505": weights_only_true,
     "DL506": public_import,
 }
