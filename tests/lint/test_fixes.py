@@ -32,6 +32,10 @@ def test_each_fix_turns_its_bad_examples_into_code_the_rule_accepts(code: str) -
         source = example.code.lstrip("\n")
         findings = linter.check_source(source, "example.py")
         assert findings, f"{code} bad #{number} reports nothing"
+        safe_only = fix_source(linter, source, "example.py")
+        assert all(f.fix is not None and f.fix.applicability == "safe" for f in safe_only.fixed)
+        if all(f.fix is None or f.fix.applicability == "unsafe" for f in findings):
+            assert safe_only.text == source, f"{code} bad #{number}: an unsafe fix applied without the flag"
         outcome = fix_source(linter, source, "example.py", unsafe=True)
         ast.parse(outcome.text)  # still Python
         fixable = [f for f in findings if f.fix is not None]
