@@ -172,7 +172,7 @@ def test_an_unknown_flag_shows_checks_usage_and_the_closest_flag(project: Path) 
     result = datalint("check", "--output-fromat", "json", cwd=project)
     assert result.returncode == 2
     assert result.stderr.startswith("usage: datalint check")
-    assert "unrecognized arguments: --output-fromat (did you mean --output-format?)" in result.stderr
+    assert "unrecognized arguments: --output-fromat (did you mean '--output-format'?)" in result.stderr
 
 
 # ---- stdin -----------------------------------------------------------------------------------

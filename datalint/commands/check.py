@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from datalint.commands.help import HelpFormatter
 from datalint.errors import UsageError
@@ -29,50 +28,6 @@ STDIN = "-"
 QUIET_WHEN_CLEAN = frozenset({"text", "full", "github", "json-lines"})  # formats whose clean report is empty
 
 
-class CheckParser(argparse.ArgumentParser):
-    """check's parser: a usage error shows check's usage and the closest flag or value."""
-
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
-        parsed, extras = super().parse_known_args(args, namespace)
-        if extras:
-            self.error(_unrecognized(self, extras))
-        return parsed, extras
-
-    def error(self, message: str) -> NoReturn:
-        hint = _choice_hint(message)
-        super().error(message + hint)
-
-
-def _unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
-    import difflib
-
-    known = [option for action in parser._actions for option in action.option_strings]
-    hints = []
-    for extra in extras:
-        flag = extra.split("=", 1)[0]
-        if flag.startswith("-"):
-            close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
-            if close:
-                hints.append(close[0] if len(extras) == 1 else f"{close[0]} for {flag}")
-    message = f"unrecognized arguments: {' '.join(extras)}"
-    return message + (f" (did you mean {', '.join(hints)}?)" if hints else "")
-
-
-def _choice_hint(message: str) -> str:
-    """For argparse's "invalid choice: 'jsn' (choose from ...)", the closest choice."""
-    import difflib
-    import re
-
-    match = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
-    if match is None:
-        return ""
-    choices = re.findall(r"'([^']*)'", match.group(2))
-    close = difflib.get_close_matches(match.group(1), choices, n=1, cutoff=0.5)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "check",
@@ -81,7 +36,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "Exit 0: nothing reported; 1: findings; 2: usage, config or internal error.",
         formatter_class=HelpFormatter,
     )
-    parser.__class__ = CheckParser  # add_parser builds the top-level class; check's own errors are better
     parser.add_argument(
         "paths", nargs="*", metavar="PATH", help="files or folders (default: .); - reads stdin"
     )
