@@ -14,7 +14,6 @@ value, and `did_you_mean()` gives commands the same suggestion for values they c
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import os
 import sys
@@ -45,6 +44,8 @@ _UNRECOGNIZED = "unrecognized arguments: "
 
 def did_you_mean(given: str, choices: Iterable[str]) -> str:
     """` (did you mean 'corrupt'?)` for the choice closest to `given`, or '' when none is close."""
+    import difflib  # only a usage error needs it; every start would pay for it
+
     close = difflib.get_close_matches(given, list(choices), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
