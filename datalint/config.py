@@ -444,14 +444,69 @@ def _mentions_datalint(path: Path) -> bool:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file's table; parsed tables are cached, so a run in a configured project skips tomllib.
+
+    Importing tomllib and parsing a pyproject.toml cost about as much as linting a small file, on
+    every run. The cache (one marshal file per configuration file, under the user cache folder,
+    like the rule catalog's) is used while the file's size and mtime are unchanged.
+    """
+    try:
+        status = path.stat()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    stamp = (status.st_mtime_ns, status.st_size)
+    cache = _toml_cache_path(path)
+    cached = _read_toml_cache(cache, stamp)
+    if cached is not None:
+        return cached
     tomllib = _toml()
     try:
         with path.open("rb") as handle:
-            return tomllib.load(handle)
+            table: dict[str, Any] = tomllib.load(handle)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    _write_toml_cache(cache, stamp, table)
+    return table
+
+
+def _toml_cache_path(path: Path) -> Path:
+    import os
+    import sys
+    import zlib
+
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    digest = zlib.crc32(str(path.resolve()).encode()) & 0xFFFFFFFF
+    return Path(base) / "datalint" / f"toml-{digest:08x}-py{sys.version_info[0]}{sys.version_info[1]}.marshal"
+
+
+def _read_toml_cache(cache: Path, stamp: tuple[int, int]) -> dict[str, Any] | None:
+    import marshal
+
+    try:
+        document = marshal.loads(cache.read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    if not isinstance(document, dict) or document.get("stamp") != stamp:
+        return None
+    table = document.get("table")
+    return table if isinstance(table, dict) else None
+
+
+def _write_toml_cache(cache: Path, stamp: tuple[int, int], table: dict[str, Any]) -> None:
+    """Best effort: a read-only home, or a value marshal cannot hold (a TOML date), means no cache."""
+    import marshal
+    import os
+
+    try:
+        data = marshal.dumps({"stamp": stamp, "table": table})
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        partial = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+        partial.write_bytes(data)
+        os.replace(partial, cache)  # atomic: a parallel run never reads half a file
+    except (OSError, TypeError, ValueError):
+        return
 
 
 def _string_list(where: str, key: str, value: Any) -> list[str]:
