@@ -45,6 +45,16 @@ loader = DataLoader(Squares(), batch_size=8, num_workers=2, prefetch_factor=4)
 """
 
 
+PYPROJECT = """\
+[project]
+name = "example"
+requires-python = ">=3.10"
+
+[tool.datalint]
+extend-select = ["DL009"]
+"""
+
+
 def torch_tree() -> Path:
     spec = importlib.util.find_spec("torch")  # finds the package without importing it
     if spec is None or spec.origin is None:
@@ -126,10 +136,19 @@ def cold_start(runs: int, baseline: Path | None = None) -> dict[str, tuple[list[
                 [ruff, "check", "--no-cache", "--isolated", target.name],
                 env,
             )
+        # The same file in a project with its own pyproject.toml: discovery finds and reads it.
+        project = Path(folder) / "project"
+        project.mkdir()
+        (project / "one_file.py").write_text(ONE_FILE)
+        (project / "pyproject.toml").write_text(PYPROJECT)
+        command = [sys.executable, "-m", "datalint", "check", "project/one_file.py"]
+        commands["python -m datalint check project/one_file.py (with [tool.datalint])"] = (command, env)
         if baseline is not None:
             before = {**env, "PYTHONPATH": str(baseline.resolve())}
             command = [sys.executable, "-m", "datalint", "check", target.name]
             commands[f"python -m datalint check one_file.py ({baseline})"] = (command, before)
+            command = [sys.executable, "-m", "datalint", "check", "project/one_file.py"]
+            commands[f"python -m datalint check project/one_file.py ({baseline})"] = (command, before)
         for command, command_env in commands.values():  # warm-up: .pyc files, caches, the OS file cache
             subprocess.run(command, capture_output=True, env=command_env, cwd=folder)
         times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in commands}
