@@ -186,6 +186,8 @@ def test_stdin_with_a_filename_uses_that_files_configuration(project: Path) -> N
     assert shown.returncode == 1 and shown.stdout.startswith("src/model.py:3:10: DL001")
     ignored = datalint("check", "-", "--stdin-filename", "pkg/model.py", cwd=project, stdin=BAD)
     assert (ignored.returncode, ignored.stdout) == (0, "")
+    no_dash = datalint("check", "--stdin-filename", "src/model.py", cwd=project, stdin=BAD)
+    assert no_dash.stdout == shown.stdout
     fixed = datalint("check", "-", "--fix", cwd=project, stdin=BAD)
     assert fixed.stdout == BAD.replace(", prefetch_factor=2", "") and fixed.returncode == 0
 

@@ -142,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
     args.format = FORMAT_ALIASES.get(args.format, args.format)
     _check_combinations(args)
     resolver = resolver_for(args)
-    reading_stdin = args.paths == [STDIN]
+    # `-`, or no path at all with --stdin-filename (as ruff reads it), means the code comes on stdin.
+    reading_stdin = args.paths == [STDIN] or (not args.paths and args.stdin_filename is not None)
     if STDIN in args.paths and not reading_stdin:
         raise UsageError("- (stdin) cannot be combined with other paths")
     stdin_path = args.stdin_filename or STDIN
@@ -176,8 +177,8 @@ def run(args: argparse.Namespace) -> int:
 def _check_combinations(args: argparse.Namespace) -> None:
     if args.add_noqa and (args.fix or args.diff):
         raise UsageError("--add-noqa cannot be combined with --fix or --diff")
-    if args.stdin_filename and args.paths != [STDIN] and args.paths:
-        raise UsageError("--stdin-filename needs - (stdin) as the only path")
+    if args.stdin_filename and args.paths and args.paths != [STDIN]:
+        raise UsageError("--stdin-filename names the code read from stdin: give - or no path, not files")
 
 
 def _check_files(args: argparse.Namespace, linters: LinterCache, files: list[Path]) -> int:
