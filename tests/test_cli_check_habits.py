@@ -313,3 +313,27 @@ def test_fix_keeps_a_byte_order_mark_and_goes_on_past_a_file_it_cannot_fix(tmp_p
     fixed = b"\xef\xbb\xbffrom torch.utils.data import default_collate\r\n"
     assert (tmp_path / "bom.py").read_bytes() == fixed
     assert "latin.py:5:10: DL001" in result.stdout  # still reported
+
+
+def test_fix_in_a_notebook_edits_the_cell_and_keeps_the_json_layout(tmp_path: Path) -> None:
+    cells = [
+        {"cell_type": "code", "metadata": {}, "source": ["%load_ext autoreload\n", "import torch\n"]},
+        {"cell_type": "markdown", "metadata": {}, "source": ["Loading\n"]},
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "source": [
+                "from torch.utils.data import DataLoader\n",
+                "loader = DataLoader(ds, prefetch_factor=2)",
+            ],
+        },
+    ]
+    document = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    notebook = tmp_path / "train.ipynb"
+    notebook.write_text(json.dumps(document, indent=1) + "\n")
+    (row,) = json.loads(datalint("check", "--output-format", "json", cwd=tmp_path).stdout)
+    assert row["cell"] == 3 and row["fix"]["edits"][0]["line"] == 2  # the cell's own line
+    result = datalint("check", "--fix", cwd=tmp_path)
+    assert result.returncode == 0 and "Fixed 1 finding" in result.stderr
+    cells[2]["source"][1] = "loader = DataLoader(ds)"
+    assert notebook.read_text() == json.dumps(document, indent=1) + "\n"

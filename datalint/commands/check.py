@@ -256,14 +256,10 @@ def _apply_fixes(
     the other files are still fixed.
     """
     from datalint.lint.engine import is_notebook, sort_key
-    from datalint.lint.fixes import fix_source, unified_diff
+    from datalint.lint.fixes import fix_notebook, fix_source, unified_diff
 
     fixable_paths = sorted(
-        {
-            f.path
-            for f in findings
-            if f.fix is not None and f.fix.applies(args.unsafe_fixes) and not is_notebook(f.path)
-        }
+        {f.path for f in findings if f.fix is not None and f.fix.applies(args.unsafe_fixes)}
     )
     remaining = [f for f in findings if f.path not in fixable_paths]
     fixed: list[Finding] = []
@@ -277,7 +273,10 @@ def _apply_fixes(
             problems.append(f"{path}: not fixed: cannot read it as UTF-8: {exc}")
             remaining.extend(f for f in findings if f.path == path)
             continue
-        outcome = fix_source(linters.for_path(file), text, path, unsafe=args.unsafe_fixes)
+        if is_notebook(path):
+            outcome = fix_notebook(linters.for_path(file), text, path, unsafe=args.unsafe_fixes)
+        else:
+            outcome = fix_source(linters.for_path(file), text, path, unsafe=args.unsafe_fixes)
         if outcome.text != text and args.diff:
             diffs.append(unified_diff(text, outcome.text, path))
         elif outcome.text != text:
@@ -364,10 +363,8 @@ def _summarize(args: argparse.Namespace, findings: list[Finding], fixed: list[Fi
         from datalint.lint.formats import summary
 
         line = summary(findings, files)
-        fixable = sum(1 for f in findings if f.fix is not None and f.cell is None)
-        safe = sum(
-            1 for f in findings if f.fix is not None and f.cell is None and f.fix.applicability == "safe"
-        )
+        fixable = sum(1 for f in findings if f.fix is not None)
+        safe = sum(1 for f in findings if f.fix is not None and f.fix.applicability == "safe")
         if fixable and not args.fix:
             unsafe = fixable - safe
             line += f" {safe} fixable with --fix" + (

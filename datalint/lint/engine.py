@@ -117,8 +117,9 @@ class Linter:
     def check_notebook(self, document: str | bytes, path: str) -> list[Finding]:
         """Findings for a Jupyter notebook's code cells, each at its cell and the line in that cell.
 
-        Fixes are left out: their edits would address the joined cells, not the notebook's JSON.
+        A fix keeps its edits, in the cell's own lines, when they all fall in the finding's cell.
         """
+        from datalint.lint.fixes import fix_in_cell
         from datalint.lint.notebook import NotebookError, notebook_code
 
         if isinstance(document, bytes):
@@ -132,7 +133,8 @@ class Linter:
             cell, line = code.origin(finding.line)
             end_cell, end_line = code.origin(finding.end_line)
             end = (end_line, finding.end_column) if end_cell == cell else (line, finding.column + 1)
-            placed = replace(finding, line=line, end_line=end[0], end_column=end[1], fix=None, cell=cell)
+            fix = fix_in_cell(finding.fix, code.origin, cell) if finding.fix is not None else None
+            placed = replace(finding, line=line, end_line=end[0], end_column=end[1], fix=fix, cell=cell)
             findings.append(placed)
         return sorted(findings, key=sort_key)
 

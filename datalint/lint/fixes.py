@@ -350,3 +350,83 @@ def drop_noqa_codes(directive: Directive, codes: set[str]) -> Fix:
         kept = len(text[:start].rstrip())
         edit = Edit(line, kept + 1, line, end + 1, "")
     return Fix("Remove the unused noqa directive", (edit,))
+
+
+def fix_notebook(linter: Linter, document: str, path: str, *, unsafe: bool = False) -> FixOutcome:
+    """`--fix` for a Jupyter notebook: each fix's edits, found on the joined code cells, are moved
+    into the cell they fall in, and the notebook is written back with its own JSON indentation.
+
+    A fix whose edits touch two cells, or a cell that is a `%%` magic, is left alone; a pass whose
+    code would not parse is discarded, as for a plain file. `text` of the outcome is the notebook.
+    """
+    import json
+
+    from datalint.lint.notebook import notebook_code
+
+    notebook = json.loads(document)
+    indent = _json_indent(document)
+    fixed: list[Finding] = []
+    for _ in range(MAX_PASSES):
+        code = notebook_code(document)
+        findings = linter.check_source(code.text, path)
+        per_cell: dict[int, list[tuple[Fix, Finding]]] = {}
+        for finding in findings:
+            if finding.fix is None or not finding.fix.applies(unsafe):
+                continue
+            moved = _into_cell(finding.fix, code.origin)
+            if moved is not None:
+                per_cell.setdefault(moved[0], []).append((moved[1], finding))
+        changed: list[Finding] = []
+        cells = notebook["cells"]
+        for number, pairs in per_cell.items():
+            cell = cells[number - 1]
+            source = cell.get("source", "")
+            text = "".join(source) if isinstance(source, list) else str(source)
+            new_text, applied = apply_fixes(text, [fix for fix, _ in pairs])
+            chosen = {id(fix) for fix in applied}
+            changed.extend(finding for fix, finding in pairs if id(fix) in chosen)
+            cell["source"] = new_text.splitlines(keepends=True) if isinstance(source, list) else new_text
+        if not changed:
+            break
+        new_document = json.dumps(notebook, indent=indent, ensure_ascii=False) + "\n"
+        if not _parses(notebook_code(new_document).text, path):
+            break
+        document = new_document
+        fixed.extend(_placed(finding, code.origin) for finding in changed)
+    return FixOutcome(document, tuple(fixed), tuple(linter.check_notebook(document, path)))
+
+
+def _into_cell(fix: Fix, origin: Callable[[int], tuple[int, int]]) -> tuple[int, Fix] | None:
+    edits = []
+    cells = set()
+    for edit in fix.edits:
+        (cell, line), (end_cell, end_line) = origin(edit.line), origin(edit.end_line)
+        if cell != end_cell:
+            return None
+        cells.add(cell)
+        edits.append(Edit(line, edit.column, end_line, edit.end_column, edit.content))
+    if len(cells) != 1:
+        return None
+    return cells.pop(), Fix(fix.message, tuple(edits), fix.applicability)
+
+
+def fix_in_cell(fix: Fix, origin: Callable[[int], tuple[int, int]], cell: int) -> Fix | None:
+    """A fix found on a notebook's joined cells, in `cell`'s own lines; None if it reaches elsewhere."""
+    moved = _into_cell(fix, origin)
+    return moved[1] if moved is not None and moved[0] == cell else None
+
+
+def _placed(finding: Finding, origin: Callable[[int], tuple[int, int]]) -> Finding:
+    from dataclasses import replace
+
+    cell, line = origin(finding.line)
+    return replace(finding, line=line, end_line=line, cell=cell, fix=finding.fix)
+
+
+def _json_indent(document: str) -> int:
+    """The indentation the notebook was written with (nbformat's is 1), to keep the diff small."""
+    for line in document.splitlines()[1:3]:
+        stripped = line.lstrip(" ")
+        if stripped != line:
+            return len(line) - len(stripped)
+    return 1
