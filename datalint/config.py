@@ -152,16 +152,29 @@ def glob_matches(relative: str, pattern: str) -> bool:
     return any(fnmatch.fnmatchcase(part, pattern) for part in relative.split("/"))
 
 
-def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml at or above `start` that has a [tool.datalint] table."""
-    for folder in (start.resolve(), *start.resolve().parents):
-        candidate = folder / "pyproject.toml"
-        if (
-            candidate.is_file()
-            and _mentions_datalint(candidate)
-            and "datalint" in _read_toml(candidate).get("tool", {})
-        ):
+# Files a folder's configuration can live in, in the order they win (as ruff.toml beats pyproject.toml).
+CONFIG_FILES: tuple[str, ...] = ("datalint.toml", ".datalint.toml", "pyproject.toml")
+
+
+def config_file_in(folder: Path) -> Path | None:
+    """The folder's datalint configuration: a datalint.toml, or a pyproject.toml with [tool.datalint]."""
+    for name in CONFIG_FILES:
+        candidate = folder / name
+        if not candidate.is_file():
+            continue
+        if name != "pyproject.toml":
             return candidate
+        if _mentions_datalint(candidate) and "datalint" in _read_toml(candidate).get("tool", {}):
+            return candidate
+    return None
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest configuration at or above `start` (see `config_file_in`)."""
+    for folder in (start.resolve(), *start.resolve().parents):
+        found = config_file_in(folder)
+        if found is not None:
+            return found
     return None
 
 
@@ -272,8 +285,11 @@ def is_inline_setting(value: str) -> bool:
 
 
 def _requires_python(source: Path) -> str | None:
+    """The project's `requires-python`: from the pyproject.toml itself, or the one beside a datalint.toml."""
     if source.name != "pyproject.toml":
-        return None
+        source = source.parent / "pyproject.toml"
+        if not source.is_file():
+            return None
     project = _read_toml(source).get("project", {})
     value = project.get("requires-python") if isinstance(project, dict) else None
     return value if isinstance(value, str) else None
@@ -395,13 +411,8 @@ class ConfigResolver:
                 found = self._by_folder[current]
                 break
             walked.append(current)
-            candidate = current / "pyproject.toml"
-            if (
-                candidate.is_file()
-                and _mentions_datalint(candidate)
-                and "datalint" in _read_toml(candidate).get("tool", {})
-            ):
-                found = candidate
+            found = config_file_in(current)
+            if found is not None:
                 break
             current = current.parent if current.parent != current else None
         for visited in walked:

@@ -63,3 +63,13 @@ def test_inline_settings_are_toml_and_errors_say_how_to_write_them() -> None:
     }
     with pytest.raises(ConfigError, match="KEY = VALUE"):
         parse_inline(["select = DL0"])
+
+
+def test_a_datalint_toml_is_found_like_a_pyproject_and_wins_beside_one(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nrequires-python = ">=3.14"\n[tool.datalint]\nignore = ["DL1"]\n'
+    )
+    (tmp_path / "datalint.toml").write_text('ignore = ["DL2"]\n')
+    config = ConfigResolver(cwd=tmp_path).for_path(tmp_path / "train.py")
+    assert config.source == tmp_path / "datalint.toml"
+    assert config.ignore == ("DL2",) and config.start_method == "forkserver"  # requires-python beside it
