@@ -130,6 +130,12 @@ class DatasetIn(_Strict):
     kinds: str | None = Field(None, max_length=1024)
     interval: float | None = Field(None, gt=0, le=10**9)
 
+    @model_validator(mode="after")
+    def _one_source(self) -> DatasetIn:
+        if (self.images is None) == (self.dataset is None):
+            raise ValueError("give exactly one of images (a folder) or dataset (a spec)")
+        return self
+
 
 class DatasetOut(BaseModel):
     name: str
@@ -341,7 +347,9 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
 
     @app.exception_handler(ConfigError)
     async def config_error(request: Request, exc: ConfigError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
+        # the shape of FastAPI's own 422, so one schema describes every validation answer
+        detail = [{"loc": ["body"], "msg": str(exc), "type": "value_error"}]
+        return JSONResponse({"detail": detail}, status_code=422)
 
     @app.get("/healthz", response_model=Health, tags=["service"])
     def healthz() -> Health:
@@ -490,7 +498,7 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
         responses=_ERRORS,
     )
     def start_scan(name: DatasetName, body: ScanRequest | None = None) -> JobOut:
-        mode = (body.mode if body is not None else "resume")
+        mode = body.mode if body is not None else "resume"
         assert mode in MODES
         return _job_out(service.jobs.submit(known(name), mode))
 

@@ -32,10 +32,25 @@ def environment() -> dict[str, str]:
 
 def add_token(tokens: Path, name: str, scopes: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "datalint", "serve", "token", "add", name, "--scopes", scopes,
-         "--tokens", str(tokens)],
-        capture_output=True, text=True, env=environment(), timeout=60, check=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "datalint",
+            "serve",
+            "token",
+            "add",
+            name,
+            "--scopes",
+            scopes,
+            "--tokens",
+            str(tokens),
+        ],
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=60,
+        check=True,
+    )
     return done.stdout.strip()
 
 
@@ -65,8 +80,12 @@ class Server:
         log = self.log.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "datalint", "serve", "--config", str(self.config)],
-            cwd=self.folder, stdout=log, stderr=log, env=environment(), start_new_session=True,
-        )  # fmt: skip
+            cwd=self.folder,
+            stdout=log,
+            stderr=log,
+            env=environment(),
+            start_new_session=True,
+        )
         log.close()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -102,8 +121,9 @@ class Server:
             headers["Authorization"] = f"Bearer {self.tokens.get(token, token)}"
         return httpx.request(method, self.base + path, headers=headers, timeout=30, **kwargs)
 
-    def wait_job(self, job_id: str, states: tuple[str, ...] = ("succeeded", "failed", "cancelled"),
-                 timeout: float = 90) -> dict[str, Any]:  # fmt: skip
+    def wait_job(
+        self, job_id: str, states: tuple[str, ...] = ("succeeded", "failed", "cancelled"), timeout: float = 90
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             job = self.request("GET", f"/v1/scans/{job_id}", token="reader").json()

@@ -60,19 +60,29 @@ def test_the_served_list_is_the_scans_list_in_todays_format_with_an_etag(scanned
     assert list(load_quarantine(folder / "index.db")) == bad_indices()
 
     etag = answer.headers["etag"]
-    again = scanned_service.request("GET", "/v1/datasets/train/quarantine", token="reader",
-                                    headers={"If-None-Match": etag})  # fmt: skip
+    again = scanned_service.request(
+        "GET", "/v1/datasets/train/quarantine", token="reader", headers={"If-None-Match": etag}
+    )
     assert again.status_code == 304 and again.content == b""
-    stale = scanned_service.request("GET", "/v1/datasets/train/quarantine", token="reader",
-                                    headers={"If-None-Match": '"something-else"'})  # fmt: skip
+    stale = scanned_service.request(
+        "GET", "/v1/datasets/train/quarantine", token="reader", headers={"If-None-Match": '"something-else"'}
+    )
     assert stale.status_code == 200
 
 
 def test_the_cli_works_on_the_services_files(scanned_service: Server, tmp_path: Path) -> None:
     index = scanned_service.folder / "state" / "datasets" / "train" / "index.db"
-    for command in (["quarantine", str(index), "--format", "txt"], ["report", str(index), "-o", str(tmp_path / "r.html")]):
-        done = subprocess.run([sys.executable, "-m", "datalint", *command], capture_output=True, text=True,
-                              env=environment(), timeout=120)  # fmt: skip
+    for command in (
+        ["quarantine", str(index), "--format", "txt"],
+        ["report", str(index), "-o", str(tmp_path / "r.html")],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "datalint", *command],
+            capture_output=True,
+            text=True,
+            env=environment(),
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
     assert (tmp_path / "r.html").stat().st_size > 1000
 
@@ -98,18 +108,34 @@ def test_unknown_datasets_bad_names_and_bad_bodies_are_4xx(scanned_service: Serv
     for body in bad_bodies:
         answer = scanned_service.request("POST", "/v1/datasets/train/failures", token="writer", json=body)
         assert answer.status_code == 422, (body, answer.text)
-    broken = scanned_service.request("POST", "/v1/datasets/train/failures", token="writer", content=b"{nope",
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
+    broken = scanned_service.request(
+        "POST",
+        "/v1/datasets/train/failures",
+        token="writer",
+        content=b"{nope",
+        headers={"Content-Type": "application/json"},
+    )
     assert broken.status_code == 422
-    huge = scanned_service.request("POST", "/v1/datasets/train/failures", token="writer",
-                                   content=b" " * (9 * 1024 * 1024), headers={"Content-Type": "application/json"})  # fmt: skip
+    huge = scanned_service.request(
+        "POST",
+        "/v1/datasets/train/failures",
+        token="writer",
+        content=b" " * (9 * 1024 * 1024),
+        headers={"Content-Type": "application/json"},
+    )
     assert huge.status_code == 413
 
 
 def test_the_openapi_schema_is_published(scanned_service: Server) -> None:
     schema = scanned_service.request("GET", "/openapi.json", token=None).json()
-    assert {"/v1/datasets/{name}/quarantine", "/v1/datasets/{name}/failures", "/v1/datasets/{name}/scans",
-            "/v1/scans/{job_id}", "/healthz", "/metrics"} <= set(schema["paths"])  # fmt: skip
+    assert {
+        "/v1/datasets/{name}/quarantine",
+        "/v1/datasets/{name}/failures",
+        "/v1/datasets/{name}/scans",
+        "/v1/scans/{job_id}",
+        "/healthz",
+        "/metrics",
+    } <= set(schema["paths"])
 
 
 def test_metrics_are_prometheus_text(scanned_service: Server) -> None:
@@ -126,18 +152,27 @@ def test_one_log_line_per_request_and_per_job_event(scanned_service: Server) -> 
 
 
 def test_a_registered_dataset_is_validated_and_persisted(scanned_service: Server) -> None:
-    for bad in ({"name": "../etc", "dataset": "x:y"}, {"name": "ok-name"}, {"name": ".hidden", "images": "/"}):
+    for bad in (
+        {"name": "../etc", "dataset": "x:y"},
+        {"name": "ok-name"},
+        {"name": ".hidden", "images": "/"},
+    ):
         assert scanned_service.request("POST", "/v1/datasets", json=bad).status_code == 422, bad
     made = scanned_service.request("POST", "/v1/datasets", json={"name": "extra", "images": "/nonexistent"})
     assert made.status_code == 201, made.text
-    assert scanned_service.request("POST", "/v1/datasets", json={"name": "extra", "images": "/x"}).status_code == 409
+    assert (
+        scanned_service.request("POST", "/v1/datasets", json={"name": "extra", "images": "/x"}).status_code
+        == 409
+    )
     saved = json.loads((scanned_service.folder / "state" / "datasets.json").read_text())
     assert [d["name"] for d in saved] == ["extra"]
 
 
 def test_guard_rows_from_the_service_are_in_the_index_the_cli_reads(scanned_service: Server) -> None:
     failure = {"index": 7, "key": "k7", "error_type": "OSError", "message": "flaky mount", "host": "node-3"}
-    answer = scanned_service.request("POST", "/v1/datasets/train/failures", token="writer", json={"failures": [failure]})
+    answer = scanned_service.request(
+        "POST", "/v1/datasets/train/failures", token="writer", json={"failures": [failure]}
+    )
     assert answer.json() == {"accepted": 1, "committed": True}
     listed = scanned_service.request("GET", "/v1/datasets/train/quarantine", token="reader").json()
     assert 7 in [s["index"] for s in listed["samples"]]
@@ -150,6 +185,8 @@ def test_guard_rows_from_the_service_are_in_the_index_the_cli_reads(scanned_serv
 
 
 def test_cors_is_off(scanned_service: Server) -> None:
-    answer = httpx.options(scanned_service.base + "/v1/datasets",
-                           headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"})  # fmt: skip
+    answer = httpx.options(
+        scanned_service.base + "/v1/datasets",
+        headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"},
+    )
     assert "access-control-allow-origin" not in answer.headers

@@ -39,8 +39,12 @@ def test_one_scan_per_dataset_at_a_time_progress_over_sse_and_cancel(tmp_path: P
         assert server.request("GET", f"/v1/scans/{second['id']}", token="reader").json()["state"] == "queued"
 
         events = []
-        with httpx.stream("GET", f"{server.base}/v1/scans/{first['id']}/events", timeout=30,
-                          headers={"Authorization": f"Bearer {server.tokens['reader']}"}) as stream:  # fmt: skip
+        with httpx.stream(
+            "GET",
+            f"{server.base}/v1/scans/{first['id']}/events",
+            timeout=30,
+            headers={"Authorization": f"Bearer {server.tokens['reader']}"},
+        ) as stream:
             assert stream.headers["content-type"].startswith("text/event-stream")
             for line in stream.iter_lines():
                 if line.startswith("data: "):

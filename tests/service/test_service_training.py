@@ -20,19 +20,34 @@ from datalint.training import remote
 from datalint.training.quarantine import load_quarantine
 
 
-def training(server: Server, url: str, n: int, start: int, step: int, delay: float, tmp: Path) -> subprocess.Popen[str]:
+def training(
+    server: Server, url: str, n: int, start: int, step: int, delay: float, tmp: Path
+) -> subprocess.Popen[str]:
     env = environment()
     env["DATALINT_TOKEN"] = server.tokens["writer"]
     env["DATALINT_SPOOL_DIR"] = str(tmp / "spool")
-    command = [sys.executable, str(HERE / "service_training.py"), url, str(n), str(start), str(step), str(delay)]
+    command = [
+        sys.executable,
+        str(HERE / "service_training.py"),
+        url,
+        str(n),
+        str(start),
+        str(step),
+        str(delay),
+    ]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def guard_rows(server: Server, name: str) -> list[tuple[int, str]]:
     db = store.open_index(server.folder / "state" / "datasets" / name / "index.db", create=False)
     try:
-        return [tuple(r) for r in db.execute(
-            "SELECT idx, info FROM samples WHERE run_id IN (SELECT id FROM runs WHERE kind = 'guard') ORDER BY idx")]
+        return [
+            tuple(r)
+            for r in db.execute(
+                "SELECT idx, info FROM samples"
+                " WHERE run_id IN (SELECT id FROM runs WHERE kind = 'guard') ORDER BY idx"
+            )
+        ]
     finally:
         db.close()
 
@@ -49,7 +64,10 @@ def test_failures_from_two_training_processes_with_two_workers_each_all_arrive_o
     server = Server(tmp_path, dataset_table("train")).start()
     try:
         url = f"{server.base}/v1/datasets/train"
-        jobs = [training(server, url, 200, 0, 7, 0.0, tmp_path / "a"), training(server, url, 200, 3, 11, 0.0, tmp_path / "b")]
+        jobs = [
+            training(server, url, 200, 0, 7, 0.0, tmp_path / "a"),
+            training(server, url, 200, 3, 11, 0.0, tmp_path / "b"),
+        ]
         for job in jobs:
             out, err = job.communicate(timeout=120)
             assert job.returncode == 0, err
@@ -81,8 +99,10 @@ def test_the_service_sigkilled_mid_ingest_loses_no_acknowledged_failure_and_the_
 
     def sender() -> None:  # a client posting batches of 20 as fast as the service takes them
         for start in range(0, 4000, 20):
-            batch = [{"index": i, "key": f"k{i}", "error_type": "OSError", "message": "m", "id": f"f{i}"}
-                     for i in range(start, start + 20)]  # fmt: skip
+            batch = [
+                {"index": i, "key": f"k{i}", "error_type": "OSError", "message": "m", "id": f"f{i}"}
+                for i in range(start, start + 20)
+            ]
             try:
                 remote.post_failures(url, batch, token=server.tokens["writer"], timeout=5)
                 acknowledged.extend(d["index"] for d in batch)
@@ -105,18 +125,35 @@ def test_the_service_sigkilled_mid_ingest_loses_no_acknowledged_failure_and_the_
         committed = {idx for idx, _ in guard_rows(server, "train")}
         assert set(acknowledged) <= committed, "an acknowledged failure was lost"
         spooled = sum(1 for _ in spool.path.open())
-        assert len(set(acknowledged)) + spooled >= 4000 - 20  # at most the batch in flight at the kill is in both
+        assert (
+            len(set(acknowledged)) + spooled >= 4000 - 20
+        )  # at most the batch in flight at the kill is in both
         done = subprocess.run(
-            [sys.executable, "-m", "datalint", "guard", "replay", str(spool.path.parent), url,
-             "--token", server.tokens["writer"]], capture_output=True, text=True, env=environment(), timeout=120,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "datalint",
+                "guard",
+                "replay",
+                str(spool.path.parent),
+                url,
+                "--token",
+                server.tokens["writer"],
+            ],
+            capture_output=True,
+            text=True,
+            env=environment(),
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         assert f"{spooled} failures sent" in done.stderr
         rows = guard_rows(server, "train")
         assert [idx for idx, _ in rows] == list(range(4000)), "every failure there exactly once"
         # replaying the same failures again (a spool replayed twice) changes nothing
         again = remote.Spool(tmp_path / "spool2" / "again.jsonl")
-        again.append({"index": i, "key": f"k{i}", "error_type": "OSError", "message": "m"} for i in range(0, 4000, 3))
+        again.append(
+            {"index": i, "key": f"k{i}", "error_type": "OSError", "message": "m"} for i in range(0, 4000, 3)
+        )
         assert remote.replay(again.path, url, token=server.tokens["writer"]) == len(range(0, 4000, 3))
         assert [idx for idx, _ in guard_rows(server, "train")] == list(range(4000))
         assert not again.path.exists() and not spool.path.exists()
@@ -130,7 +167,7 @@ def test_a_guard_whose_service_is_down_spools_and_replays_when_it_is_back(tmp_pa
     server = Server(tmp_path, dataset_table("train"))  # not started yet: the job starts with it down
     url = f"{server.base}/v1/datasets/train"
     job = training(server, url, 120, 0, 5, 0.01, tmp_path)
-    out, err = job.communicate(timeout=120)
+    _, err = job.communicate(timeout=120)
     assert job.returncode == 0, err
     files = list((tmp_path / "spool").glob("*.jsonl"))
     assert len(files) == 2, "one spool file per DataLoader worker"
@@ -139,9 +176,22 @@ def test_a_guard_whose_service_is_down_spools_and_replays_when_it_is_back(tmp_pa
     server.start()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "datalint", "guard", "replay", str(tmp_path / "spool"), url,
-             "--token", server.tokens["writer"]], capture_output=True, text=True, env=environment(), timeout=60,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "datalint",
+                "guard",
+                "replay",
+                str(tmp_path / "spool"),
+                url,
+                "--token",
+                server.tokens["writer"],
+            ],
+            capture_output=True,
+            text=True,
+            env=environment(),
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         assert [idx for idx, _ in guard_rows(server, "train")] == spooled
     finally:
