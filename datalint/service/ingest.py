@@ -61,6 +61,7 @@ class IngestWriter:
         self._thread = threading.Thread(target=self._run, name=f"ingest-{name}", daemon=True)
         self._db: Any = None
         self._run_id: int | None = None
+        self._errors = 0  # samples recorded by this writer's guard run
         self._thread.start()
 
     def submit(self, failures: Sequence[IncomingFailure]) -> Future[int]:
@@ -102,7 +103,7 @@ class IngestWriter:
             logger.error("ingest %s: could not commit %d failures: %s", self.name, len(rows), exc)
             if self._db is not None:
                 self._db.close()
-            self._db, self._run_id = None, None
+            self._db, self._run_id, self._errors = None, None, 0
             for _, future in waiting:
                 future.set_exception(exc)
             return
@@ -144,6 +145,18 @@ class IngestWriter:
         ]
         findings = [(f.index, f.detail) for f in rows]
         with store.transaction(db):
+            # The run's count grows by the samples new to it; a count(*) over the run would scan the
+            # whole table on every commit (there is no index on run_id), this looks up the batch by key.
+            distinct = sorted({f.index for f in rows})
+            known = 0
+            for start in range(0, len(distinct), 500):
+                part = distinct[start : start + 500]
+                marks = ", ".join("?" for _ in part)
+                (count,) = db.conn.execute(
+                    f"SELECT count(*) FROM samples WHERE run_id = ? AND idx IN ({marks})", [run_id, *part]
+                ).fetchone()
+                known += count
+            self._errors += len(distinct) - known
             db.conn.executemany(
                 "INSERT OR REPLACE INTO samples (idx, key, status, run_id, duration, error_type,"
                 " error_message, traceback, worker, measured_at, info)"
@@ -154,9 +167,8 @@ class IngestWriter:
                 "INSERT OR REPLACE INTO findings (idx, kind, detail, quarantine) VALUES (?, 'error', ?, 1)",
                 findings,
             )
-            (errors,) = db.conn.execute("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,)).fetchone()
             db.conn.execute(
-                "UPDATE runs SET counts = ? WHERE id = ?", (json.dumps({"error": errors}), run_id)
+                "UPDATE runs SET counts = ? WHERE id = ?", (json.dumps({"error": self._errors}), run_id)
             )
 
 

@@ -127,8 +127,8 @@ class Registry:
         cached = self._lists.get(name)
         if cached is not None and cached[0] == state:
             return cached[1]
-        body, entries = build_list(path)
-        served = ServedList('"' + hashlib.sha256(body).hexdigest()[:32] + '"', body, entries)
+        body, entries, content = build_list(path)
+        served = ServedList('"' + content + '"', body, entries)
         self._lists[name] = (state, served)
         return served
 
@@ -139,7 +139,8 @@ class Registry:
             return None
         try:
             wal = os.stat(f"{path}-wal")
-            wal_state: tuple[int, int] = (wal.st_mtime_ns, wal.st_size)
+            # An empty WAL holds nothing (a reader's open creates one): only a WAL with frames counts.
+            wal_state: tuple[int, int] = (wal.st_mtime_ns, wal.st_size) if wal.st_size else (0, 0)
         except FileNotFoundError:
             wal_state = (0, 0)
         return (main.st_mtime_ns, main.st_size, wal_state, self._generation.get(name, 0))
@@ -199,8 +200,9 @@ class _read_only:
         self.connection.close()
 
 
-def build_list(path: Path) -> tuple[bytes, int]:
-    """The `datalint-quarantine/1` document of the index at `path`, as bytes, and its entry count.
+def build_list(path: Path) -> tuple[bytes, int, str]:
+    """The `datalint-quarantine/1` document of the index at `path` as bytes, its entry count, and a hash
+    of everything in it but `created` (the ETag: an unchanged list keeps it across rebuilds and restarts).
 
     The samples array is assembled by SQLite's JSON functions: a million entries in well under a
     second, where building a million Python dicts and dumping them takes several.
@@ -231,4 +233,6 @@ def build_list(path: Path) -> tuple[bytes, int]:
         "policy": policy_kinds if isinstance(policy_kinds, list) else None,
     }
     prefix = json.dumps(head, separators=(", ", ": "))[:-1]
-    return f'{prefix}, "samples": {samples}}}'.encode(), int(count)
+    content = hashlib.sha256(json.dumps({**head, "created": None}).encode())
+    content.update(samples.encode())
+    return f'{prefix}, "samples": {samples}}}'.encode(), int(count), content.hexdigest()[:32]
