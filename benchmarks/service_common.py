@@ -33,21 +33,38 @@ class Service:
         self.port = free_port()
         tokens = folder / "tokens.toml"
         done = subprocess.run(
-            [sys.executable, "-m", "datalint", "serve", "token", "add", "bench", "--scopes", "admin",
-             "--tokens", str(tokens)],
-            capture_output=True, text=True, env=environment(), check=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "datalint",
+                "serve",
+                "token",
+                "add",
+                "bench",
+                "--scopes",
+                "admin",
+                "--tokens",
+                str(tokens),
+            ],
+            capture_output=True,
+            text=True,
+            env=environment(),
+            check=True,
+        )
         self.token = done.stdout.strip()
         config = folder / "datalint-service.toml"
         config.write_text(
-            f'[service]\ndata-dir = "state"\nport = {self.port}\ntokens = "tokens.toml"\nlog-level = "warning"\n'
+            f'[service]\ndata-dir = "state"\nport = {self.port}\ntokens = "tokens.toml"\nlog-level = "info"\n'
             + datasets
         )
         log = (folder / "service.log").open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "datalint", "serve", "--config", str(config)],
-            cwd=folder, stdout=log, stderr=log, env=environment(),
-        )  # fmt: skip
+            cwd=folder,
+            stdout=log,
+            stderr=log,
+            env=environment(),
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -72,7 +89,7 @@ class Service:
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def load() -> str:

@@ -25,8 +25,15 @@ from service_common import Service, load, percentile
 DATASET = '\n[[datasets]]\nname = "train"\nimages = "/nonexistent"\n'
 
 
-async def sender(client: httpx.AsyncClient, url: str, number: int, batch: int, until: float,
-                 latencies: list[float], period: float = 0.0) -> int:  # fmt: skip
+async def sender(
+    client: httpx.AsyncClient,
+    url: str,
+    number: int,
+    batch: int,
+    until: float,
+    latencies: list[float],
+    period: float = 0.0,
+) -> int:
     sent = 0
     counter = 0
     next_at = time.perf_counter() + period * (number % 32) / 32  # spread the senders' phases
@@ -35,10 +42,16 @@ async def sender(client: httpx.AsyncClient, url: str, number: int, batch: int, u
             await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
             next_at += period
         failures = [
-            {"index": number * 10_000_000 + counter + i, "key": f"img/{counter + i}.jpg", "error_type": "OSError",
-             "message": "image file is truncated", "host": f"node-{number}", "pid": 1000 + number}
+            {
+                "index": number * 10_000_000 + counter + i,
+                "key": f"img/{counter + i}.jpg",
+                "error_type": "OSError",
+                "message": "image file is truncated",
+                "host": f"node-{number}",
+                "pid": 1000 + number,
+            }
             for i in range(batch)
-        ]  # fmt: skip
+        ]
         counter += batch
         started = time.perf_counter()
         answer = await client.post(url, json={"failures": failures})
@@ -74,7 +87,9 @@ def main() -> None:
     parser.add_argument("--senders", type=int, default=32)
     parser.add_argument("--batch", type=int, nargs="+", default=[100])
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--rate", type=float, nargs="+", default=[5000.0, 0.0], help="failures/s in all; 0: flat out")
+    parser.add_argument(
+        "--rate", type=float, nargs="+", default=[5000.0, 0.0], help="failures/s in all; 0: flat out"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         service = Service(Path(folder), DATASET)
@@ -83,7 +98,11 @@ def main() -> None:
                 for batch in args.batch:
                     result = asyncio.run(run(service, args.senders, batch, args.seconds, rate))
                     figures = {k: round(v, 1) for k, v in result.items()}
-                    print(json.dumps({"senders": args.senders, "rate": rate, "batch": batch, **figures, "load": load()}))
+                    print(
+                        json.dumps(
+                            {"senders": args.senders, "rate": rate, "batch": batch, **figures, "load": load()}
+                        )
+                    )
         finally:
             service.stop()
 

@@ -293,6 +293,7 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if start_jobs:
             service.jobs.start()
+        registry.warm()  # the first GET of a big list should not pay for building it
         logger.info("serving %d datasets from %s", len(registry.names()), config.data_dir)
         yield
         service.stopping = True
@@ -445,8 +446,12 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
                 404, f"dataset {name!r} has no list yet: start a scan (POST /v1/datasets/{name}/scans)"
             )
         headers = {"ETag": served.etag, "Cache-Control": "no-cache"}
+        headers["Vary"] = "Accept-Encoding"
         if served.etag in _etags(request.headers.get("if-none-match", "")):
             return Response(status_code=304, headers=headers)
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            headers["Content-Encoding"] = "gzip"
+            return Response(served.gzipped, media_type="application/json", headers=headers)
         return Response(served.body, media_type="application/json", headers=headers)
 
     @app.get(

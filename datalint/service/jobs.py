@@ -256,7 +256,7 @@ class JobManager:
         self._update_progress(job)
         job = self.get(job_id) or job
         result = self._result(job_id)
-        self.registry.changed(job.dataset)
+        self.registry.changed(job.dataset, rebuild=True)
         if job_id in self._cancelling:
             del self._cancelling[job_id]
             self._finish(job, "cancelled", returncode=code)

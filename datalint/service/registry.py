@@ -9,17 +9,22 @@ SQLite (JSON1), cached by the index's state and tagged with the SHA-256 of its b
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from datalint.scan import store
 from datalint.service.config import ConfigError, DatasetConfig, ServiceConfig, parse_dataset, valid_name
+
+logger = logging.getLogger("datalint.service")
 
 REGISTERED_FILE = "datasets.json"  # datasets registered through the API, beside the config's
 
@@ -29,6 +34,7 @@ class ServedList:
     etag: str  # quoted, as the header carries it
     body: bytes
     entries: int
+    gzipped: bytes  # the same body gzip-compressed once (lists compress ~15x), for Accept-Encoding: gzip
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,7 @@ class Registry:
             self._datasets.setdefault(dataset.name, dataset)
         self._lists: dict[str, tuple[tuple[Any, ...], ServedList]] = {}
         self._generation: dict[str, int] = {}
+        self._building: dict[str, threading.Lock] = {}
 
     # ---- datasets ----------------------------------------------------------------------------
 
@@ -111,26 +118,50 @@ class Registry:
     def quarantine_path(self, name: str) -> Path:
         return self.folder(name) / "quarantine.json"
 
-    def changed(self, name: str) -> None:
-        """Something this process wrote changed the dataset's list (an ingest, a finished scan)."""
+    def changed(self, name: str, *, rebuild: bool = False) -> None:
+        """Something this process wrote changed the dataset's list (an ingest, a finished scan).
+
+        With `rebuild`, the list is rebuilt now in the background, so the next GET finds it built
+        (a GET that comes first waits for that build rather than starting its own)."""
         with self._lock:
             self._generation[name] = self._generation.get(name, 0) + 1
+        if rebuild:
+            self.warm([name])
+
+    def warm(self, names: list[str] | None = None) -> None:
+        """Build the lists of `names` (default: all) in a background thread."""
+
+        def build() -> None:
+            for name in names if names is not None else self.names():
+                try:
+                    self.served_list(name)
+                except Exception as exc:  # a broken index is reported to whoever asks for its list
+                    logger.warning("list of %s not prebuilt: %s", name, exc)
+
+        threading.Thread(target=build, name="datalint-lists", daemon=True).start()
 
     # ---- the served list ----------------------------------------------------------------------
 
     def served_list(self, name: str) -> ServedList | None:
         """The list as the service serves it, or None when the dataset has no index yet."""
         path = self.index_path(name)
-        state = self._state(name, path)
-        if state is None:
-            return None
-        cached = self._lists.get(name)
-        if cached is not None and cached[0] == state:
-            return cached[1]
-        body, entries, content = build_list(path)
-        served = ServedList('"' + content + '"', body, entries)
-        self._lists[name] = (state, served)
-        return served
+        with self._lock:
+            building = self._building.setdefault(name, threading.Lock())
+        with building:  # one build per dataset at a time; the others wait for it and share it
+            state = self._state(name, path)
+            if state is None:
+                return None
+            cached = self._lists.get(name)
+            if cached is not None and cached[0] == state:
+                return cached[1]
+            started = time.monotonic()
+            body, entries, content = build_list(path)
+            served = ServedList(
+                '"' + content + '"', body, entries, gzip.compress(body, compresslevel=1, mtime=0)
+            )
+            self._lists[name] = (state, served)
+            logger.info("list of %s built: %d entries in %.2f s", name, entries, time.monotonic() - started)
+            return served
 
     def _state(self, name: str, path: Path) -> tuple[Any, ...] | None:
         try:

@@ -17,6 +17,7 @@ the service keys failures by sample index.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import logging
@@ -100,7 +101,7 @@ def fetch_list(url: str, *, token: str | None = None, timeout: float = TIMEOUT_S
     """The list's bytes: fresh from the service, or the cached copy when the service is unreachable."""
     target = list_url(url)
     cached_body, cached_etag = _read_cache(target)
-    headers = _headers(token)
+    headers = {**_headers(token), "Accept-Encoding": "gzip"}
     if cached_etag is not None and cached_body is not None:
         headers["If-None-Match"] = cached_etag
     request = urllib.request.Request(target, headers=headers)
@@ -108,6 +109,8 @@ def fetch_list(url: str, *, token: str | None = None, timeout: float = TIMEOUT_S
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read()
             etag = response.headers.get("ETag")
+            if response.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
         _write_cache(target, body, etag)
         return Fetched(body, target)
     except urllib.error.HTTPError as exc:
