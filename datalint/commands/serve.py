@@ -14,7 +14,7 @@ def register(subparsers: Any) -> None:
         help="run the scanner as an HTTP service: datasets, scans as jobs, lists and guard failures",
         description=(
             "Serve datasets' scan indexes and quarantine lists over HTTP, run scans as jobs and collect "
-            "guard failures from training jobs (docs/service.md)."
+            "guard failures from training jobs (`datalint docs service`)."
         ),
     )
     parser.add_argument(
