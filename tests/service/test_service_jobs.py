@@ -14,7 +14,7 @@ from service_server import Server, dataset_table
 
 pytestmark = pytest.mark.slow
 
-SLOW = dataset_table("slow", n=300, bad_every=50, delay=0.02)
+SLOW = dataset_table("slow", n=200, bad_every=50, delay=0.02)
 
 
 def wait_progress(server: Server, job_id: str, at_least: int) -> dict[str, object]:
@@ -35,7 +35,7 @@ def test_one_scan_per_dataset_at_a_time_progress_over_sse_and_cancel(tmp_path: P
         assert server.request("GET", f"/v1/scans/{second['id']}", token="reader").json()["state"] == "queued"
         job = wait_progress(server, first["id"], 20)
         progress = job["progress"]
-        assert progress["total"] == 300 and progress["findings"] >= 0  # type: ignore[index]
+        assert progress["total"] == 200 and progress["findings"] >= 0  # type: ignore[index]
         assert server.request("GET", f"/v1/scans/{second['id']}", token="reader").json()["state"] == "queued"
 
         events = []
@@ -60,7 +60,7 @@ def test_one_scan_per_dataset_at_a_time_progress_over_sse_and_cancel(tmp_path: P
         # the queued full rescan starts once the dataset is free, and finishes
         finished = server.wait_job(second["id"])
         assert finished["state"] == "succeeded", finished
-        assert finished["summary"]["length"] == 300 and finished["summary"]["quarantined"] == 6
+        assert finished["summary"]["length"] == 200 and finished["summary"]["quarantined"] == 4
     finally:
         server.stop()
 
@@ -109,6 +109,6 @@ def test_sigterm_drains_and_a_restart_resumes_the_interrupted_scan(tmp_path: Pat
     try:
         resumed = server.wait_job(job["id"])
         assert resumed["state"] == "succeeded" and resumed["resumed"] is True
-        assert resumed["summary"]["resumed"] >= 30 and resumed["summary"]["length"] == 300
+        assert resumed["summary"]["resumed"] >= 30 and resumed["summary"]["length"] == 200
     finally:
         server.stop()
