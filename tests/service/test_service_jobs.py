@@ -112,3 +112,20 @@ def test_sigterm_drains_and_a_restart_resumes_the_interrupted_scan(tmp_path: Pat
         assert resumed["summary"]["resumed"] >= 30 and resumed["summary"]["length"] == 200
     finally:
         server.stop()
+
+
+def test_a_dataset_with_an_interval_is_scanned_on_its_schedule(tmp_path: Path) -> None:
+    server = Server(tmp_path, dataset_table("timed", n=20) + 'interval = "1s"\n').start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            jobs = server.request("GET", "/v1/datasets/timed/scans", token="reader").json()["scans"]
+            if any(j["state"] == "succeeded" for j in jobs):
+                break
+            time.sleep(0.2)
+        assert jobs and all(j["reason"] == "schedule" for j in jobs), jobs
+        assert any(j["state"] == "succeeded" for j in jobs)
+        listed = server.request("GET", "/v1/datasets/timed/quarantine", token="reader").json()
+        assert [s["index"] for s in listed["samples"]] == [0, 10]
+    finally:
+        server.stop()

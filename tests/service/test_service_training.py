@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import subprocess
 import sys
 import threading
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 from service_data import Failing, bad_indices, make
@@ -248,3 +251,42 @@ def test_a_stale_list_from_the_service_is_refused_as_a_file_would_be(
     url = f"{scanned_service.base}/v1/datasets/train"
     with pytest.raises(StaleQuarantineError, match="length 60 in the list, 50 in the dataset"):
         QuarantineSampler(Failing(50, set()), url)
+
+
+def _rank_reads_the_list(init_file: str, rank: int, url: str, cache: str, results: Any) -> None:
+    import torch.distributed as dist
+
+    from datalint.torch import DistributedQuarantineSampler
+
+    os.environ["DATALINT_CACHE_DIR"] = cache
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    dist.barrier()
+    try:
+        sampler = DistributedQuarantineSampler(make(), url)
+        results.put((rank, list(sampler.quarantine), sampler.quarantine.source))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_every_rank_of_a_distributed_job_gets_the_list_rank_0_fetched(
+    scanned_service: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATALINT_TOKEN", scanned_service.tokens["reader"])
+    url = f"{scanned_service.base}/v1/datasets/train"
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    caches = [tmp_path / f"cache-{rank}" for rank in range(2)]
+    ranks = [
+        context.Process(target=_rank_reads_the_list,
+                        args=(str(tmp_path / "rendezvous"), rank, url, str(caches[rank]), results))
+        for rank in range(2)
+    ]  # fmt: skip
+    for process in ranks:
+        process.start()
+    answers = sorted(results.get(timeout=90) for _ in ranks)
+    for process in ranks:
+        process.join(timeout=30)
+    assert answers[0][1:] == answers[1][1:] and answers[0][1] == bad_indices()
+    assert list(caches[0].glob("*.json")), "rank 0 fetched (and cached) the list"
+    assert not caches[1].exists(), "rank 1 did not fetch: it got rank 0's bytes"
