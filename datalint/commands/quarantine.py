@@ -14,6 +14,7 @@ from typing import Any
 
 from datalint.commands.arguments import add_format, add_output_file, positive_int, size
 from datalint.commands.scan import KIND_HELP
+from datalint.text import printable, shown_name
 
 
 def register(subparsers: Any) -> None:
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
 def format_text(document: dict[str, Any]) -> str:
     lines = []
     for sample in document["samples"]:
-        detail = " ".join(str(sample["detail"]).split())
-        lines.append(f"{sample['index']}\t{sample['key'] or ''}\t{','.join(sample['kinds'])}\t{detail}")
+        detail = printable(" ".join(str(sample["detail"]).split()))
+        key = shown_name(sample["key"]) if sample["key"] else ""  # a tab or newline in a key would break the line
+        lines.append(f"{sample['index']}\t{key}\t{','.join(sample['kinds'])}\t{detail}")
     return "".join(line + "\n" for line in lines)

@@ -446,7 +446,7 @@ def sample_keys(index: Any, indices: set[int]) -> dict[int, str | None]:
         part = ordered[start : start + 500]
         marks = ", ".join("?" for _ in part)
         for idx, key in index.execute(f"SELECT idx, key FROM samples WHERE idx IN ({marks})", part):
-            keys[idx] = key
+            keys[idx] = store.read_key(key)
     return keys
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.errors import DatalintError
+from datalint.text import is_utf8, name_bytes
 
 SCHEMA_VERSION = 1
 
@@ -296,7 +297,42 @@ def sample_values(row: dict[str, Any]) -> tuple[Any, ...]:
         value = values[position]
         if value is not None and not isinstance(value, str):
             values[position] = json.dumps(value, separators=(",", ":"), default=str)
+    values[_KEY_POSITION] = stored_key(values[_KEY_POSITION])
+    for position in _TEXT_POSITIONS:
+        values[position] = storable_text(values[position])
     return tuple(values)
+
+
+_KEY_POSITION = SAMPLE_COLUMNS.index("key")
+_TEXT_POSITIONS = tuple(
+    SAMPLE_COLUMNS.index(column) for column in ("error_type", "error_message", "traceback", "status")
+)
+
+
+def stored_key(key: Any) -> Any:
+    """A sample key as SQLite keeps it: text, or the exact bytes (a BLOB) when it is not UTF-8.
+
+    File names on Linux are bytes; Python gives the ones that are not UTF-8 as surrogate-escaped
+    strings, which SQLite refuses. As a BLOB the key is lossless and can never equal another
+    key's text; `read_key` turns it back into the string the dataset gave.
+    """
+    if isinstance(key, str) and not key.isascii() and not is_utf8(key):
+        return name_bytes(key)
+    return key
+
+
+def read_key(value: Any) -> str | None:
+    """A `samples.key` value as the string the dataset gave (see `stored_key`)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
+    return None if value is None else str(value)
+
+
+def storable_text(value: Any) -> Any:
+    """Text SQLite can store: a message quoting a name that is not UTF-8 shows its bytes as \\xNN."""
+    if isinstance(value, str) and not value.isascii() and not is_utf8(value):
+        return name_bytes(value).decode("utf-8", "backslashreplace")
+    return value
 
 
 def write_samples(db: Any, values: Sequence[tuple[Any, ...]]) -> None:
@@ -367,6 +403,7 @@ def iter_samples(
 
 def write_findings(db: Any, findings: Iterable[dict[str, Any]]) -> None:
     """Replace the derived findings table in one transaction."""
+    rows = ({name: storable_text(value) for name, value in finding.items()} for finding in findings)
     with transaction(db):
         db.execute("DELETE FROM findings")
-        db["findings"].insert_all(findings, pk=("idx", "kind"), replace=True, batch_size=500)
+        db["findings"].insert_all(rows, pk=("idx", "kind"), replace=True, batch_size=500)

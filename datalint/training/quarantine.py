@@ -253,7 +253,7 @@ def _load_index(path: Path) -> Quarantine:
         raise QuarantineFormatError(f"{path}: cannot read the scan index: {exc}") from None
     return Quarantine(
         indices=np.array([row[0] for row in rows], dtype=np.int64),
-        keys=tuple(row[1] for row in rows),
+        keys=tuple(store.read_key(row[1]) for row in rows),
         kinds=tuple(tuple(sorted(set(row[2].split("\x1f")))) for row in rows),
         details=tuple(row[3] for row in rows),
         length=latest.length if latest is not None else None,
