@@ -35,6 +35,11 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(_escape, text)
 
 
+def printable_lines(text: str) -> str:
+    """`printable` line by line: a message that is meant to span lines keeps them."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
 def shown_name(name: str) -> str:
     """A file name or sample key for a person: as is when plain, else `$'...'` with escapes.
 

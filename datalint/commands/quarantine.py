@@ -73,6 +73,7 @@ def format_text(document: dict[str, Any]) -> str:
     lines = []
     for sample in document["samples"]:
         detail = printable(" ".join(str(sample["detail"]).split()))
-        key = shown_name(sample["key"]) if sample["key"] else ""  # a tab or newline in a key would break the line
+        # A tab or a newline in a key would break the line: shown_name quotes and escapes it.
+        key = shown_name(sample["key"]) if sample["key"] else ""
         lines.append(f"{sample['index']}\t{key}\t{','.join(sample['kinds'])}\t{detail}")
     return "".join(line + "\n" for line in lines)

@@ -16,11 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from datalint.files import read_regular_file
 from datalint.report.index import FlaggedSample
+from datalint.text import exception_text, printable
 
 THUMB_SIDE = 96
 JPEG_QUALITY = 70
 MAX_PREVIEW_PIXELS = 64_000_000  # refuse to decode past this, whatever the scan's --max-pixels was
+MAX_PREVIEW_FILE_BYTES = 256 * 1024 * 1024  # and to read a file larger than this into memory
 
 # Outcomes of the scan after which decoding the file again in this process is not safe.
 UNSAFE_STATUSES = frozenset({"crash", "timeout"})
@@ -62,8 +65,10 @@ def thumbnail(sample: FlaggedSample, root: Path | None) -> Thumbnail:
         return Thumbnail(sample, None, str(exc))
     except FileNotFoundError:
         return Thumbnail(sample, None, "file not found (moved? see --image-root)")
+    except OSError as exc:
+        return Thumbnail(sample, None, f"not read: {printable(exc.strerror or exception_text(exc))}")
     except Exception as exc:  # per-sample boundary: a damaged file must not stop the report
-        return Thumbnail(sample, None, f"does not decode: {type(exc).__name__}")
+        return Thumbnail(sample, None, f"does not decode: {exception_text(exc)[:200]}")
     uri = "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii")
     return Thumbnail(sample, uri, "", width, height)
 
@@ -73,7 +78,8 @@ def _encode_preview(path: Path) -> tuple[bytes, int, int]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Pillow's bomb and EXIF warnings: the scan reported them
-        with Image.open(path) as image:
+        # Read without blocking first: a preview that became a FIFO must not hang the report.
+        with Image.open(io.BytesIO(read_regular_file(path, limit=MAX_PREVIEW_FILE_BYTES))) as image:
             width, height = image.size
             if width * height > MAX_PREVIEW_PIXELS:
                 raise NoPreview(f"not decoded: {width}x{height} is too large to preview")

@@ -1639,7 +1639,7 @@ def index_findings(db: Any, thresholds: ShapeThresholds | None = None) -> list[t
     for idx, width, height in db.execute(_ODD_SHAPES, [limits.min_side, limits.max_aspect]):
         found.extend((idx, f.kind, f.detail) for f in shape_findings(int(width), int(height), limits))
     hashes = {
-        idx: (read_key(key) if key is not None else f"#{idx}", digest)
+        idx: (read_key(key) or f"#{idx}", digest)
         for idx, key, digest in db.execute(_SHARED_HASHES)
     }
     found.extend((idx, f.kind, f.detail) for idx, f in duplicate_findings(hashes).items())

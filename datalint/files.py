@@ -1,0 +1,55 @@
+"""Reading files that may be anything: a FIFO, a socket or a device must never block a read.
+
+Standard library only: `datalint check` uses it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+
+class FileTooLarge(OSError):
+    """A regular file over the size the caller is willing to read."""
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
+    """A file's bytes, refusing anything but a regular file before a read could block.
+
+    Opened without blocking and checked with fstat on the open descriptor, so a file replaced by a
+    FIFO between a listing and this read is refused too. Raises OSError (with a reason a person
+    can read) for every file it will not read; `FileTooLarge` over `limit` bytes.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise OSError(errno.EINVAL, f"not a regular file ({file_kind(status.st_mode)})", os.fspath(path))
+        if limit is not None and status.st_size > limit:
+            raise FileTooLarge(errno.EFBIG, f"{status.st_size:,} bytes, over the limit of {limit:,}")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    kinds = {
+        stat.S_ISDIR: "a directory",
+        stat.S_ISFIFO: "a named pipe",
+        stat.S_ISSOCK: "a socket",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+    }
+    return next((name for test, name in kinds.items() if test(mode)), "a special file")
+
+
+def is_regular(path: Path) -> bool:
+    """True for a regular file (following symlinks); False for anything else or nothing."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
