@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import signal
+import sqlite3
 import tempfile
 import threading
 import time
@@ -194,7 +195,7 @@ def scan_source(
     index_path = Path(db) if db is not None else default_index_path(description.spec, description.kind)
     quarantine_path = Path(quarantine) if quarantine is not None else default_quarantine_path(index_path)
     index = store.open_index(index_path)
-    try:
+    with contextlib.closing(index), store.index_errors(index_path, kept=lambda: _kept_rows(index_path)):
         todo, resumed = _plan(index, description, options, length, print_, stream)
         workers = options.worker_count()
         notes: list[str] = []
@@ -241,8 +242,16 @@ def scan_source(
                 files=description.kind == "images",
             ),
         )
-    finally:
-        index.close()
+
+
+def _kept_rows(index_path: Path) -> str:
+    """After a failed write: what the index still holds, read through a fresh connection."""
+    with contextlib.closing(sqlite3.connect(f"{index_path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+        (rows,) = db.execute("SELECT count(*) FROM samples").fetchone()
+    return (
+        f"The index holds {rows:,} complete sample row(s), all it had before the error; fix the cause "
+        "and run the same command again to resume"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -559,7 +568,8 @@ def derive_quarantine(
     (num_classes, ignore_index, max_bytes, require, ...).
     """
     index = store.open_index(Path(index_path), create=False)
-    try:
+    only_read = lambda: "The index was only read"  # noqa: E731
+    with contextlib.closing(index), store.index_errors(Path(index_path), kept=only_read):
         run = store.latest_run(index)
         if run is None and store.count_samples(index) == 0:
             raise UsageError(f"the index {index_path} holds no scan yet; run `datalint scan` first")
@@ -579,5 +589,3 @@ def derive_quarantine(
             created=store.utc_now(),
             kinds=options.kinds,
         )
-    finally:
-        index.close()

@@ -12,10 +12,12 @@ once) open the index: schema creation is idempotent and serialised by SQLite's o
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -129,14 +131,89 @@ def open_index(path: str | Path, *, busy_timeout: float = 30.0, create: bool = T
     if not create and not path.is_file():
         raise IndexFileError(f"no scan index at {path}; run `datalint scan` first (or pass its --db path)")
     if create:
-        create_parent(path)
+        try:
+            create_parent(path)
+        except OSError as exc:
+            raise IndexFileError(f"cannot create the folder of the index {path}: {os_cause(exc)}") from None
     try:
-        connection = sqlite3.connect(str(path), timeout=busy_timeout, check_same_thread=False)
+        connection = sqlite3.connect(path, timeout=busy_timeout, check_same_thread=False)
         db = sqlite_utils.Database(connection)
         ensure_schema(db)
     except sqlite3.DatabaseError as exc:
-        raise IndexFileError(f"{path} is not a usable datalint index: {exc}") from None
+        cause = sqlite_cause(exc, path)
+        if cause is None:
+            raise IndexFileError(f"{path} is not a usable datalint index: {exc}") from None
+        raise IndexFileError(f"cannot open the index {path}: {cause}; nothing was changed") from None
     return db
+
+
+def sqlite_cause(exc: BaseException, path: Path) -> str | None:
+    """What a person should hear about an SQLite error on `path`: the disk, the permissions, the JSON.
+
+    None when the error is about the file's content (not a database, another program's database).
+    """
+    text = str(exc).lower()
+    if "disk is full" in text:
+        return "the disk is full (SQLite could not grow the file)"
+    if "readonly" in text or "unable to open" in text or "disk i/o error" in text:
+        return _write_permission_cause(path) or f"SQLite cannot write there ({exc})"
+    if "malformed json" in text:
+        return "a JSON value in it is not valid JSON (edited by hand?): restore it or scan with --rescan"
+    if "locked" in text or "busy" in text:
+        return f"another process holds it locked ({exc})"
+    return None
+
+
+def _write_permission_cause(path: Path) -> str | None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.exists() and not os.access(path, os.W_OK):
+        return "the file is read-only for this user (permission denied)"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return (
+            f"its folder {folder} is read-only for this user (permission denied): SQLite must create "
+            f"{path.name}-wal and {path.name}-shm beside the index"
+        )
+    return None
+
+
+def os_cause(exc: OSError) -> str:
+    """An OSError as a cause: the disk, the permissions, or what the system said."""
+    if exc.errno == errno.ENOSPC:
+        return "the disk is full"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return exc.strerror or type(exc).__name__
+
+
+@contextlib.contextmanager
+def index_errors(path: Path, kept: Callable[[], str]) -> Iterator[None]:
+    """Turn the index's SQLite, JSON and disk errors into an IndexFileError that names the cause.
+
+    `kept` says what survives (called only after a failure): every batch written before the error
+    is complete in the index, so the same command resumes once the cause is fixed.
+    """
+    try:
+        yield
+    except sqlite3.Error as exc:
+        cause = sqlite_cause(exc, path) or f"SQLite: {exc}"
+        raise IndexFileError(f"the index {path}: {cause}. {_kept(kept)}") from None
+    except json.JSONDecodeError as exc:
+        raise IndexFileError(
+            f"the index {path} holds a value that is not valid JSON (edited by hand?): {exc}. "
+            "Restore the file, or scan again with --rescan"
+        ) from None
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        raise IndexFileError(f"cannot write{where}: {os_cause(exc)}. {_kept(kept)}") from None
+
+
+def _kept(kept: Callable[[], str]) -> str:
+    try:
+        return kept()
+    except Exception:  # the index itself may be what failed; say what we can
+        return "Rows written before the error are kept in the index"
 
 
 def ensure_schema(db: Any) -> None:
@@ -178,9 +255,15 @@ def transaction(db: Any) -> Iterator[Any]:
     try:
         yield db
     except BaseException:
-        connection.execute("ROLLBACK")
+        if connection.in_transaction:  # SQLite has already rolled back after a full disk
+            connection.execute("ROLLBACK")
         raise
-    connection.execute("COMMIT")
+    try:
+        connection.execute("COMMIT")
+    except sqlite3.Error:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
 
 
 def index_path(db: Any) -> str:
