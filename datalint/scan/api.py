@@ -195,7 +195,8 @@ def scan_source(
     index_path = Path(db) if db is not None else default_index_path(description.spec, description.kind)
     quarantine_path = Path(quarantine) if quarantine is not None else default_quarantine_path(index_path)
     index = store.open_index(index_path)
-    with contextlib.closing(index), store.index_errors(index_path, kept=lambda: _kept_rows(index_path)):
+    kept = lambda: _kept_rows(index_path)  # noqa: E731
+    with contextlib.closing(index), store.index_errors(index_path, kept), store.scan_lock(index_path):
         todo, resumed = _plan(index, description, options, length, print_, stream)
         workers = options.worker_count()
         notes: list[str] = []

@@ -216,6 +216,69 @@ def _kept(kept: Callable[[], str]) -> str:
         return "Rows written before the error are kept in the index"
 
 
+class IndexBusyError(IndexFileError):
+    """Another scan is writing this index now."""
+
+
+def lock_path(index: Path) -> Path:
+    return index.with_name(index.name + ".lock")
+
+
+@contextlib.contextmanager
+def scan_lock(index: Path) -> Iterator[None]:
+    """Hold the index's scan lock: one scan writes an index at a time; a second one is refused.
+
+    A POSIX record lock on `<index>.lock`, which also holds the holder's pid, host and start time
+    for the refusal message. The kernel drops the lock when its process dies however it dies, so
+    a lock left by a killed scan is never stale; forked workers do not inherit it.
+    """
+    import fcntl
+    import socket
+
+    path = lock_path(index)
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            raise IndexFileError(f"cannot create the scan lock {path}: {os_cause(exc)}") from None
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            raise IndexBusyError(
+                f"another scan is writing the index {index} ({holder}): wait for it to finish, or scan "
+                "into another --db"
+            ) from None
+        if _same_file(fd, path):
+            break
+        os.close(fd)  # the holder removed the file as we opened it: take the new one
+    try:
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "started": utc_now()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(record).encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # still holding the lock: nobody can be between open and lock on it
+        os.close(fd)
+
+
+def _lock_holder(fd: int) -> str:
+    try:
+        record = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return f"pid {int(record['pid'])} on host {record['host']}, since {record['started']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that has not yet written its name"
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False
+
+
 def ensure_schema(db: Any) -> None:
     """Create the tables if absent and check the schema version. Safe to call from many processes."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
