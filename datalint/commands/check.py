@@ -100,7 +100,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _codes(text: str) -> list[str]:
-    return [code.strip().upper() for code in text.split(",") if code.strip()]
+    codes = [code.strip().upper() for code in text.split(",") if code.strip()]
+    if not codes:  # `--select ''` would check nothing and pass: a usage error, not a silent green
+        raise argparse.ArgumentTypeError(f"{text!r} names no rule code; pass codes or prefixes (DL0,DL101)")
+    return codes
 
 
 def resolver_for(args: argparse.Namespace) -> ConfigResolver:

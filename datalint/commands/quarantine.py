@@ -46,8 +46,15 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datalint.scan.api import derive_quarantine, write_json_atomically, write_text_atomically
+    from datalint.scan.api import (
+        check_output_path,
+        derive_quarantine,
+        write_json_atomically,
+        write_text_atomically,
+    )
 
+    if args.output is not None:
+        check_output_path(Path(args.output), "-o/--output")
     document = derive_quarantine(
         args.db,
         kinds=args.kinds,

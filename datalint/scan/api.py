@@ -9,12 +9,14 @@ The CLI (`datalint scan`) is a thin face over `scan_source()`; both return a `Sc
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import platform
 import re
 import signal
 import sqlite3
+import stat
 import tempfile
 import threading
 import time
@@ -194,6 +196,7 @@ def scan_source(
     print_ = facts.fingerprint if facts is not None else fingerprint(source)
     index_path = Path(db) if db is not None else default_index_path(description.spec, description.kind)
     quarantine_path = Path(quarantine) if quarantine is not None else default_quarantine_path(index_path)
+    check_output_path(quarantine_path, "--quarantine")
     index = store.open_index(index_path)
     kept = lambda: _kept_rows(index_path)  # noqa: E731
     with contextlib.closing(index), store.index_errors(index_path, kept), store.scan_lock(index_path):
@@ -464,11 +467,31 @@ def write_json_atomically(path: Path, document: Any) -> None:
     write_text_atomically(path, json.dumps(document, indent=1) + "\n")
 
 
+def check_output_path(path: Path, flag: str) -> None:
+    """Refuse, before any work, a file that cannot be written: a folder, or a folder nobody may write."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path} is a folder; give a file name, e.g. {path / 'quarantine.json'}")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # the nearest existing folder: the rest is created
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path}: the folder {folder} is not writable for this user")
+
+
 def write_text_atomically(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, fsync, then rename over it: readers never see half."""
+    """Write to a temporary file beside `path`, fsync, then rename over it: readers never see half.
+
+    The file gets the mode a plain `open()` would give it (0666 less the umask), or keeps the mode
+    of the file it replaces: a list that another user's training job must read stays readable.
+    """
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a folder", str(path))
     store.create_parent(path)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(handle, _replacement_mode(path))
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
@@ -499,6 +522,15 @@ def outcome_counts(
         outcomes.update(damaged=len(damaged), unsupported=len(unsupported))
     outcomes.update((name, count) for name, count in statuses.items() if name != "ok")
     return outcomes
+
+
+def _replacement_mode(path: Path) -> int:
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        umask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def _counts(index: Any, findings: list[policy.Finding]) -> dict[str, Any]:

@@ -531,10 +531,17 @@ def status_counts(db: Any) -> dict[str, int]:
 
 
 def iter_samples(
-    db: Any, columns: Sequence[str] = SAMPLE_COLUMNS, where: str = "", raw: Sequence[str] = ()
+    db: Any,
+    columns: Sequence[str] = SAMPLE_COLUMNS,
+    where: str = "",
+    raw: Sequence[str] = (),
+    parameters: Sequence[Any] = (),
 ) -> Iterator[dict[str, Any]]:
-    """Sample rows in index order, JSON columns decoded (except those named in `raw`)."""
-    cursor = db.execute(f"SELECT {', '.join(columns)} FROM samples {where} ORDER BY idx")
+    """Sample rows in index order, JSON columns decoded (except those named in `raw`).
+
+    `where` is SQL written by datalint; every value in it is a `?` with its value in `parameters`.
+    """
+    cursor = db.execute(f"SELECT {', '.join(columns)} FROM samples {where} ORDER BY idx", list(parameters))
     decode = [name in _JSON_COLUMNS and name not in raw for name in columns]
     for values in cursor:
         yield {
