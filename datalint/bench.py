@@ -27,6 +27,7 @@ from typing import Any
 
 from datalint.doctor import HEADROOM, Limits, human_bytes, shm_fix
 from datalint.errors import UsageError
+from datalint.text import exception_text
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -262,7 +263,7 @@ def _error_text(exc: BaseException) -> str:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        parts.append(f"{type(current).__name__}: {current}")
+        parts.append(exception_text(current))
         current = current.__cause__ or current.__context__
     return "\n".join(parts)
 

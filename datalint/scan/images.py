@@ -53,7 +53,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from datalint.errors import UsageError
 from datalint.scan.store import read_key
-from datalint.text import shown_name
+from datalint.text import safe_str, shown_name
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -641,7 +641,7 @@ def jpeg_unusual_process(data: bytes) -> str | None:
 
 
 def _message(exc: BaseException) -> str:
-    text = str(exc).strip() or "(no message)"
+    text = safe_str(exc).strip() or "(no message)"
     return f"{type(exc).__name__}: {text}"
 
 
