@@ -6,9 +6,11 @@ Standard library only: `datalint check` uses it.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 
 class FileTooLarge(OSError):
@@ -53,3 +55,31 @@ def is_regular(path: Path) -> bool:
         return stat.S_ISREG(path.stat().st_mode)
     except OSError:
         return False
+
+
+class UnreadableDocument(ValueError):
+    """A JSON file that is no document: the message names the file and what is wrong with it."""
+
+
+def load_json_document(path: str | os.PathLike[str], what: str) -> Any:
+    """A JSON file, decoded, or `UnreadableDocument` naming the file and the problem.
+
+    Covers everything a file can be instead of a document: unreadable, not a regular file, not
+    UTF-8, not JSON, or nested too deep to decode (the decoder recurses once per level).
+    """
+    try:
+        text = read_regular_file(path).decode("utf-8")
+    except OSError as exc:
+        raise UnreadableDocument(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise UnreadableDocument(
+            f"{path}: the {what} is not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UnreadableDocument(
+            f"{path}: the {what} is not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    except RecursionError:
+        raise UnreadableDocument(f"{path}: the {what} is nested too deeply to read") from None

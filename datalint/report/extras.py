@@ -7,12 +7,12 @@ never as an error. Only a file that is not JSON at all, or has the wrong shape, 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from datalint.errors import DatalintError
+from datalint.files import UnreadableDocument, load_json_document
 
 
 @dataclass(frozen=True)
@@ -47,13 +47,9 @@ class BenchResult:
 
 def _load_json(path: Path, what: str) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DatalintError(f"{path}: cannot read the {what} file ({exc.strerror or exc})") from exc
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise DatalintError(f"{path}: the {what} file is not JSON ({exc})") from exc
+        return load_json_document(path, f"{what} file")
+    except UnreadableDocument as exc:
+        raise DatalintError(str(exc)) from None
 
 
 def _text(value: Any) -> str:
@@ -105,8 +101,18 @@ def load_bench(path: Path) -> BenchResult:
             f'{path}: expected a JSON object with a "runs" list, as `datalint bench ... --format json` writes'
         )
     recommended = data.get("recommended")
+    if recommended is not None and not isinstance(recommended, dict):
+        raise DatalintError(f'{path}: "recommended" must be an object, got {type(recommended).__name__}')
     recommendation = recommended if isinstance(recommended, dict) else {}
-    runs = tuple(_bench_run(item, recommendation) for item in data["runs"] if isinstance(item, dict))
+    for number, item in enumerate(data["runs"]):
+        if not isinstance(item, dict) or _int(item.get("num_workers")) is None:
+            raise DatalintError(
+                f'{path}: runs[{number}] is not a bench run (an object with an integer "num_workers"), '
+                "as `datalint bench --format json` writes"
+            )
+    if not data["runs"]:
+        raise DatalintError(f"{path}: the bench file holds no runs")
+    runs = tuple(_bench_run(item, recommendation) for item in data["runs"])
     return BenchResult(runs, recommendation)
 
 

@@ -7,7 +7,6 @@ The format is the `datalint-quarantine/1` contract of `datalint docs index`. Eve
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
@@ -19,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from datalint.errors import DatalintError
+from datalint.files import UnreadableDocument, is_regular, load_json_document
 from datalint.scan import store
 
 FORMAT = "datalint-quarantine/1"
@@ -125,7 +125,7 @@ class Quarantine:
 def load_quarantine(path: str | os.PathLike[str]) -> Quarantine:
     """Read `quarantine.json` (format `datalint-quarantine/1`) or a scan index (`.db`), validated."""
     source = Path(path)
-    if not source.is_file():
+    if not source.exists():
         raise QuarantineFormatError(
             f"{source}: no such quarantine list; run `datalint scan` (or `datalint quarantine`) to make one"
         )
@@ -135,8 +135,13 @@ def load_quarantine(path: str | os.PathLike[str]) -> Quarantine:
 
 
 def _looks_like_sqlite(path: Path) -> bool:
-    with path.open("rb") as handle:
-        return handle.read(16) == b"SQLite format 3\x00"
+    if not is_regular(path):
+        return False  # a FIFO would block the read; the JSON reader names what it is
+    try:
+        with path.open("rb") as handle:
+            return handle.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 # ---- quarantine.json -------------------------------------------------------------------------------
@@ -144,13 +149,9 @@ def _looks_like_sqlite(path: Path) -> bool:
 
 def _load_json(path: Path) -> Quarantine:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise QuarantineFormatError(f"{path}: not a quarantine list (not UTF-8 text: {exc.reason})") from None
-    except json.JSONDecodeError as exc:
-        raise QuarantineFormatError(
-            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
+        document = load_json_document(path, "quarantine list")
+    except UnreadableDocument as exc:
+        raise QuarantineFormatError(str(exc)) from None
     return parse_quarantine(document, source=str(path))
 
 
