@@ -58,10 +58,15 @@ def is_regular(path: Path) -> bool:
 
 
 class UnreadableDocument(ValueError):
-    """A JSON file that is no document: the message names the file and what is wrong with it."""
+    """A JSON file that is no document. `problem` says what is wrong, without the file's name."""
+
+    def __init__(self, path: str | os.PathLike[str], problem: str, *, syntax: bool = False) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.problem = problem
+        self.syntax = syntax  # the text is not JSON (rather than unreadable, not UTF-8, too deep)
 
 
-def load_json_document(path: str | os.PathLike[str], what: str) -> Any:
+def load_json_document(path: str | os.PathLike[str]) -> Any:
     """A JSON file, decoded, or `UnreadableDocument` naming the file and the problem.
 
     Covers everything a file can be instead of a document: unreadable, not a regular file, not
@@ -70,16 +75,13 @@ def load_json_document(path: str | os.PathLike[str], what: str) -> Any:
     try:
         text = read_regular_file(path).decode("utf-8")
     except OSError as exc:
-        raise UnreadableDocument(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+        raise UnreadableDocument(path, f"cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
-        raise UnreadableDocument(
-            f"{path}: the {what} is not UTF-8 text (byte {exc.start}: {exc.reason})"
-        ) from None
+        raise UnreadableDocument(path, f"not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UnreadableDocument(
-            f"{path}: the {what} is not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
+        problem = f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        raise UnreadableDocument(path, problem, syntax=True) from None
     except RecursionError:
-        raise UnreadableDocument(f"{path}: the {what} is nested too deeply to read") from None
+        raise UnreadableDocument(path, "nested too deeply to read as JSON") from None

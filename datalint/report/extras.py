@@ -47,9 +47,9 @@ class BenchResult:
 
 def _load_json(path: Path, what: str) -> Any:
     try:
-        return load_json_document(path, f"{what} file")
+        return load_json_document(path)
     except UnreadableDocument as exc:
-        raise DatalintError(str(exc)) from None
+        raise DatalintError(f"{path}: the {what} file is not JSON ({exc.problem})") from None
 
 
 def _text(value: Any) -> str:
@@ -105,15 +105,30 @@ def load_bench(path: Path) -> BenchResult:
         raise DatalintError(f'{path}: "recommended" must be an object, got {type(recommended).__name__}')
     recommendation = recommended if isinstance(recommended, dict) else {}
     for number, item in enumerate(data["runs"]):
-        if not isinstance(item, dict) or _int(item.get("num_workers")) is None:
+        problem = _bench_run_problem(item)
+        if problem:
             raise DatalintError(
-                f'{path}: runs[{number}] is not a bench run (an object with an integer "num_workers"), '
-                "as `datalint bench --format json` writes"
+                f"{path}: runs[{number}] {problem}, not a run as `datalint bench --format json` writes it"
             )
-    if not data["runs"]:
-        raise DatalintError(f"{path}: the bench file holds no runs")
     runs = tuple(_bench_run(item, recommendation) for item in data["runs"])
     return BenchResult(runs, recommendation)
+
+
+_BENCH_NUMBERS = ("samples_per_s", "first_batch_s", "rss_bytes", "pss_bytes", "shm_peak_bytes", "fds")
+
+
+def _bench_run_problem(item: Any) -> str | None:
+    """What makes `item` no bench run (missing fields are fine: they show as blanks), or None."""
+    if not isinstance(item, dict):
+        return f"is {type(item).__name__}"
+    workers = item.get("num_workers")
+    if workers is not None and _int(workers) is None:
+        return f"has num_workers {workers!r}"
+    for name in _BENCH_NUMBERS:
+        value = item.get(name)
+        if value is not None and _number(value) is None:
+            return f"has {name} {value!r}"
+    return None
 
 
 def recommended_workers(recommendation: dict[str, Any]) -> int | None:

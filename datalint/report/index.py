@@ -20,7 +20,7 @@ from datalint.errors import DatalintError
 from datalint.report.charts import Threshold
 from datalint.report.limits import policy_thresholds
 from datalint.scan.images import DAMAGE_KINDS, UNSUPPORTED_KIND
-from datalint.scan.store import RunRecord
+from datalint.scan.store import RunRecord, read_key
 
 SCHEMA_VERSION = 1
 REQUIRED_TABLES = ("runs", "samples")
@@ -308,7 +308,7 @@ def _flagged_sample(row: sqlite3.Row) -> FlaggedSample:
         details.insert(0, "")
     return FlaggedSample(
         idx=row["idx"],
-        key=col("key"),
+        key=read_key(col("key")),
         status=status,
         kinds=tuple(kinds),
         details=tuple(details),

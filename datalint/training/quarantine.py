@@ -149,9 +149,9 @@ def _looks_like_sqlite(path: Path) -> bool:
 
 def _load_json(path: Path) -> Quarantine:
     try:
-        document = load_json_document(path, "quarantine list")
+        document = load_json_document(path)
     except UnreadableDocument as exc:
-        raise QuarantineFormatError(str(exc)) from None
+        raise QuarantineFormatError(f"{path}: not a quarantine list: {exc.problem}") from None
     return parse_quarantine(document, source=str(path))
 
 
