@@ -240,7 +240,10 @@ def scan_lock(index: Path) -> Iterator[None]:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
         except OSError as exc:
-            raise IndexFileError(f"cannot create the scan lock {path}: {os_cause(exc)}") from None
+            cause = os_cause(exc)
+            if isinstance(exc, PermissionError):
+                cause = f"its folder {path.parent} is read-only for this user (permission denied)"
+            raise IndexFileError(f"cannot create the scan lock {path}: {cause}; nothing was changed") from None
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
