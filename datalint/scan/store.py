@@ -243,7 +243,8 @@ def scan_lock(index: Path) -> Iterator[None]:
             cause = os_cause(exc)
             if isinstance(exc, PermissionError):
                 cause = f"its folder {path.parent} is read-only for this user (permission denied)"
-            raise IndexFileError(f"cannot create the scan lock {path}: {cause}; nothing was changed") from None
+            message = f"cannot create the scan lock {path}: {cause}; nothing was changed"
+            raise IndexFileError(message) from None
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -18,7 +18,7 @@ _DROP_OVERRIDES = ["--bounding-set=-dac_override,-dac_read_search,-fowner"]
 def datalint(
     *argv: str, cwd: Path | None = None, timeout: float = 120, bound: bool = False, umask: int | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m datalint ARGV` as a child. `bound`: as a user whom file permissions bind (see `bound_prefix`)."""
+    """`python -m datalint ARGV` as a child; `bound`: as a user whom file permissions bind."""
     command = [sys.executable, "-m", "datalint", *argv]
     if bound:
         command = bound_prefix() + command

@@ -49,7 +49,8 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     mount.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a small tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)], capture_output=True)
+    command = ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)]
+    done = subprocess.run(command, capture_output=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
     try:
@@ -98,7 +99,7 @@ def test_json_edited_by_hand_is_named(tmp_path: Path) -> None:
     db = tmp_path / "index.db"
     assert datalint("scan", "--dataset", spec, "--db", str(db), "--workers", "1").returncode == 1
     with sqlite3.connect(db) as connection:
-        connection.execute("UPDATE samples SET signature = '{\"type\": \"list\", ' WHERE idx = 2")
+        connection.execute('UPDATE samples SET signature = \'{"type": "list", \' WHERE idx = 2')
     for argv in (("quarantine", str(db)), ("scan", "--dataset", spec, "--db", str(db), "--workers", "1")):
         result = datalint(*argv)
         assert result.returncode == 2, result.stderr
@@ -122,7 +123,7 @@ def test_a_second_scan_of_one_index_is_refused_by_name(tmp_path: Path) -> None:
         assert second.returncode == 2, second.stderr
         assert f"pid {first.pid} on host {socket.gethostname()}" in second.stderr, second.stderr
     finally:
-        out, err = first.communicate(timeout=120)
+        _, err = first.communicate(timeout=120)
     assert first.returncode == 1, err
     with sqlite3.connect(db) as connection:
         assert connection.execute("SELECT count(*) FROM runs WHERE finished IS NULL").fetchone()[0] == 0
