@@ -601,8 +601,7 @@ def derive_quarantine(
     (num_classes, ignore_index, max_bytes, require, ...).
     """
     index = store.open_index(Path(index_path), create=False)
-    only_read = lambda: "The index was only read"  # noqa: E731
-    with contextlib.closing(index), store.index_errors(Path(index_path), kept=only_read):
+    with contextlib.closing(index), store.reading_index(Path(index_path)):
         run = store.latest_run(index)
         if run is None and store.count_samples(index) == 0:
             raise UsageError(f"the index {index_path} holds no scan yet; run `datalint scan` first")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.errors import DatalintError
-from datalint.text import is_utf8, name_bytes
+from datalint.text import exception_text, is_utf8, name_bytes
 
 SCHEMA_VERSION = 1
 
@@ -207,6 +207,28 @@ def index_errors(path: Path, kept: Callable[[], str]) -> Iterator[None]:
             raise
         where = f" {exc.filename}" if exc.filename else ""
         raise IndexFileError(f"cannot write{where}: {os_cause(exc)}. {_kept(kept)}") from None
+
+
+# What reading a value that datalint never wrote raises: text where a number was, a list where
+# an object was, bytes that are not UTF-8, JSON that does not parse.
+_FOREIGN_VALUE_ERRORS = (ValueError, TypeError, AttributeError, KeyError, IndexError)
+
+
+@contextlib.contextmanager
+def reading_index(path: Path) -> Iterator[None]:
+    """For code that only reads an index: a value of the wrong kind in it is a named error too.
+
+    Only around pure reads (deriving a list, loading one), where these exceptions can only come
+    from the index's content; SQLite and JSON errors are named as `index_errors` names them.
+    """
+    try:
+        with index_errors(path, kept=lambda: "The index was only read"):
+            yield
+    except _FOREIGN_VALUE_ERRORS as exc:
+        raise IndexFileError(
+            f"the index {path} holds a value datalint did not write there (edited by hand, or damaged): "
+            f"{exception_text(exc)}. Restore the file, or scan again with --rescan"
+        ) from None
 
 
 def _kept(kept: Callable[[], str]) -> str:

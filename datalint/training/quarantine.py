@@ -6,6 +6,7 @@ The format is the `datalint-quarantine/1` contract of `datalint docs index`. Eve
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import sqlite3
@@ -245,23 +246,26 @@ ORDER BY f.idx
 
 def _load_index(path: Path) -> Quarantine:
     # Read-only, so pointing the sampler at an index never creates or changes it.
+    uri = f"{path.resolve().as_uri()}?mode=ro"
     try:
-        with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as connection:
+        with store.reading_index(path), contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
             _check_index_schema(connection, path)
             rows = connection.execute(_QUARANTINED_SQL).fetchall()
             latest = store.latest_run(connection)  # the dataset as scanned; guard runs only add failures
+            return Quarantine(
+                indices=np.array([row[0] for row in rows], dtype=np.int64),
+                keys=tuple(store.read_key(row[1]) for row in rows),
+                kinds=tuple(tuple(sorted(set(row[2].split("\x1f")))) for row in rows),
+                details=tuple(row[3] for row in rows),
+                length=latest.length if latest is not None else None,
+                fingerprint=latest.fingerprint if latest is not None else None,
+                dataset=latest.spec if latest is not None else None,
+                source=str(path),
+            )
     except sqlite3.DatabaseError as exc:
         raise QuarantineFormatError(f"{path}: cannot read the scan index: {exc}") from None
-    return Quarantine(
-        indices=np.array([row[0] for row in rows], dtype=np.int64),
-        keys=tuple(store.read_key(row[1]) for row in rows),
-        kinds=tuple(tuple(sorted(set(row[2].split("\x1f")))) for row in rows),
-        details=tuple(row[3] for row in rows),
-        length=latest.length if latest is not None else None,
-        fingerprint=latest.fingerprint if latest is not None else None,
-        dataset=latest.spec if latest is not None else None,
-        source=str(path),
-    )
+    except store.IndexFileError as exc:
+        raise QuarantineFormatError(str(exc)) from None
 
 
 def _check_index_schema(connection: sqlite3.Connection, path: Path) -> None:
