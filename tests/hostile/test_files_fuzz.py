@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from datalint.config import config_from_table, load_config
 from datalint.errors import DatalintError
 from datalint.lint.engine import lint_source
+from datalint.report.index import read_index
 from datalint.scan import store
 from datalint.scan.api import derive_quarantine
 from datalint.scan.specs import parse_spec
@@ -171,6 +172,7 @@ def test_any_index_content_gives_a_list_or_a_named_error(
         document = _expect_value_or_named_error(lambda: derive_quarantine(path, kinds=kinds))
         assert document is None or isinstance(document["samples"], list)
         _expect_value_or_named_error(lambda: load_quarantine(path))
+        _expect_value_or_named_error(lambda: read_index(path, max_rows=50, max_good_images=4))
 
 
 def test_a_file_that_is_no_sqlite_is_a_named_error(tmp_path: Path) -> None:
