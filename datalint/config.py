@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from datalint.errors import UsageError
+from datalint.files import read_regular_file
 
 if TYPE_CHECKING:
     from datalint.lint.catalog import Catalog
@@ -472,8 +473,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return cached
     tomllib = _toml()
     try:
-        with path.open("rb") as handle:
-            table: dict[str, Any] = tomllib.load(handle)
+        data = read_regular_file(path)  # a FIFO named pyproject.toml must not block `check`
+        table: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:

@@ -343,10 +343,11 @@ def format_summary(summary: Any) -> str:
             lines.append(f"           {_one_line(sample.detail)}")
     for note in summary.notes:
         lines += ["", f"  note: {printable(note)}"]
+    index, quarantine = shown_name(summary.index_path), shown_name(summary.quarantine_path)
     lines += [
         "",
-        f"  index:      {summary.index_path}   (browse: datasette {summary.index_path})",
-        f"  quarantine: {summary.quarantine_path}   ({summary.quarantined:,} sample(s))",
+        f"  index:      {index}   (browse: datasette {index})",
+        f"  quarantine: {quarantine}   ({summary.quarantined:,} sample(s))",
         "",
     ]
     return "\n".join(lines)

@@ -1560,7 +1560,8 @@ def images_description(
     if folder is not None and not Path(folder).is_dir():
         raise UsageError(f"--images {folder}: no such folder")
     if file_list is not None and not Path(file_list).is_file():
-        raise UsageError(f"--files {file_list}: no such file (it should list one image path per line)")
+        what = "not a regular file" if Path(file_list).exists() else "no such file"
+        raise UsageError(f"--files {file_list}: {what} (it should list one image path per line)")
     root = os.path.abspath(folder if folder is not None else os.getcwd())
     if file_list is not None:
         return SourceDescription.make("images", file_list, root=root, file_list=file_list, **options)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.errors import DatalintError
+from datalint.files import file_kind, is_regular
 from datalint.text import exception_text, is_utf8, name_bytes
 
 SCHEMA_VERSION = 1
@@ -128,8 +129,11 @@ def open_index(path: str | Path, *, busy_timeout: float = 30.0, create: bool = T
     import sqlite_utils
 
     path = Path(path)
-    if not create and not path.is_file():
+    if not create and not path.exists():
         raise IndexFileError(f"no scan index at {path}; run `datalint scan` first (or pass its --db path)")
+    if path.exists() and not is_regular(path):  # SQLite would say "disk I/O error", or block on a FIFO
+        kind = file_kind(path.stat().st_mode)
+        raise IndexFileError(f"{path} is {kind}, not an index file; pass a file name with --db")
     if create:
         try:
             create_parent(path)
