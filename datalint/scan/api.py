@@ -476,6 +476,8 @@ def check_output_path(path: Path, flag: str) -> None:
         folder = folder.parent  # the nearest existing folder: the rest is created
     if not folder.is_dir():
         raise UsageError(f"{flag} {path}: {folder} is a file, not a folder")
+    if store.read_only_file_system(folder):
+        raise UsageError(f"{flag} {path}: {folder} is on a read-only file system")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"{flag} {path}: the folder {folder} is not writable for this user")
 
@@ -497,9 +499,11 @@ def write_text_atomically(path: Path, text: str) -> None:
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+        if isinstance(exc, OSError) and exc.filename is None:  # a write's ENOSPC names no file: name it
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
 
 

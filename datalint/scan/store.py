@@ -168,8 +168,18 @@ def sqlite_cause(exc: BaseException, path: Path) -> str | None:
     return None
 
 
+def read_only_file_system(path: Path) -> bool:
+    """True when `path` lies on a file system mounted read-only (no permission change can help)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _write_permission_cause(path: Path) -> str | None:
     folder = path.parent if str(path.parent) else Path(".")
+    if read_only_file_system(folder):
+        return f"it is on a read-only file system ({folder}): copy it somewhere writable, or use another --db"
     if path.exists() and not os.access(path, os.W_OK):
         return "the file is read-only for this user (permission denied)"
     if not os.access(folder, os.W_OK | os.X_OK):
