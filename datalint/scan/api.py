@@ -210,8 +210,9 @@ def scan_source(
             scanned, length = _measure(
                 index, description, source, options, todo, length, print_, resumed, workers
             )
-        peers = policy.population(index)
-        findings = policy.derive_findings(index, options.policy, peers)
+        with store.reading_index(index_path, kept):  # the policy reads what the index holds, as it is
+            peers = policy.population(index)
+            findings = policy.derive_findings(index, options.policy, peers)
         store.write_findings(index, (f.to_row() for f in findings))
         run = store.latest_run(index)
         entries = _write_quarantine(

@@ -229,14 +229,14 @@ _FOREIGN_VALUE_ERRORS = (ValueError, TypeError, AttributeError, KeyError, IndexE
 
 
 @contextlib.contextmanager
-def reading_index(path: Path) -> Iterator[None]:
-    """For code that only reads an index: a value of the wrong kind in it is a named error too.
+def reading_index(path: Path, kept: Callable[[], str] = lambda: "The index was only read") -> Iterator[None]:
+    """Around code that only reads an index: a value of the wrong kind in it is a named error too.
 
-    Only around pure reads (deriving a list, loading one), where these exceptions can only come
-    from the index's content; SQLite and JSON errors are named as `index_errors` names them.
+    Only around pure reads (deriving findings or a list, loading one), where these exceptions can
+    only come from the index's content; SQLite and JSON errors are named as `index_errors` does.
     """
     try:
-        with index_errors(path, kept=lambda: "The index was only read"):
+        with index_errors(path, kept):
             yield
     except _FOREIGN_VALUE_ERRORS as exc:
         raise IndexFileError(
