@@ -52,8 +52,15 @@ def shown_name(name: str) -> str:
 
 
 def name_bytes(name: str) -> bytes:
-    """The bytes a file name (or key) stands for: surrogate escapes back to the original bytes."""
-    return name.encode("utf-8", "surrogateescape")
+    """The bytes a file name (or key) stands for: surrogate escapes back to the original bytes.
+
+    A key made in Python may hold a surrogate that stands for no byte (`"\\ud800"`); it is
+    written as UTF-8 would write it if it could, rather than refused.
+    """
+    try:
+        return name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogatepass")
 
 
 def is_utf8(name: str) -> bool:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import tempfile
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from datalint.report.index import read_index
 from datalint.scan import store
 from datalint.scan.api import derive_quarantine
 from datalint.scan.specs import parse_spec
+from datalint.text import is_utf8, shown_name
 from datalint.training.quarantine import Quarantine, load_quarantine, parse_quarantine
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -204,3 +207,23 @@ def test_check_survives_any_python_the_grammar_allows(source: str) -> None:
 def test_check_survives_any_bytes(source: bytes) -> None:
     findings = lint_source(source, "fuzz.py")
     assert all(f.line >= 1 for f in findings)
+
+
+# --- what is printed ---------------------------------------------------------------------------
+
+names = st.text(max_size=20) | st.binary(max_size=20).map(os.fsdecode)
+
+
+@FUZZ
+@given(first=names, second=names)
+def test_a_shown_name_is_printable_and_tells_names_apart(first: str, second: str) -> None:
+    shown = shown_name(first)
+    shown.encode("utf-8")  # a terminal (and a UTF-8 file) can take it
+    assert not any(unicodedata.category(char) in ("Cc", "Cs") for char in shown)
+    assert "\u202e" not in shown and "\u2028" not in shown
+    if first != second:
+        assert shown != shown_name(second)
+    if is_utf8(first):
+        assert store.read_key(store.stored_key(first)) == first
+    elif first.encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape") == first:
+        assert store.read_key(store.stored_key(first)) == first, "a file name's bytes come back exactly"
