@@ -25,18 +25,26 @@ from pathlib import Path
 from datalint.scan import store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "report"))
-from report_browser import Browser  # noqa: E402  (the tests' real-browser driver)
+from report_browser import Browser
 
 
 def make_index(path: Path, n: int) -> None:
     db = store.open_index(path)
     store.start_run(
-        db, kind="dataset", spec="worst:ds", length=n, fingerprint=None, options={"timeout": 60}, environment={}
+        db,
+        kind="dataset",
+        spec="worst:ds",
+        length=n,
+        fingerprint=None,
+        options={"timeout": 60},
+        environment={},
     )
     rows, findings = [], []
     for idx in range(n):
         message = f"sample {idx}: " + " ".join(f"field_{idx}_{k}=<{'x' * 12}>" for k in range(80))
-        frames = "".join(f'  File "/src/data/loader_{idx}.py", line {k}, in step_{k}\n    x = f(x)\n' for k in range(90))
+        frames = "".join(
+            f'  File "/src/data/loader_{idx}.py", line {k}, in step_{k}\n    x = f(x)\n' for k in range(90)
+        )
         row = {
             "idx": idx,
             "key": f"train/{idx % 1000:03d}/{idx:07d}.json",
@@ -48,7 +56,9 @@ def make_index(path: Path, n: int) -> None:
             "traceback": f"Traceback (most recent call last):\n{frames}ValueError: {message[:200]}",
         }
         rows.append(store.sample_values(row))
-        findings.append({"idx": idx, "kind": "error", "detail": f"ValueError: {message[:2000]}", "quarantine": 1})
+        findings.append(
+            {"idx": idx, "kind": "error", "detail": f"ValueError: {message[:2000]}", "quarantine": 1}
+        )
         findings.append({"idx": idx, "kind": "missing_field", "detail": message[:1500], "quarantine": 1})
     store.write_samples(db, rows)
     store.write_findings(db, findings)

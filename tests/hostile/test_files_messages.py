@@ -91,7 +91,7 @@ def test_bench_reports_a_configuration_that_dies_and_goes_on(tmp_path: Path) -> 
 
 def test_bench_checks_the_plot_s_folder_before_the_sweep(tmp_path: Path) -> None:
     (tmp_path / "seg.py").write_text(SEGFAULT)
-    missing = tmp_path / "no" / "such" / "bench.png"
+    missing = tmp_path / "no" / "such" / "bench.svg"
     result = datalint(
         "bench",
         "--dataset",
