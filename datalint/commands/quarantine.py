@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
         write_text_atomically,
     )
 
-    if args.output is not None:
-        check_output_path(Path(args.output), "-o/--output")
+    if args.output_file is not None:
+        check_output_path(Path(args.output_file), "-o/--output-file")
     document = derive_quarantine(
         args.db,
         kinds=args.kinds,

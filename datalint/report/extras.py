@@ -108,7 +108,7 @@ def load_bench(path: Path) -> BenchResult:
         problem = _bench_run_problem(item)
         if problem:
             raise DatalintError(
-                f"{path}: runs[{number}] {problem}, not a run as `datalint bench --format json` writes it"
+                f"{path}: runs[{number}] {problem}, not a run as bench's JSON output (--format json) holds it"
             )
     runs = tuple(_bench_run(item, recommendation) for item in data["runs"])
     return BenchResult(runs, recommendation)

@@ -108,7 +108,7 @@ def test_json_edited_by_hand_is_named(tmp_path: Path) -> None:
 
 
 def test_a_second_scan_of_one_index_is_refused_by_name(tmp_path: Path) -> None:
-    spec = write_dataset(tmp_path, SLOW)
+    spec = write_dataset(tmp_path, SLOW.replace("return 12", "return 40"))  # 10 s: time for a second scan
     db = tmp_path / "index.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     first = subprocess.Popen(

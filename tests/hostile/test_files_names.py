@@ -50,7 +50,7 @@ def test_a_scan_stores_and_prints_every_name_exactly(odd_names: Path, tmp_path: 
     assert again.returncode == 1 and "0 measured, 4 from a previous run" in again.stdout, again.stdout
     assert_no_internal_error(again)
 
-    text = datalint("quarantine", str(db), "--format", "txt")
+    text = datalint("quarantine", str(db), "--format", "text")
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     assert len(lines) == 3, "a newline in a name does not break the one-line-per-sample format"
