@@ -37,7 +37,7 @@ class Slow:
     def __len__(self): return 12
     def __getitem__(self, i):
         time.sleep(0.25)
-        return [1.0, 2.0] if i != 3 else [1.0]
+        return [1.0, 2.0] if i != 3 else "one"
 ds = Slow()
 """
 
@@ -141,7 +141,7 @@ def test_values_reach_sql_as_parameters_and_empty_lists_are_usage_errors(tmp_pat
     inf = datalint("scan", "--dataset", spec, "--db", str(db), "--workers", "1", "--timeout", "inf")
     assert inf.returncode == 1, inf.stderr
     listed = json.loads((tmp_path / "index.quarantine.json").read_text())["samples"]
-    assert [s["index"] for s in listed] == [3], "sample 3 (one element where the others have two) is found"
+    assert [s["index"] for s in listed] == [3], "sample 3 (a string where the others are lists) is found"
     for argv in (
         ("scan", "--dataset", spec, "--db", str(db), "--kinds", ""),
         ("quarantine", str(db), "--kinds", " , "),
