@@ -27,6 +27,7 @@ from typing import Any
 
 from datalint.doctor import HEADROOM, Limits, human_bytes, shm_fix
 from datalint.errors import UsageError
+from datalint.text import exception_text
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -262,7 +263,7 @@ def _error_text(exc: BaseException) -> str:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        parts.append(f"{type(current).__name__}: {current}")
+        parts.append(exception_text(current))
         current = current.__cause__ or current.__context__
     return "\n".join(parts)
 
@@ -560,6 +561,55 @@ def run_once(dataset: Any, config: BenchConfig, workers: int) -> Run:
     )
 
 
+def run_isolated(dataset: Any, config: BenchConfig, workers: int) -> Run:
+    """`run_once` in a forked child: a sample that kills the main process kills only this config.
+
+    With num_workers=0 the samples load in the main process, so a segfaulting sample would end the
+    whole sweep. The child sends its `Run` back through a pipe; its stderr (torch's and
+    multiprocessing's worker tracebacks) goes to a file, so it never reaches the terminal and its
+    last line explains a child that died.
+    """
+    import pickle
+
+    with tempfile.TemporaryFile() as log:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: measure, report, and leave without running the parent's cleanup
+            try:
+                os.close(read_end)
+                os.dup2(log.fileno(), 2)
+                data = pickle.dumps(run_once(dataset, config, workers))
+                with os.fdopen(write_end, "wb") as out:
+                    out.write(data)
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as result:
+            data = result.read()
+        _, status = os.waitpid(pid, 0)
+        if data:
+            with contextlib.suppress(Exception):
+                return pickle.loads(data)
+        log.seek(0)
+        return _dead_run(workers, status, log.read().decode("utf-8", "backslashreplace"))
+
+
+def _dead_run(workers: int, status: int, stderr: str) -> Run:
+    """The Run of a configuration whose process died before it could report."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    said = f" (its last words: {lines[-1].strip()[:200]})" if lines else ""
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        cause, fix = _signal_cause(name)
+        where = "the main process (a sample crashed it)" if workers == 0 else "the benchmark process"
+        message = f"{where} was killed by {name}: {cause}{said}"
+        diagnosis = Diagnosis(name, cause, fix, message)
+    else:
+        message = f"the benchmark process exited with status {os.waitstatus_to_exitcode(status)}{said}"
+        diagnosis = Diagnosis(None, "the process exited", "search the dataset for exit calls", message)
+    return Run(workers, None, None, None, 0, None, 0, 0, 0, None, error=message, diagnosis=diagnosis)
+
+
 def mark_returns(runs: Sequence[Run], usable_cpus: int | None) -> list[Run]:
     """Note where more workers stop paying: slower than a smaller count, or under 10% faster."""
     marked: list[Run] = []
@@ -647,7 +697,7 @@ def sweep(
     """Run every worker count in turn and recommend one."""
     runs: list[Run] = []
     for workers in config.workers:
-        run = run_once(dataset, config, workers)
+        run = run_isolated(dataset, config, workers)
         gc.collect()  # drop the last run's batches before the next one is measured
         runs.append(run)
         if progress:

@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 from datalint import __version__
 from datalint.commands.help import HelpFormatter
 from datalint.errors import DatalintError
+from datalint.text import exception_text, printable, printable_lines, safe_str
 
 # The explicit registry: command name -> the module that registers it, in the order `--help` lists them.
 COMMANDS: dict[str, str] = {
@@ -138,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _require_extras(args)
         return run(args)
     except DatalintError as exc:
-        print(f"datalint: error: {exc}", file=sys.stderr)
+        print(f"datalint: error: {printable_lines(safe_str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("datalint: interrupted", file=sys.stderr)
@@ -151,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("DATALINT_DEBUG"):
             raise
         print(
-            f"datalint: internal error: {type(exc).__name__}: {exc}\n"
+            f"datalint: internal error: {printable(exception_text(exc))}\n"
             "  (set DATALINT_DEBUG=1 for the traceback, and please report it with `datalint --version`)",
             file=sys.stderr,
         )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from datalint.errors import UsageError
+from datalint.files import read_regular_file
 
 if TYPE_CHECKING:
     from datalint.lint.catalog import Catalog
@@ -472,12 +473,16 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return cached
     tomllib = _toml()
     try:
-        with path.open("rb") as handle:
-            table: dict[str, Any] = tomllib.load(handle)
+        data = read_regular_file(path)  # a FIFO named pyproject.toml must not block `check`
+        table: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read as TOML") from None
     _write_toml_cache(cache, stamp, table)
     return table
 

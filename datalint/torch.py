@@ -57,6 +57,7 @@ except ModuleNotFoundError:
 
 from datalint import __version__
 from datalint.errors import DatalintError, UsageError
+from datalint.text import exception_text, printable, safe_str, shown_name
 from datalint.training import remote
 from datalint.training.fit import (
     StaleQuarantineError,
@@ -520,7 +521,7 @@ class GuardedDataset(Dataset[Any]):
             index=index,
             key=_key_of(self.dataset, index),
             error_type=type(error).__name__,
-            message=str(error),
+            message=safe_str(error),  # a __str__ that raises must not turn a substitute into a crash
             traceback=traceback.format_exc(),
             duration=duration,
             worker=state.pid,
@@ -535,8 +536,10 @@ class GuardedDataset(Dataset[Any]):
             raise GuardTrippedError(state.tripped) from error
 
     def _record(self, failure: Failure) -> None:
-        where = f" ({failure.key})" if failure.key else ""
-        logger.warning("datalint guard: sample %d%s failed: %s", failure.index, where, failure.detail)
+        where = f" ({shown_name(failure.key)})" if failure.key else ""
+        logger.warning(
+            "datalint guard: sample %d%s failed: %s", failure.index, where, printable(failure.detail)
+        )
         if self.remote is not None:
             sender = remote.sender_for(self.remote, token=self.token, spool=self.spool, run=self._remote_run)
             sender.send(failure)
@@ -547,17 +550,20 @@ class GuardedDataset(Dataset[Any]):
             record_failure(self.record, self._run_id, failure)
         except Exception as exc:  # a failed record must not end training; the warning says what was lost
             logger.warning(
-                "datalint guard: could not record sample %d in %s: %s", failure.index, self.record, exc
+                "datalint guard: could not record sample %d in %s: %s",
+                failure.index,
+                self.record,
+                exception_text(exc),
             )
 
     def _tripped_message(self, last: Failure, count: int) -> str:
-        where = f" (key {last.key})" if last.key else ""
+        where = f" (key {shown_name(last.key)})" if last.key else ""
         target = self.record or self.remote
         recorded = f"; failures are recorded in {target}" if target else ""
         return (
             f"{count} samples failed in process {last.worker}, more than max_failures={self.max_failures}:"
             f" the data source itself looks broken (an unreachable disk or mount?)."
-            f" Last: sample {last.index}{where}: {last.detail}{recorded}"
+            f" Last: sample {last.index}{where}: {printable(last.detail)}{recorded}"
         )
 
     def _process_state(self) -> _ProcessState:

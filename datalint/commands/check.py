@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from datalint.commands.help import HelpFormatter
 from datalint.errors import UsageError
+from datalint.text import printable, shown_name
 
 if TYPE_CHECKING:
     from datalint.config import Config, ConfigResolver
@@ -99,7 +100,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _codes(text: str) -> list[str]:
-    return [code.strip().upper() for code in text.split(",") if code.strip()]
+    codes = [code.strip().upper() for code in text.split(",") if code.strip()]
+    if not codes:  # `--select ''` would check nothing and pass: a usage error, not a silent green
+        raise argparse.ArgumentTypeError(f"{text!r} names no rule code; pass codes or prefixes (DL0,DL101)")
+    return codes
 
 
 def resolver_for(args: argparse.Namespace) -> ConfigResolver:
@@ -198,13 +202,13 @@ def _check_files(args: argparse.Namespace, linters: LinterCache, files: list[Pat
     if args.diff:
         sys.stdout.write("".join(diffs))
         for problem in problems:
-            print(f"datalint: error: {problem}", file=sys.stderr)
+            print(f"datalint: error: {printable(problem)}", file=sys.stderr)
         if fixed:
             print(f"Would fix {_plural(len(fixed), 'finding')}.", file=sys.stderr)
         return 2 if problems else (1 if diffs else 0)
     _report(args, findings, linters, {})
     for problem in problems:
-        print(f"datalint: error: {problem}", file=sys.stderr)
+        print(f"datalint: error: {printable(problem)}", file=sys.stderr)
     _summarize(args, findings, fixed, report.files)
     if problems:
         return 2
@@ -358,7 +362,7 @@ def _summarize(args: argparse.Namespace, findings: list[Finding], fixed: list[Fi
         if args.show_fixes:
             for f in fixed:
                 message = f.fix.message if f.fix is not None else ""
-                print(f"  {f.path}:{f.line}: {f.code} ({f.name}): {message}", file=sys.stderr)
+                print(f"  {shown_name(f.path)}:{f.line}: {f.code} ({f.name}): {message}", file=sys.stderr)
     if findings:
         from datalint.lint.formats import summary
 

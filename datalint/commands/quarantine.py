@@ -14,6 +14,7 @@ from typing import Any
 
 from datalint.commands.arguments import add_format, add_output_file, positive_int, size
 from datalint.commands.scan import KIND_HELP
+from datalint.text import printable, shown_name
 
 
 def register(subparsers: Any) -> None:
@@ -45,8 +46,15 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datalint.scan.api import derive_quarantine, write_json_atomically, write_text_atomically
+    from datalint.scan.api import (
+        check_output_path,
+        derive_quarantine,
+        write_json_atomically,
+        write_text_atomically,
+    )
 
+    if args.output_file is not None:
+        check_output_path(Path(args.output_file), "-o/--output-file")
     document = derive_quarantine(
         args.db,
         kinds=args.kinds,
@@ -71,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
 def format_text(document: dict[str, Any]) -> str:
     lines = []
     for sample in document["samples"]:
-        detail = " ".join(str(sample["detail"]).split())
-        lines.append(f"{sample['index']}\t{sample['key'] or ''}\t{','.join(sample['kinds'])}\t{detail}")
+        detail = printable(" ".join(str(sample["detail"]).split()))
+        # A tab or a newline in a key would break the line: shown_name quotes and escapes it.
+        key = shown_name(sample["key"]) if sample["key"] else ""
+        lines.append(f"{sample['index']}\t{key}\t{','.join(sample['kinds'])}\t{detail}")
     return "".join(line + "\n" for line in lines)

@@ -14,6 +14,7 @@ from typing import Any
 
 from datalint.commands.arguments import count, non_negative_float, positive_float, positive_int, size
 from datalint.errors import UsageError
+from datalint.text import printable, shown_name
 
 KIND_HELP = (
     "finding kinds to quarantine: 'default' (error, crash, timeout, missing_field, uncollatable, "
@@ -296,7 +297,7 @@ def _announce_image_files(description: Any, args: argparse.Namespace) -> bool:
     if args.setup_timeout > 0 and preflight.runs_user_code(description):  # its code runs watched first
         preflight.inspect_source(description, args.setup_timeout)
     source = build_source(description)  # built once: the scan reuses it
-    print(f"datalint: {listing_note(source)}", file=sys.stderr)
+    print(f"datalint: {printable(listing_note(source))}", file=sys.stderr)
     return len(source) > 0
 
 
@@ -337,19 +338,21 @@ def format_summary(summary: Any) -> str:
     if summary.worst:
         lines += ["", "  worst samples:"]
         for sample in summary.worst:
-            lines.append(f"  #{sample.index:<7} {','.join(sample.kinds):<20} {sample.key or ''}".rstrip())
+            key = shown_name(sample.key) if sample.key else ""
+            lines.append(f"  #{sample.index:<7} {','.join(sample.kinds):<20} {key}".rstrip())
             lines.append(f"           {_one_line(sample.detail)}")
     for note in summary.notes:
-        lines += ["", f"  note: {note}"]
+        lines += ["", f"  note: {printable(note)}"]
+    index, quarantine = shown_name(summary.index_path), shown_name(summary.quarantine_path)
     lines += [
         "",
-        f"  index:      {summary.index_path}   (browse: datasette {summary.index_path})",
-        f"  quarantine: {summary.quarantine_path}   ({summary.quarantined:,} sample(s))",
+        f"  index:      {index}   (browse: datasette {index})",
+        f"  quarantine: {quarantine}   ({summary.quarantined:,} sample(s))",
         "",
     ]
     return "\n".join(lines)
 
 
 def _one_line(text: str, limit: int = 140) -> str:
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 3] + "..."

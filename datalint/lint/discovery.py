@@ -171,7 +171,8 @@ def walk(folder: Path, config_for: ConfigFor) -> Iterator[Path]:
     config = config_for(folder)
     inherited = _inherited_rules(absolute_root) if config.respect_gitignore else []
     rules_at: dict[str, list[IgnoreRule]] = {}
-    for current, dirs, files in os.walk(folder):
+    unlistable: list[Path] = []
+    for current, dirs, files in _walk_tree(folder, unlistable):
         base = Path(current)
         absolute = absolute_root / os.path.relpath(current, folder)
         absolute = Path(os.path.normpath(absolute))
@@ -192,6 +193,37 @@ def walk(folder: Path, config_for: ConfigFor) -> Iterator[Path]:
                 continue
             if not config.is_excluded(base / name):
                 yield base / name
+    yield from unlistable  # a folder that cannot be listed: reading it fails, and that is its DL000
+
+
+def _walk_tree(top: Path, unlistable: list[Path]) -> Iterator[tuple[str, list[str], list[str]]]:
+    """`os.walk(top)` (top-down, `dirs` pruned in place) without recursion: a tree may be 10,000 deep.
+
+    Python 3.11's `os.walk` recurses once per level and skips a folder it cannot list in silence;
+    here such a folder goes to `unlistable`.
+    """
+    pending = [os.fspath(top)]
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as listing:
+                entries = list(listing)
+        except OSError:
+            unlistable.append(Path(current))
+            continue
+        dirs: list[str] = []
+        files: list[str] = []
+        for entry in entries:
+            (dirs if _is_folder(entry) else files).append(entry.name)
+        yield current, dirs, files
+        pending.extend(os.path.join(current, name) for name in reversed(dirs))
+
+
+def _is_folder(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:  # vanished, or cannot be looked at: listed as a file, whose read says why
+        return False
 
 
 def _skipped_folder(folder: Path, config: Config) -> bool:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from datalint.config import Config, ConfigResolver
 from datalint.errors import DatalintError
+from datalint.files import read_regular_file
 from datalint.lint.catalog import Catalog, Matcher, Rule, load_catalog
 from datalint.lint.module import Match, Module, parse_noqa
 
@@ -105,7 +106,7 @@ class Linter:
     def check_file(self, path: Path, shown_as: str | None = None) -> list[Finding]:
         name = shown_as or str(path)
         try:
-            data = path.read_bytes()
+            data = read_regular_file(path)
         except OSError as exc:
             return self._unparsable(
                 self._rules_for(name), name, "", f"cannot read: {exc.strerror or exc}", 1, 1

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from datalint import __version__
+from datalint.files import read_regular_file
 from datalint.lint.catalog import Rule
 from datalint.lint.engine import Finding
+from datalint.text import name_bytes, printable, shown_name
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_LEVELS: dict[str, str] = {"error": "error", "warning": "warning", "info": "note"}
@@ -35,12 +37,14 @@ class Formatter(Protocol):
 def location(finding: Finding) -> str:
     """`path:line:col`, or `path:cell 3:line:col` in a notebook."""
     cell = f"cell {finding.cell}:" if finding.cell is not None else ""
-    return f"{finding.path}:{cell}{finding.line}:{finding.column}"
+    return f"{shown_name(finding.path)}:{cell}{finding.line}:{finding.column}"  # names may hold escapes
 
 
 def format_text(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
     """`path:line:col: DL001 [error] message (rule-name)`, one per line."""
-    return "".join(f"{location(f)}: {f.code} [{f.severity}] {f.message} ({f.name})\n" for f in findings)
+    return "".join(
+        f"{location(f)}: {f.code} [{f.severity}] {printable(f.message)} ({f.name})\n" for f in findings
+    )
 
 
 def format_full(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
@@ -211,7 +215,7 @@ def format_github(findings: Sequence[Finding], rules: Sequence[Rule], lines: Lin
     commands = []
     for f in findings:
         properties = ",".join(
-            f"{key}={_escape_property(str(value))}"
+            f"{key}={_escape_property(printable(str(value)))}"  # the log viewer obeys terminal escapes
             for key, value in (
                 ("file", f.path),
                 ("line", f.line),
@@ -221,9 +225,8 @@ def format_github(findings: Sequence[Finding], rules: Sequence[Rule], lines: Lin
                 ("title", f"datalint {f.code} ({f.name})"),
             )
         )
-        commands.append(
-            f"::{GITHUB_LEVELS[f.severity]} {properties}::{_escape_data(f'{f.code} {f.message}')}\n"
-        )
+        message = _escape_data(printable(f"{f.code} {f.message}"))  # the log viewer obeys escapes
+        commands.append(f"::{GITHUB_LEVELS[f.severity]} {properties}::{message}\n")
     return "".join(commands)
 
 
@@ -348,7 +351,8 @@ def _fingerprints(findings: Sequence[Finding], lines: LineSource | None = None) 
     result = []
     for f in findings:
         text = " ".join((read(f) or "").split())
-        digest = hashlib.sha256(f"{f.code}\0{f.path}\0{text}".encode()).hexdigest()[:16]
+        identity = f"{f.code}\0{f.path}\0{text}".encode("utf-8", "surrogateescape")  # names may not be UTF-8
+        digest = hashlib.sha256(identity).hexdigest()[:16]
         seen[digest] += 1
         result.append(f"{digest}:{seen[digest]}")
     return result
@@ -376,7 +380,7 @@ class FileLines:
         text = self._overrides.get(path)
         if text is None:
             try:
-                text = Path(path).read_text(encoding="utf-8", errors="replace")
+                text = read_regular_file(Path(path)).decode("utf-8", errors="replace")  # a FIFO: no wait
             except OSError:
                 return []
         if cell is not None:
@@ -393,7 +397,7 @@ def _uri(path: str) -> str:
     candidate = Path(path)
     if candidate.is_absolute():
         return candidate.as_uri()
-    return quote(candidate.as_posix())
+    return quote(name_bytes(candidate.as_posix()))  # a name that is not UTF-8: its bytes, %-encoded
 
 
 def _placeholder_rule(finding: Finding) -> Rule:

@@ -22,7 +22,7 @@ from datalint.errors import DatalintError
 from datalint.extras import require as require_extra
 from datalint.report.extras import load_bench, load_lint_findings
 from datalint.report.index import IndexSummary, open_index, read_index
-from datalint.report.render import Page, render_page
+from datalint.report.render import Page, render_page, table_data
 from datalint.report.thumbs import Thumbnail, thumbnail
 
 __all__ = ["ReportOptions", "ReportResult", "build_report", "datasette_metadata", "write_report"]
@@ -95,7 +95,7 @@ def write_report(
         index.sample_count,
         index.flagged_total,
         index.quarantined_total,
-        len(index.flagged),
+        len(table_data(index).rows),  # what the size budget let into the table
         previews,
     )
 

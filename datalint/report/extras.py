@@ -7,12 +7,12 @@ never as an error. Only a file that is not JSON at all, or has the wrong shape, 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from datalint.errors import DatalintError
+from datalint.files import UnreadableDocument, load_json_document
 
 
 @dataclass(frozen=True)
@@ -47,13 +47,9 @@ class BenchResult:
 
 def _load_json(path: Path, what: str) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DatalintError(f"{path}: cannot read the {what} file ({exc.strerror or exc})") from exc
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise DatalintError(f"{path}: the {what} file is not JSON ({exc})") from exc
+        return load_json_document(path)
+    except UnreadableDocument as exc:
+        raise DatalintError(f"{path}: the {what} file is not JSON ({exc.problem})") from None
 
 
 def _text(value: Any) -> str:
@@ -105,9 +101,34 @@ def load_bench(path: Path) -> BenchResult:
             f'{path}: expected a JSON object with a "runs" list, as `datalint bench ... --format json` writes'
         )
     recommended = data.get("recommended")
+    if recommended is not None and not isinstance(recommended, dict):
+        raise DatalintError(f'{path}: "recommended" must be an object, got {type(recommended).__name__}')
     recommendation = recommended if isinstance(recommended, dict) else {}
-    runs = tuple(_bench_run(item, recommendation) for item in data["runs"] if isinstance(item, dict))
+    for number, item in enumerate(data["runs"]):
+        problem = _bench_run_problem(item)
+        if problem:
+            raise DatalintError(
+                f"{path}: runs[{number}] {problem}, not a run as bench's JSON output (--format json) holds it"
+            )
+    runs = tuple(_bench_run(item, recommendation) for item in data["runs"])
     return BenchResult(runs, recommendation)
+
+
+_BENCH_NUMBERS = ("samples_per_s", "first_batch_s", "rss_bytes", "pss_bytes", "shm_peak_bytes", "fds")
+
+
+def _bench_run_problem(item: Any) -> str | None:
+    """What makes `item` no bench run (missing fields are fine: they show as blanks), or None."""
+    if not isinstance(item, dict):
+        return f"is {type(item).__name__}"
+    workers = item.get("num_workers")
+    if workers is not None and _int(workers) is None:
+        return f"has num_workers {workers!r}"
+    for name in _BENCH_NUMBERS:
+        value = item.get(name)
+        if value is not None and _number(value) is None:
+            return f"has {name} {value!r}"
+    return None
 
 
 def recommended_workers(recommendation: dict[str, Any]) -> int | None:

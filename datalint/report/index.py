@@ -20,7 +20,7 @@ from datalint.errors import DatalintError
 from datalint.report.charts import Threshold
 from datalint.report.limits import policy_thresholds
 from datalint.scan.images import DAMAGE_KINDS, UNSUPPORTED_KIND
-from datalint.scan.store import RunRecord
+from datalint.scan.store import RunRecord, read_key, reading_index
 
 SCHEMA_VERSION = 1
 REQUIRED_TABLES = ("runs", "samples")
@@ -134,35 +134,40 @@ def read_index(path: Path, *, max_rows: int, max_good_images: int) -> IndexSumma
     """Everything the report shows, read through one read-only connection."""
     conn = open_index(path)
     try:
-        has_findings = _has_table(conn, "findings")
-        runs = tuple(_read_runs(conn))
-        scan = latest_scan(runs)
-        is_images = scan is not None and scan.kind == "images"
-        flagged_total, quarantined_total = _flagged_totals(conn, has_findings)
-        damaged_total, unsupported_total = _file_verdict_totals(conn, has_findings)
-        return IndexSummary(
-            path=path,
-            runs=runs,
-            sample_count=conn.execute("SELECT count(*) FROM samples").fetchone()[0],
-            status_counts=_status_counts(conn),
-            kind_counts=tuple(_kind_counts(conn, has_findings)),
-            flagged_total=flagged_total,
-            quarantined_total=quarantined_total,
-            damaged_total=damaged_total,
-            unsupported_total=unsupported_total,
-            flagged=tuple(_read_flagged(conn, has_findings, max_rows)),
-            durations=_column_array(conn, "duration"),
-            nbytes=_column_array(conn, "nbytes"),
-            images=_image_stats(conn, scan.options if scan is not None else {}) if is_images else None,
-            thresholds=policy_thresholds(
-                conn, scan.options if scan is not None and scan.kind != "guard" else None
-            ),
-            good_images=tuple(_good_images(conn, has_findings, max_good_images)) if is_images else (),
-        )
+        with reading_index(path):  # a value of the wrong kind (an edit by hand) is a named error too
+            return _summary(conn, path, max_rows, max_good_images)
     except sqlite3.DatabaseError as exc:
         raise DatalintError(f"{path}: cannot read the index ({exc}); is it a datalint index?") from exc
     finally:
         conn.close()
+
+
+def _summary(conn: sqlite3.Connection, path: Path, max_rows: int, max_good_images: int) -> IndexSummary:
+    has_findings = _has_table(conn, "findings")
+    runs = tuple(_read_runs(conn))
+    scan = latest_scan(runs)
+    is_images = scan is not None and scan.kind == "images"
+    flagged_total, quarantined_total = _flagged_totals(conn, has_findings)
+    damaged_total, unsupported_total = _file_verdict_totals(conn, has_findings)
+    return IndexSummary(
+        path=path,
+        runs=runs,
+        sample_count=conn.execute("SELECT count(*) FROM samples").fetchone()[0],
+        status_counts=_status_counts(conn),
+        kind_counts=tuple(_kind_counts(conn, has_findings)),
+        flagged_total=flagged_total,
+        quarantined_total=quarantined_total,
+        damaged_total=damaged_total,
+        unsupported_total=unsupported_total,
+        flagged=tuple(_read_flagged(conn, has_findings, max_rows)),
+        durations=_column_array(conn, "duration"),
+        nbytes=_column_array(conn, "nbytes"),
+        images=_image_stats(conn, scan.options if scan is not None else {}) if is_images else None,
+        thresholds=policy_thresholds(
+            conn, scan.options if scan is not None and scan.kind != "guard" else None
+        ),
+        good_images=tuple(_good_images(conn, has_findings, max_good_images)) if is_images else (),
+    )
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:
@@ -308,7 +313,7 @@ def _flagged_sample(row: sqlite3.Row) -> FlaggedSample:
         details.insert(0, "")
     return FlaggedSample(
         idx=row["idx"],
-        key=col("key"),
+        key=read_key(col("key")),
         status=status,
         kinds=tuple(kinds),
         details=tuple(details),

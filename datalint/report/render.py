@@ -35,12 +35,17 @@ from datalint.report.index import FlaggedSample, ImageStats, IndexSummary, KindC
 from datalint.report.markup import Html, el, join
 from datalint.report.thumbs import Thumbnail
 from datalint.scan.store import RunRecord
+from datalint.text import shown_name
 
 PAGE_SIZE = 100
 MESSAGE_LIMIT = 400
 DETAIL_LIMIT = 1000
 TRACEBACK_LIMIT = 6000  # characters kept per traceback: its end, where the innermost frame is
-TRACEBACK_BUDGET = 3_000_000  # characters of tracebacks in one page; past it, the index has them
+TRACEBACK_BUDGET = 2_500_000  # characters of tracebacks in one page; past it, the index has them
+# Characters of table rows (keys, messages, details) in one page. With the tracebacks, the first
+# page drawn twice (HTML and data) and the charts, the page stays under 10 MB however long the
+# messages are; rows past it are left to the index, and the page says how to query them.
+ROWS_BUDGET = 5_000_000
 
 
 @dataclass(frozen=True)
@@ -411,6 +416,13 @@ class TableData:
     rows: list[list[Any]]
     tracebacks: list[str]
     tracebacks_dropped: int
+    rows_dropped: int = 0  # flagged samples read but left out for ROWS_BUDGET
+
+
+def _island_length(*texts: str) -> int:
+    """Characters these strings take in the page's JSON island (`json_island` escapes <, > and &)."""
+    escaped = sum(text.count("<") + text.count(">") + text.count("&") for text in texts)
+    return len(json.dumps(texts, ensure_ascii=False)) + 5 * escaped
 
 
 def table_data(index: IndexSummary) -> TableData:
@@ -419,8 +431,14 @@ def table_data(index: IndexSummary) -> TableData:
     quarantining = {k.kind for k in index.kind_counts if k.quarantined}
     tracebacks: dict[str, int] = {}
     budget, dropped = TRACEBACK_BUDGET, 0
-    rows = []
-    for sample in sorted(index.flagged, key=lambda s: s.idx):
+    rows: list[list[Any]] = []
+    room = ROWS_BUDGET
+    # In reading order (quarantined first), so a cut keeps the rows that matter; shown by index.
+    for sample in index.flagged:
+        message, details = _message(sample), _detail_lines(sample)
+        room -= 60 + _island_length(sample.key or "", message, *details)
+        if room < 0:
+            break
         tb_ref = None
         if sample.traceback:
             clipped = _clip_traceback(sample.traceback)
@@ -434,19 +452,20 @@ def table_data(index: IndexSummary) -> TableData:
         rows.append(
             [
                 sample.idx,
-                sample.key,
+                shown_name(sample.key) if sample.key else sample.key,  # escapes, bytes that are not UTF-8
                 sample.status,
                 [number[k] for k in sample.kinds],
                 int(sample.quarantined),
-                _message(sample),
-                _detail_lines(sample),
+                message,
+                details,
                 _finite(sample.duration),
                 _finite(sample.nbytes),
                 tb_ref,
             ]
         )
     quarantine_kinds = sorted(number[k] for k in kinds if k in quarantining)
-    return TableData(kinds, quarantine_kinds, rows, list(tracebacks), dropped)
+    rows.sort(key=lambda row: row[0])
+    return TableData(kinds, quarantine_kinds, rows, list(tracebacks), dropped, len(index.flagged) - len(rows))
 
 
 TABLE_COLUMNS = (
@@ -516,12 +535,15 @@ def _samples_section(index: IndexSummary) -> Html:
 
 def _table_notes(data: TableData, index: IndexSummary) -> list[Html]:
     notes = []
-    if index.flagged_total > len(index.flagged):
+    if index.flagged_total > len(data.rows):
+        why = "Raise --max-rows, or query"
+        if data.rows_dropped:
+            why = f"The other {data.rows_dropped:,} read would pass the page's size budget; query"
         notes.append(
             el(
                 "p",
-                f"The table holds {len(index.flagged):,} of {index.flagged_total:,} flagged samples "
-                "(quarantined first, then by index). Raise --max-rows, or query the index for the rest: ",
+                f"The table holds {len(data.rows):,} of {index.flagged_total:,} flagged samples "
+                f"(quarantined first, then by index). {why} the index for the rest: ",
                 el("code", f'sqlite-utils query {index.path} "select * from findings order by idx"'),
                 class_="note",
             )
@@ -653,7 +675,7 @@ def _thumb_grid(thumbs: Sequence[Thumbnail]) -> Html:
 
 def _thumb(thumb: Thumbnail) -> Html:
     sample = thumb.sample
-    label = sample.key or f"#{sample.idx}"
+    label = shown_name(sample.key) if sample.key else f"#{sample.idx}"
     caption = f"#{sample.idx} {label}" + (f" · {' '.join(sample.kinds)}" if sample.kinds else "")
     if thumb.data_uri:
         picture = el("img", src=thumb.data_uri, alt=label, width=thumb.width, height=thumb.height)

@@ -16,11 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from datalint.files import read_regular_file
 from datalint.report.index import FlaggedSample
+from datalint.text import exception_text, printable
 
 THUMB_SIDE = 96
 JPEG_QUALITY = 70
 MAX_PREVIEW_PIXELS = 64_000_000  # refuse to decode past this, whatever the scan's --max-pixels was
+MAX_PREVIEW_FILE_BYTES = 256 * 1024 * 1024  # and to read a file larger than this into memory
 
 # Outcomes of the scan after which decoding the file again in this process is not safe.
 UNSAFE_STATUSES = frozenset({"crash", "timeout"})
@@ -57,23 +60,28 @@ def thumbnail(sample: FlaggedSample, root: Path | None) -> Thumbnail:
     if path is None:
         return Thumbnail(sample, None, "no file name in the index")
     try:
-        data, width, height = _encode_preview(path)
-    except NoPreview as exc:
-        return Thumbnail(sample, None, str(exc))
+        # Read without blocking first: a preview that became a FIFO must not hang the report.
+        raw = read_regular_file(path, limit=MAX_PREVIEW_FILE_BYTES)
     except FileNotFoundError:
         return Thumbnail(sample, None, "file not found (moved? see --image-root)")
+    except OSError as exc:
+        return Thumbnail(sample, None, f"not read: {printable(exc.strerror or exception_text(exc))}")
+    try:
+        data, width, height = _encode_preview(raw)
+    except NoPreview as exc:
+        return Thumbnail(sample, None, str(exc))
     except Exception as exc:  # per-sample boundary: a damaged file must not stop the report
         return Thumbnail(sample, None, f"does not decode: {type(exc).__name__}")
     uri = "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii")
     return Thumbnail(sample, uri, "", width, height)
 
 
-def _encode_preview(path: Path) -> tuple[bytes, int, int]:
+def _encode_preview(raw: bytes) -> tuple[bytes, int, int]:
     from PIL import Image
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Pillow's bomb and EXIF warnings: the scan reported them
-        with Image.open(path) as image:
+        with Image.open(io.BytesIO(raw)) as image:
             width, height = image.size
             if width * height > MAX_PREVIEW_PIXELS:
                 raise NoPreview(f"not decoded: {width}x{height} is too large to preview")

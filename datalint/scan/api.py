@@ -9,11 +9,14 @@ The CLI (`datalint scan`) is a thin face over `scan_source()`; both return a `Sc
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import platform
 import re
 import signal
+import sqlite3
+import stat
 import tempfile
 import threading
 import time
@@ -193,8 +196,10 @@ def scan_source(
     print_ = facts.fingerprint if facts is not None else fingerprint(source)
     index_path = Path(db) if db is not None else default_index_path(description.spec, description.kind)
     quarantine_path = Path(quarantine) if quarantine is not None else default_quarantine_path(index_path)
+    check_output_path(quarantine_path, "--quarantine")
     index = store.open_index(index_path)
-    try:
+    kept = lambda: _kept_rows(index_path)  # noqa: E731
+    with contextlib.closing(index), store.index_errors(index_path, kept), store.scan_lock(index_path):
         todo, resumed = _plan(index, description, options, length, print_, stream)
         workers = options.worker_count()
         notes: list[str] = []
@@ -205,8 +210,9 @@ def scan_source(
             scanned, length = _measure(
                 index, description, source, options, todo, length, print_, resumed, workers
             )
-        peers = policy.population(index)
-        findings = policy.derive_findings(index, options.policy, peers)
+        with store.reading_index(index_path, kept):  # the policy reads what the index holds, as it is
+            peers = policy.population(index)
+            findings = policy.derive_findings(index, options.policy, peers)
         store.write_findings(index, (f.to_row() for f in findings))
         run = store.latest_run(index)
         entries = _write_quarantine(
@@ -241,8 +247,16 @@ def scan_source(
                 files=description.kind == "images",
             ),
         )
-    finally:
-        index.close()
+
+
+def _kept_rows(index_path: Path) -> str:
+    """After a failed write: what the index still holds, read through a fresh connection."""
+    with contextlib.closing(sqlite3.connect(f"{index_path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+        (rows,) = db.execute("SELECT count(*) FROM samples").fetchone()
+    return (
+        f"The index holds {rows:,} complete sample row(s), all it had before the error; fix the cause "
+        "and run the same command again to resume"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -446,7 +460,7 @@ def sample_keys(index: Any, indices: set[int]) -> dict[int, str | None]:
         part = ordered[start : start + 500]
         marks = ", ".join("?" for _ in part)
         for idx, key in index.execute(f"SELECT idx, key FROM samples WHERE idx IN ({marks})", part):
-            keys[idx] = key
+            keys[idx] = store.read_key(key)
     return keys
 
 
@@ -454,19 +468,43 @@ def write_json_atomically(path: Path, document: Any) -> None:
     write_text_atomically(path, json.dumps(document, indent=1) + "\n")
 
 
+def check_output_path(path: Path, flag: str) -> None:
+    """Refuse, before any work, a file that cannot be written: a folder, or a folder nobody may write."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path} is a folder; give a file name, e.g. {path / 'quarantine.json'}")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # the nearest existing folder: the rest is created
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: {folder} is a file, not a folder")
+    if store.read_only_file_system(folder):
+        raise UsageError(f"{flag} {path}: {folder} is on a read-only file system")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path}: the folder {folder} is not writable for this user")
+
+
 def write_text_atomically(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, fsync, then rename over it: readers never see half."""
+    """Write to a temporary file beside `path`, fsync, then rename over it: readers never see half.
+
+    The file gets the mode a plain `open()` would give it (0666 less the umask), or keeps the mode
+    of the file it replaces: a list that another user's training job must read stays readable.
+    """
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a folder", str(path))
     store.create_parent(path)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(handle, _replacement_mode(path))
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+        if isinstance(exc, OSError) and exc.filename is None:  # a write's ENOSPC names no file: name it
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
 
 
@@ -489,6 +527,15 @@ def outcome_counts(
         outcomes.update(damaged=len(damaged), unsupported=len(unsupported))
     outcomes.update((name, count) for name, count in statuses.items() if name != "ok")
     return outcomes
+
+
+def _replacement_mode(path: Path) -> int:
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        umask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def _counts(index: Any, findings: list[policy.Finding]) -> dict[str, Any]:
@@ -559,7 +606,7 @@ def derive_quarantine(
     (num_classes, ignore_index, max_bytes, require, ...).
     """
     index = store.open_index(Path(index_path), create=False)
-    try:
+    with contextlib.closing(index), store.reading_index(Path(index_path)):
         run = store.latest_run(index)
         if run is None and store.count_samples(index) == 0:
             raise UsageError(f"the index {index_path} holds no scan yet; run `datalint scan` first")
@@ -579,5 +626,3 @@ def derive_quarantine(
             created=store.utc_now(),
             kinds=options.kinds,
         )
-    finally:
-        index.close()

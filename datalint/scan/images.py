@@ -52,6 +52,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from datalint.errors import UsageError
+from datalint.scan.store import read_key
+from datalint.text import safe_str, shown_name
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -192,12 +194,17 @@ class ImageProbe:
 
 @dataclass(frozen=True)
 class ImageListing:
-    """The image files under a folder (sorted, relative POSIX paths) and what was passed over."""
+    """The image files under a folder (sorted, relative POSIX paths) and what was passed over.
+
+    `unlisted` maps a sub-folder that could not be listed (permissions, a path too long) to why:
+    it is a row of its own, reported `unreadable`, so a scan says what it could not see.
+    """
 
     root: str
     files: tuple[str, ...]
     skipped: int = 0  # regular files whose extension is not an image extension
     skipped_examples: tuple[str, ...] = ()
+    unlisted: Mapping[str, str] = field(default_factory=dict)
 
 
 def normalize_extensions(extensions: Sequence[str]) -> tuple[str, ...]:
@@ -209,29 +216,63 @@ def normalize_extensions(extensions: Sequence[str]) -> tuple[str, ...]:
 def list_image_files(root: str | Path, extensions: Sequence[str] = DEFAULT_EXTENSIONS) -> ImageListing:
     """Walk `root` recursively (symlinked folders are not followed, so no cycles) for image files.
 
-    A symlink to a file is listed even when it is broken: that file is then reported `unreadable`.
+    Every entry that is not a folder is listed by its name alone, whatever it is: a broken or
+    looping symlink, a FIFO or a socket named `.jpg` is then reported `unreadable` with the reason
+    (nothing here opens or even stats through it). A sub-folder that cannot be listed is a row too.
     """
     base = Path(root)
     wanted = frozenset(normalize_extensions(extensions))
     files: list[str] = []
     skipped: list[str] = []
-    for entry in _walk(base):
-        relative = Path(entry.path).relative_to(base).as_posix()
-        if os.path.splitext(entry.name)[1].lower() in wanted:
+    unlisted: dict[str, str] = {}
+    for relative, problem in _walk(base):
+        if problem is not None:
+            unlisted[relative] = problem
+            files.append(relative)
+        elif os.path.splitext(relative)[1].lower() in wanted:
             files.append(relative)
         else:
             skipped.append(relative)
     skipped.sort()
-    return ImageListing(str(base), tuple(sorted(files)), len(skipped), tuple(skipped[:5]))
+    return ImageListing(str(base), tuple(sorted(files)), len(skipped), tuple(skipped[:5]), unlisted)
 
 
-def _walk(folder: Path) -> Iterator[os.DirEntry[str]]:
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                yield from _walk(Path(entry.path))
-            elif entry.is_file() or entry.is_symlink():
-                yield entry
+def _walk(base: Path) -> Iterator[tuple[str, str | None]]:
+    """(relative path, None) for each non-folder entry; (folder path + "/", why) for an unlistable folder.
+
+    Iterative, with one open folder at a time: a tree 10,000 folders deep needs no recursion and
+    no more file descriptors than a flat one.
+    """
+    pending = [""]
+    while pending:
+        relative = pending.pop()
+        try:
+            with os.scandir(base / relative if relative else base) as entries:
+                children = [(entry.name, _is_folder(entry)) for entry in entries]
+        except OSError as exc:
+            if not relative:
+                raise UsageError(f"cannot list the image folder {base}: {_os_reason(exc)}") from None
+            yield relative + "/", f"folder not listed ({_os_reason(exc)}): its files were not scanned"
+            continue
+        for name, is_folder in children:
+            path = f"{relative}/{name}" if relative else name
+            if is_folder:
+                pending.append(path)
+            else:
+                yield path, None
+
+
+def _is_folder(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:  # the entry vanished or cannot be looked at: list it, and its read says why
+        return False
+
+
+def _os_reason(exc: OSError) -> str:
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return exc.strerror or type(exc).__name__
 
 
 def read_file_list(list_path: str | Path) -> tuple[str, ...]:
@@ -600,7 +641,7 @@ def jpeg_unusual_process(data: bytes) -> str | None:
 
 
 def _message(exc: BaseException) -> str:
-    text = str(exc).strip() or "(no message)"
+    text = safe_str(exc).strip() or "(no message)"
     return f"{type(exc).__name__}: {text}"
 
 
@@ -1383,7 +1424,10 @@ class ImageFilesSource:
         if self._capture is None or self._capture_pid != os.getpid():
             # One per process: the engine forks its workers from the process that built the source.
             self._capture, self._capture_pid = StderrCapture(), os.getpid()
-        probe = probe_image_file(self.root / self.listing.files[index], self.options, self._capture)
+        key = self.listing.files[index]
+        if key in self.listing.unlisted:
+            return ImageProbe(0, (ImageFinding("unreadable", self.listing.unlisted[key]),)).measurement()
+        probe = probe_image_file(self.root / key, self.options, self._capture)
         measured = probe.measurement()
         if self.dataset is None or probe.damaged or probe.unsupported:
             return measured  # a damaged file's sample would only fail again on the same bytes
@@ -1516,7 +1560,8 @@ def images_description(
     if folder is not None and not Path(folder).is_dir():
         raise UsageError(f"--images {folder}: no such folder")
     if file_list is not None and not Path(file_list).is_file():
-        raise UsageError(f"--files {file_list}: no such file (it should list one image path per line)")
+        what = "not a regular file" if Path(file_list).exists() else "no such file"
+        raise UsageError(f"--files {file_list}: {what} (it should list one image path per line)")
     root = os.path.abspath(folder if folder is not None else os.getcwd())
     if file_list is not None:
         return SourceDescription.make("images", file_list, root=root, file_list=file_list, **options)
@@ -1580,7 +1625,7 @@ def duplicate_findings(hashes: Mapping[int, tuple[str, str]]) -> dict[int, Image
         first_key = members[0][0]
         for _key, index in members[1:]:
             others = f" and {len(members) - 2} more" if len(members) > 2 else ""
-            findings[index] = ImageFinding("duplicate", f"same bytes as {first_key}{others}")
+            findings[index] = ImageFinding("duplicate", f"same bytes as {shown_name(first_key)}{others}")
     return findings
 
 
@@ -1595,7 +1640,7 @@ def index_findings(db: Any, thresholds: ShapeThresholds | None = None) -> list[t
     for idx, width, height in db.execute(_ODD_SHAPES, [limits.min_side, limits.max_aspect]):
         found.extend((idx, f.kind, f.detail) for f in shape_findings(int(width), int(height), limits))
     hashes = {
-        idx: (key if key is not None else f"#{idx}", digest)
+        idx: (read_key(key) or f"#{idx}", digest)
         for idx, key, digest in db.execute(_SHARED_HASHES)
     }
     found.extend((idx, f.kind, f.detail) for idx, f in duplicate_findings(hashes).items())

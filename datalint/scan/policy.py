@@ -111,6 +111,10 @@ def parse_kinds(text: str | Sequence[str] | None) -> tuple[str, ...]:
     if text is None:
         return DEFAULT_KINDS
     names = [part.strip() for part in (text.split(",") if isinstance(text, str) else text) if part.strip()]
+    if not names:  # an empty list would quarantine nothing, silently: say so instead
+        raise UsageError(
+            f"--kinds {text!r} names no finding kind; pass 'default', 'all' or a list such as error,crash"
+        )
     kinds: list[str] = []
     for name in names:
         if name == "all":
@@ -311,8 +315,8 @@ def derive_findings(db: Any, options: PolicyOptions, peers: Population | None = 
     findings: list[Finding] = []
     columns = ("idx", "status", "duration", "nbytes", "signature", "non_finite", "requires_grad", "non_cpu",
                "fd_delta", "labels", "info", "reported", "error_type", "error_message")  # fmt: skip
-    where = _candidate_filter(peers, judge, options, db)
-    for row in iter_samples(db, columns, where, raw=("signature",)):
+    where, parameters = _candidate_filter(peers, judge, options, db)
+    for row in iter_samples(db, columns, where, raw=("signature",), parameters=parameters):
         details: dict[str, list[str]] = {}
         for kind, detail in sample_findings(row, peers, judge, options):
             details.setdefault(kind, []).append(detail)
@@ -323,13 +327,19 @@ def derive_findings(db: Any, options: PolicyOptions, peers: Population | None = 
     return sorted(findings)
 
 
-def _candidate_filter(peers: Population, judge: _SignatureJudge, options: PolicyOptions, db: Any) -> str:
-    """A WHERE clause that skips rows no rule can flag, so a clean million-row index is cheap."""
+def _candidate_filter(
+    peers: Population, judge: _SignatureJudge, options: PolicyOptions, db: Any
+) -> tuple[str, list[Any]]:
+    """A WHERE clause (and its parameters) that skips rows no rule can flag: a clean index is cheap.
+
+    Every value is a parameter, never text in the SQL: a limit may be `inf`, a signature anything.
+    """
     if options.require or options.num_classes is not None:
-        return ""
+        return "", []
     bad_signatures = judge.bad_signatures(db)
     if bad_signatures is None:
-        return ""
+        return "", []
+    parameters: list[Any] = []
     clauses = [
         "status != 'ok'", "non_finite > 0", "requires_grad = 1", "non_cpu = 1", "fd_delta > 0",
         "reported IS NOT NULL",
@@ -339,14 +349,16 @@ def _candidate_filter(peers: Population, judge: _SignatureJudge, options: Policy
     ]  # fmt: skip
     largest = _smallest_size_limit(peers, options)
     if largest is not None:
-        clauses.append(f"nbytes > {int(largest)}")
+        clauses.append("nbytes > ?")
+        parameters.append(largest)
     slowest = slow_limit(peers, options)
     if slowest is not None:
-        clauses.append(f"duration >= {slowest!r}")
+        clauses.append("duration >= ?")
+        parameters.append(slowest)
     if bad_signatures:
-        quoted = ", ".join("'" + text.replace("'", "''") + "'" for text in bad_signatures)
-        clauses.append(f"signature IN ({quoted})")
-    return "WHERE " + " OR ".join(clauses)
+        clauses.append(f"signature IN ({', '.join('?' for _ in bad_signatures)})")
+        parameters.extend(bad_signatures)
+    return "WHERE " + " OR ".join(clauses), parameters
 
 
 def sample_findings(

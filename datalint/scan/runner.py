@@ -55,6 +55,7 @@ from typing import IO, Any
 from datalint.errors import DatalintError
 from datalint.scan.probes import open_fd_count
 from datalint.scan.sources import SourceDescription, build_source
+from datalint.text import safe_str
 
 Row = dict[str, Any]
 
@@ -160,7 +161,7 @@ def error_row(index: int, exc: BaseException, duration: float) -> Row:
         "status": "error",
         "duration": duration,
         "error_type": _exception_name(exc),
-        "error_message": _truncate(str(exc), MAX_MESSAGE),
+        "error_message": _truncate(safe_str(exc), MAX_MESSAGE),  # a sample's __str__ may raise too
         "traceback": _truncate(_user_traceback(exc), MAX_TEXT, keep="tail"),
         "info": {"where": where} if where else None,
     }

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.errors import UsageError
+from datalint.text import exception_text
 
 SPEC_FORMS = "module:attribute, module:factory(...) or path/to/file.py:attribute"
 
@@ -224,7 +225,7 @@ def _could_be_dataset(owner: Any, name: str) -> bool:
 
 def _describe(exc: BaseException) -> str:
     """`Type: message (at file:line in function)`, naming the innermost frame outside datalint."""
-    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = exception_text(exc)
     frame = innermost_user_frame(exc)
     return f"{text} (at {frame})" if frame else text
 

@@ -12,16 +12,20 @@ once) open the index: schema creation is idempotent and serialised by SQLite's o
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from datalint.errors import DatalintError
+from datalint.files import file_kind, is_regular
+from datalint.text import exception_text, is_utf8, name_bytes
 
 SCHEMA_VERSION = 1
 
@@ -125,17 +129,194 @@ def open_index(path: str | Path, *, busy_timeout: float = 30.0, create: bool = T
     import sqlite_utils
 
     path = Path(path)
-    if not create and not path.is_file():
+    if not create and not path.exists():
         raise IndexFileError(f"no scan index at {path}; run `datalint scan` first (or pass its --db path)")
+    if path.exists() and not is_regular(path):  # SQLite would say "disk I/O error", or block on a FIFO
+        kind = file_kind(path.stat().st_mode)
+        raise IndexFileError(f"{path} is {kind}, not an index file; pass a file name with --db")
     if create:
-        create_parent(path)
+        try:
+            create_parent(path)
+        except OSError as exc:
+            raise IndexFileError(f"cannot create the folder of the index {path}: {os_cause(exc)}") from None
     try:
-        connection = sqlite3.connect(str(path), timeout=busy_timeout, check_same_thread=False)
+        connection = sqlite3.connect(path, timeout=busy_timeout, check_same_thread=False)
         db = sqlite_utils.Database(connection)
         ensure_schema(db)
     except sqlite3.DatabaseError as exc:
-        raise IndexFileError(f"{path} is not a usable datalint index: {exc}") from None
+        cause = sqlite_cause(exc, path)
+        if cause is None:
+            raise IndexFileError(f"{path} is not a usable datalint index: {exc}") from None
+        raise IndexFileError(f"cannot open the index {path}: {cause}; nothing was changed") from None
     return db
+
+
+def sqlite_cause(exc: BaseException, path: Path) -> str | None:
+    """What a person should hear about an SQLite error on `path`: the disk, the permissions, the JSON.
+
+    None when the error is about the file's content (not a database, another program's database).
+    """
+    text = str(exc).lower()
+    if "disk is full" in text:
+        return "the disk is full (SQLite could not grow the file)"
+    if "readonly" in text or "unable to open" in text or "disk i/o error" in text:
+        return _write_permission_cause(path) or f"SQLite cannot write there ({exc})"
+    if "malformed json" in text:
+        return "a JSON value in it is not valid JSON (edited by hand?): restore it or scan with --rescan"
+    if "locked" in text or "busy" in text:
+        return f"another process holds it locked ({exc})"
+    return None
+
+
+def read_only_file_system(path: Path) -> bool:
+    """True when `path` lies on a file system mounted read-only (no permission change can help)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _write_permission_cause(path: Path) -> str | None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if read_only_file_system(folder):
+        return f"it is on a read-only file system ({folder}): copy it somewhere writable, or use another --db"
+    if path.exists() and not os.access(path, os.W_OK):
+        return "the file is read-only for this user (permission denied)"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return (
+            f"its folder {folder} is read-only for this user (permission denied): SQLite must create "
+            f"{path.name}-wal and {path.name}-shm beside the index"
+        )
+    return None
+
+
+def os_cause(exc: OSError) -> str:
+    """An OSError as a cause: the disk, the permissions, or what the system said."""
+    if exc.errno == errno.ENOSPC:
+        return "the disk is full"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return exc.strerror or type(exc).__name__
+
+
+@contextlib.contextmanager
+def index_errors(path: Path, kept: Callable[[], str]) -> Iterator[None]:
+    """Turn the index's SQLite, JSON and disk errors into an IndexFileError that names the cause.
+
+    `kept` says what survives (called only after a failure): every batch written before the error
+    is complete in the index, so the same command resumes once the cause is fixed.
+    """
+    try:
+        yield
+    except sqlite3.Error as exc:
+        cause = sqlite_cause(exc, path) or f"SQLite: {exc}"
+        raise IndexFileError(f"the index {path}: {cause}. {_kept(kept)}") from None
+    except json.JSONDecodeError as exc:
+        raise IndexFileError(
+            f"the index {path} holds a value that is not valid JSON (edited by hand?): {exc}. "
+            "Restore the file, or scan again with --rescan"
+        ) from None
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        raise IndexFileError(f"cannot write{where}: {os_cause(exc)}. {_kept(kept)}") from None
+
+
+# What reading a value that datalint never wrote raises: text where a number was, a list where
+# an object was, bytes that are not UTF-8, JSON that does not parse.
+_FOREIGN_VALUE_ERRORS = (ValueError, TypeError, AttributeError, KeyError, IndexError)
+
+
+@contextlib.contextmanager
+def reading_index(path: Path, kept: Callable[[], str] = lambda: "The index was only read") -> Iterator[None]:
+    """Around code that only reads an index: a value of the wrong kind in it is a named error too.
+
+    Only around pure reads (deriving findings or a list, loading one), where these exceptions can
+    only come from the index's content; SQLite and JSON errors are named as `index_errors` does.
+    """
+    try:
+        with index_errors(path, kept):
+            yield
+    except _FOREIGN_VALUE_ERRORS as exc:
+        raise IndexFileError(
+            f"the index {path} holds a value datalint did not write there (edited by hand, or damaged): "
+            f"{exception_text(exc)}. Restore the file, or scan again with --rescan"
+        ) from None
+
+
+def _kept(kept: Callable[[], str]) -> str:
+    try:
+        return kept()
+    except Exception:  # the index itself may be what failed; say what we can
+        return "Rows written before the error are kept in the index"
+
+
+class IndexBusyError(IndexFileError):
+    """Another scan is writing this index now."""
+
+
+def lock_path(index: Path) -> Path:
+    return index.with_name(index.name + ".lock")
+
+
+@contextlib.contextmanager
+def scan_lock(index: Path) -> Iterator[None]:
+    """Hold the index's scan lock: one scan writes an index at a time; a second one is refused.
+
+    A POSIX record lock on `<index>.lock`, which also holds the holder's pid, host and start time
+    for the refusal message. The kernel drops the lock when its process dies however it dies, so
+    a lock left by a killed scan is never stale; forked workers do not inherit it.
+    """
+    import fcntl
+    import socket
+
+    path = lock_path(index)
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            cause = os_cause(exc)
+            if isinstance(exc, PermissionError):
+                cause = f"its folder {path.parent} is read-only for this user (permission denied)"
+            message = f"cannot create the scan lock {path}: {cause}; nothing was changed"
+            raise IndexFileError(message) from None
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            raise IndexBusyError(
+                f"another scan is writing the index {index} ({holder}): wait for it to finish, or scan "
+                "into another --db"
+            ) from None
+        if _same_file(fd, path):
+            break
+        os.close(fd)  # the holder removed the file as we opened it: take the new one
+    try:
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "started": utc_now()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(record).encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # still holding the lock: nobody can be between open and lock on it
+        os.close(fd)
+
+
+def _lock_holder(fd: int) -> str:
+    try:
+        record = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return f"pid {int(record['pid'])} on host {record['host']}, since {record['started']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that has not yet written its name"
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False
 
 
 def ensure_schema(db: Any) -> None:
@@ -177,9 +358,15 @@ def transaction(db: Any) -> Iterator[Any]:
     try:
         yield db
     except BaseException:
-        connection.execute("ROLLBACK")
+        if connection.in_transaction:  # SQLite has already rolled back after a full disk
+            connection.execute("ROLLBACK")
         raise
-    connection.execute("COMMIT")
+    try:
+        connection.execute("COMMIT")
+    except sqlite3.Error:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
 
 
 def index_path(db: Any) -> str:
@@ -296,7 +483,42 @@ def sample_values(row: dict[str, Any]) -> tuple[Any, ...]:
         value = values[position]
         if value is not None and not isinstance(value, str):
             values[position] = json.dumps(value, separators=(",", ":"), default=str)
+    values[_KEY_POSITION] = stored_key(values[_KEY_POSITION])
+    for position in _TEXT_POSITIONS:
+        values[position] = storable_text(values[position])
     return tuple(values)
+
+
+_KEY_POSITION = SAMPLE_COLUMNS.index("key")
+_TEXT_POSITIONS = tuple(
+    SAMPLE_COLUMNS.index(column) for column in ("error_type", "error_message", "traceback", "status")
+)
+
+
+def stored_key(key: Any) -> Any:
+    """A sample key as SQLite keeps it: text, or the exact bytes (a BLOB) when it is not UTF-8.
+
+    File names on Linux are bytes; Python gives the ones that are not UTF-8 as surrogate-escaped
+    strings, which SQLite refuses. As a BLOB the key is lossless and can never equal another
+    key's text; `read_key` turns it back into the string the dataset gave.
+    """
+    if isinstance(key, str) and not key.isascii() and not is_utf8(key):
+        return name_bytes(key)
+    return key
+
+
+def read_key(value: Any) -> str | None:
+    """A `samples.key` value as the string the dataset gave (see `stored_key`)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
+    return None if value is None else str(value)
+
+
+def storable_text(value: Any) -> Any:
+    """Text SQLite can store: a message quoting a name that is not UTF-8 shows its bytes as \\xNN."""
+    if isinstance(value, str) and not value.isascii() and not is_utf8(value):
+        return name_bytes(value).decode("utf-8", "backslashreplace")
+    return value
 
 
 def write_samples(db: Any, values: Sequence[tuple[Any, ...]]) -> None:
@@ -349,10 +571,17 @@ def status_counts(db: Any) -> dict[str, int]:
 
 
 def iter_samples(
-    db: Any, columns: Sequence[str] = SAMPLE_COLUMNS, where: str = "", raw: Sequence[str] = ()
+    db: Any,
+    columns: Sequence[str] = SAMPLE_COLUMNS,
+    where: str = "",
+    raw: Sequence[str] = (),
+    parameters: Sequence[Any] = (),
 ) -> Iterator[dict[str, Any]]:
-    """Sample rows in index order, JSON columns decoded (except those named in `raw`)."""
-    cursor = db.execute(f"SELECT {', '.join(columns)} FROM samples {where} ORDER BY idx")
+    """Sample rows in index order, JSON columns decoded (except those named in `raw`).
+
+    `where` is SQL written by datalint; every value in it is a `?` with its value in `parameters`.
+    """
+    cursor = db.execute(f"SELECT {', '.join(columns)} FROM samples {where} ORDER BY idx", list(parameters))
     decode = [name in _JSON_COLUMNS and name not in raw for name in columns]
     for values in cursor:
         yield {
@@ -367,6 +596,7 @@ def iter_samples(
 
 def write_findings(db: Any, findings: Iterable[dict[str, Any]]) -> None:
     """Replace the derived findings table in one transaction."""
+    rows = ({name: storable_text(value) for name, value in finding.items()} for finding in findings)
     with transaction(db):
         db.execute("DELETE FROM findings")
-        db["findings"].insert_all(findings, pk=("idx", "kind"), replace=True, batch_size=500)
+        db["findings"].insert_all(rows, pk=("idx", "kind"), replace=True, batch_size=500)

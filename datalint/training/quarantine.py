@@ -6,8 +6,8 @@ The format is the `datalint-quarantine/1` contract of `datalint docs index`. Eve
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-import json
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from datalint.errors import DatalintError
+from datalint.files import UnreadableDocument, is_regular, load_json_document
 from datalint.scan import store
 
 FORMAT = "datalint-quarantine/1"
@@ -134,7 +135,7 @@ def load_quarantine(path: str | os.PathLike[str], *, token: str | None = None) -
         loaded: Quarantine = remote.load_remote_quarantine(str(path), token=token)
         return loaded
     source = Path(path)
-    if not source.is_file():
+    if not source.exists():
         raise QuarantineFormatError(
             f"{source}: no such quarantine list; run `datalint scan` (or `datalint quarantine`) to make one"
         )
@@ -144,8 +145,13 @@ def load_quarantine(path: str | os.PathLike[str], *, token: str | None = None) -
 
 
 def _looks_like_sqlite(path: Path) -> bool:
-    with path.open("rb") as handle:
-        return handle.read(16) == b"SQLite format 3\x00"
+    if not is_regular(path):
+        return False  # a FIFO would block the read; the JSON reader names what it is
+    try:
+        with path.open("rb") as handle:
+            return handle.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 # ---- quarantine.json -------------------------------------------------------------------------------
@@ -153,13 +159,9 @@ def _looks_like_sqlite(path: Path) -> bool:
 
 def _load_json(path: Path) -> Quarantine:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise QuarantineFormatError(f"{path}: not a quarantine list (not UTF-8 text: {exc.reason})") from None
-    except json.JSONDecodeError as exc:
-        raise QuarantineFormatError(
-            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
+        document = load_json_document(path)
+    except UnreadableDocument as exc:
+        raise QuarantineFormatError(f"{path}: not a quarantine list: {exc.problem}") from None
     return parse_quarantine(document, source=str(path))
 
 
@@ -253,23 +255,26 @@ ORDER BY f.idx
 
 def _load_index(path: Path) -> Quarantine:
     # Read-only, so pointing the sampler at an index never creates or changes it.
+    uri = f"{path.resolve().as_uri()}?mode=ro"
     try:
-        with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as connection:
+        with store.reading_index(path), contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
             _check_index_schema(connection, path)
             rows = connection.execute(_QUARANTINED_SQL).fetchall()
             latest = store.latest_run(connection)  # the dataset as scanned; guard runs only add failures
+            return Quarantine(
+                indices=np.array([row[0] for row in rows], dtype=np.int64),
+                keys=tuple(store.read_key(row[1]) for row in rows),
+                kinds=tuple(tuple(sorted(set(row[2].split("\x1f")))) for row in rows),
+                details=tuple(row[3] for row in rows),
+                length=latest.length if latest is not None else None,
+                fingerprint=latest.fingerprint if latest is not None else None,
+                dataset=latest.spec if latest is not None else None,
+                source=str(path),
+            )
     except sqlite3.DatabaseError as exc:
         raise QuarantineFormatError(f"{path}: cannot read the scan index: {exc}") from None
-    return Quarantine(
-        indices=np.array([row[0] for row in rows], dtype=np.int64),
-        keys=tuple(row[1] for row in rows),
-        kinds=tuple(tuple(sorted(set(row[2].split("\x1f")))) for row in rows),
-        details=tuple(row[3] for row in rows),
-        length=latest.length if latest is not None else None,
-        fingerprint=latest.fingerprint if latest is not None else None,
-        dataset=latest.spec if latest is not None else None,
-        source=str(path),
-    )
+    except store.IndexFileError as exc:
+        raise QuarantineFormatError(str(exc)) from None
 
 
 def _check_index_schema(connection: sqlite3.Connection, path: Path) -> None:

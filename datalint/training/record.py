@@ -124,14 +124,15 @@ def _write_failure(connection: sqlite3.Connection, run_id: int, failure: Failure
     connection.execute(
         "INSERT OR REPLACE INTO samples (idx, key, status, run_id, duration, error_type, error_message,"
         " traceback, worker, measured_at) VALUES (?, ?, 'error', ?, ?, ?, ?, ?, ?, ?)",
-        (failure.index, failure.key, run_id, failure.duration, failure.error_type, failure.message,
-         failure.traceback, failure.worker, failure.at),
+        (failure.index, store.stored_key(failure.key), run_id, failure.duration,
+         store.storable_text(failure.error_type), store.storable_text(failure.message),
+         store.storable_text(failure.traceback), failure.worker, failure.at),
     )
     # The scan's policy rederives findings from the samples after each scan; writing the finding now
     # lets `load_quarantine(index)` and `datalint report` see the failure before that.
     connection.execute(
         "INSERT OR REPLACE INTO findings (idx, kind, detail, quarantine) VALUES (?, 'error', ?, 1)",
-        (failure.index, failure.detail),
+        (failure.index, store.storable_text(failure.detail)),
     )
     # Counted inside the same transaction, so concurrent workers never overwrite each other's total.
     (errors,) = connection.execute("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,)).fetchone()

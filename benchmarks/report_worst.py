@@ -1,0 +1,118 @@
+"""The report's worst case: every sample of 100,000 failed, each with long, distinct text.
+
+    .venv/bin/python benchmarks/report_worst.py [--samples 100000] [--out DIR]
+
+The index is written through the scan's own store. Every sample failed with a distinct 2 KB
+exception message and a distinct ~6 KB traceback, and carries a second finding with a 1.5 KB
+detail: the text a real scan stores when a dataset raises long messages (a JSON decoder quoting
+its input, a shape error listing every tensor). Then, each in a fresh process:
+- `datalint report DB -o report.html`: wall time and page size;
+- the page opened in headless Chromium over the DevTools protocol (the tests' driver): the time
+  from navigation to the load event and to the first page of rows drawn, browser start excluded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from datalint.scan import store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "report"))
+from report_browser import Browser
+
+
+def make_index(path: Path, n: int) -> None:
+    db = store.open_index(path)
+    store.start_run(
+        db,
+        kind="dataset",
+        spec="worst:ds",
+        length=n,
+        fingerprint=None,
+        options={"timeout": 60},
+        environment={},
+    )
+    rows, findings = [], []
+    for idx in range(n):
+        message = f"sample {idx}: " + " ".join(f"field_{idx}_{k}=<{'x' * 12}>" for k in range(80))
+        frames = "".join(
+            f'  File "/src/data/loader_{idx}.py", line {k}, in step_{k}\n    x = f(x)\n' for k in range(90)
+        )
+        row = {
+            "idx": idx,
+            "key": f"train/{idx % 1000:03d}/{idx:07d}.json",
+            "status": "error",
+            "run_id": 1,
+            "duration": 0.01,
+            "error_type": "ValueError",
+            "error_message": message[:2000],
+            "traceback": f"Traceback (most recent call last):\n{frames}ValueError: {message[:200]}",
+        }
+        rows.append(store.sample_values(row))
+        findings.append(
+            {"idx": idx, "kind": "error", "detail": f"ValueError: {message[:2000]}", "quarantine": 1}
+        )
+        findings.append({"idx": idx, "kind": "missing_field", "detail": message[:1500], "quarantine": 1})
+    store.write_samples(db, rows)
+    store.write_findings(db, findings)
+    db.conn.close()
+
+
+def time_in_browser(page: Path) -> tuple[float, float]:
+    """(seconds to the load event, seconds until the table's first page is drawn), from navigation."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise SystemExit("no chromium on PATH")
+    with tempfile.TemporaryDirectory() as profile:
+        browser = Browser(chromium, Path(profile))
+        try:
+            start = time.perf_counter()
+            tab = browser.open(page.resolve().as_uri())
+            loaded = time.perf_counter() - start
+            while not tab.evaluate("document.querySelectorAll('#samples tbody tr').length > 0"):
+                time.sleep(0.01)
+            drawn = time.perf_counter() - start
+            inside = tab.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd")
+            print(f"  in-page loadEventEnd: {inside / 1000:.2f} s", file=sys.stderr)
+        finally:
+            browser.close()
+    return loaded, drawn
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=100_000)
+    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "datalint-report-worst")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    db, page = args.out / "worst.db", args.out / "worst.html"
+    for stale in args.out.glob("worst.db*"):
+        stale.unlink()
+    make_index(db, args.samples)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "datalint", "report", str(db), "-o", str(page)], check=True)
+    report_s = time.perf_counter() - start
+    loaded, drawn = time_in_browser(page)
+    print(
+        json.dumps(
+            {
+                "samples": args.samples,
+                "index_mb": round(db.stat().st_size / 1e6, 1),
+                "report_s": round(report_s, 2),
+                "page_mb": round(page.stat().st_size / 1e6, 2),
+                "chromium_load_s": round(loaded, 2),
+                "chromium_first_rows_s": round(drawn, 2),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
