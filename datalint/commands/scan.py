@@ -182,6 +182,17 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
         "(default 600; 0: build it in the scanner directly, unwatched)",
     )
     engine.add_argument("--rescan", action="store_true", help="measure every sample again, even if indexed")
+    engine.add_argument(
+        "--no-incremental",
+        dest="incremental",
+        action="store_false",
+        help="refuse an index whose dataset changed instead of measuring only what changed (the default)",
+    )
+    engine.add_argument(
+        "--verify-content",
+        action="store_true",
+        help="also hash the files whose size, mtime and inode are unchanged (filesystems whose stat lies)",
+    )
     engine.add_argument("--chunk-size", type=positive_int, metavar="N", help=argparse.SUPPRESS)
     engine.add_argument(
         "--backend",
@@ -267,6 +278,8 @@ def run(args: argparse.Namespace) -> int:
             max_bytes=args.max_bytes,
         ),
         rescan=args.rescan,
+        incremental=args.incremental,
+        verify_content=args.verify_content,
         chunk_size=args.chunk_size,
         progress="none" if args.format == "json" and args.progress == "auto" else args.progress,
         backend=args.backend,

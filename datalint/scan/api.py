@@ -9,6 +9,7 @@ The CLI (`datalint scan`) is a thin face over `scan_source()`; both return a `Sc
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -26,6 +27,7 @@ from typing import Any
 from datalint.errors import UsageError
 from datalint.extras import require as require_extra
 from datalint.limits import effective_cpu_count
+from datalint.scan import changes as changes_
 from datalint.scan import dask_backend, policy, preflight, runner, store
 from datalint.scan.policy import PolicyOptions, QuarantineEntry
 from datalint.scan.progress import Progress
@@ -44,6 +46,8 @@ class ScanOptions:
     labels: tuple[str, ...] = ()
     policy: PolicyOptions = field(default_factory=PolicyOptions)
     rescan: bool = False
+    incremental: bool = True  # an index of the same source: measure only what changed (docs/scan.md)
+    verify_content: bool = False  # also hash stat-unchanged files (filesystems whose stat lies)
     chunk_size: int | None = None
     progress: str = "none"
     progress_interval: float = 30.0
@@ -80,6 +84,7 @@ class ScanSummary:
     notes: tuple[str, ...] = ()
     # What the headline counts: damaged and undecodable files are not "ok" although they loaded.
     outcomes: dict[str, int] = field(default_factory=dict)
+    changes: dict[str, Any] | None = None  # what an incremental scan found changed since the index
 
     @property
     def exit_code(self) -> int:
@@ -102,6 +107,7 @@ class ScanSummary:
             "elapsed": round(self.elapsed, 3),
             "workers": self.workers,
             "notes": list(self.notes),
+            "changes": self.changes,
         }
 
 
@@ -119,12 +125,17 @@ def scan(
     max_bytes: int | None = None,
     kinds: str | Sequence[str] | None = None,
     rescan: bool = False,
+    incremental: bool = True,
+    verify_content: bool = False,
     progress: str = "none",
     backend: str = "local",
     scheduler: str | None = None,
 ) -> ScanSummary:
     """Scan every sample of a dataset (a spec string such as "mymod:ds", or a dataset object) in
-    isolated workers; write the index and the quarantine list; return the summary."""
+    isolated workers; write the index and the quarantine list; return the summary.
+
+    With an index of the same source, only what changed since is measured (`incremental=False`
+    refuses a changed dataset instead); `summary.changes` says what changed."""
     labels = tuple(label)
     if isinstance(dataset, SourceDescription):
         description = dataset
@@ -145,6 +156,8 @@ def scan(
             max_bytes=max_bytes,
         ),
         rescan=rescan,
+        incremental=incremental,
+        verify_content=verify_content,
         progress=progress,
         backend=backend,
         scheduler=scheduler,
@@ -195,16 +208,21 @@ def scan_source(
     quarantine_path = Path(quarantine) if quarantine is not None else default_quarantine_path(index_path)
     index = store.open_index(index_path)
     try:
-        todo, resumed = _plan(index, description, options, length, print_, stream)
         workers = options.worker_count()
-        notes: list[str] = []
+        plan = _plan_changes(index, description, source, options, length, print_, stream, workers)
+        todo, resumed = plan.todo, plan.resumed
+        notes: list[str] = list(plan.notes)
         if workers == 0:
             notes.append("--workers 0: samples ran in this process; nothing isolated, no timeout enforced")
         scanned = 0
         if todo is not None:
-            scanned, length = _measure(
-                index, description, source, options, todo, length, print_, resumed, workers
-            )
+            try:
+                scanned, length = _measure(
+                    index, description, source, options, todo, length, print_, resumed, workers, plan.run_id
+                )
+            finally:
+                _record_files(index, plan)
+        changes_.drop_current(index)
         peers = policy.population(index)
         findings = policy.derive_findings(index, options.policy, peers)
         store.write_findings(index, (f.to_row() for f in findings))
@@ -240,6 +258,7 @@ def scan_source(
                 findings,
                 files=description.kind == "images",
             ),
+            changes=plan.changes.to_dict() if plan.changes is not None else None,
         )
     finally:
         index.close()
@@ -341,6 +360,173 @@ def _describe(options: dict[str, Any]) -> str:
     return ", ".join(f"{name}={value}" for name, value in options.items())
 
 
+# ----------------------------------------------------------------------------------------------
+# Incremental scans: what changed since the index (datalint/scan/changes.py does the comparing)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a scan will measure: `todo` None when nothing; `run_id` when the run is already started."""
+
+    todo: list[range] | None
+    resumed: int
+    run_id: int | None = None
+    changes: changes_.Changes | None = None
+    notes: tuple[str, ...] = ()
+    files: bool = False  # the current samples (with file states) are loaded for `_record_files`
+
+
+def _plan_changes(
+    index: Any,
+    description: SourceDescription,
+    source: Any,
+    options: ScanOptions,
+    length: int | None,
+    print_: str | None,
+    stream: bool,
+    workers: int,
+) -> _Plan:
+    """The plan of a scan: incremental when an index of this source exists, else as before."""
+    previous = store.latest_run(index)
+    measured = 0 if previous is None else store.count_samples(index, scanned_only=True)
+    if stream or options.rescan or not options.incremental or previous is None or measured == 0:
+        todo, resumed = _plan(index, description, options, length, print_, stream)
+        files = todo is not None and _load_current(index, source, options, print_)
+        return _Plan(todo, resumed, files=files)
+    assert length is not None
+    _check_same_spec(index, previous, description, length)
+    if print_ is None:
+        return _plan_unkeyed(index, description, source, options, previous, print_)
+    reason = changes_.load_current(index, _current_rows(source, options))
+    if reason is not None:
+        return _full_again(index, source, options, print_, f"{reason}, so changes cannot be followed by key")
+    clauses, reasons = _option_clauses(index, description, options)
+    found = changes_.compare(index, files=changes_.file_root(source) is not None, option_clauses=clauses)
+    found = dataclasses.replace(found, reasons=tuple(reasons))
+    if not found.any:
+        return _Plan(None, measured, changes=found, notes=(f"incremental: {found.describe()}",))
+    run_id = _start_run(index, description, options, length, print_, workers, found)
+    changes_.apply(index, run_id)
+    todo = found.ranges()
+    return _Plan(
+        todo or None,
+        length - len(found.todo),
+        run_id=run_id,
+        changes=found,
+        notes=(f"incremental: {found.describe()}",),
+        files=True,
+    )
+
+
+def _plan_unkeyed(
+    index: Any,
+    description: SourceDescription,
+    source: Any,
+    options: ScanOptions,
+    previous: store.RunRecord,
+    print_: str | None,
+) -> _Plan:
+    """A dataset that names no samples: the same length and options resume; anything else rescans."""
+    same_options = _measured_with(previous.options) == _asked_with(description, options)
+    if previous.length == len(source) and previous.fingerprint is None and same_options:
+        todo, resumed = _plan(index, description, options, len(source), print_, False)
+        return _Plan(todo, resumed)
+    return _full_again(
+        index,
+        source,
+        options,
+        print_,
+        f"{description.spec} names no samples (no datalint_key(i), samples or imgs), so changes cannot be "
+        "followed",
+    )
+
+
+def _full_again(index: Any, source: Any, options: ScanOptions, print_: str | None, why: str) -> _Plan:
+    """A source whose changes cannot be followed: say so once, and measure everything again."""
+    store.clear_samples(index)
+    files = _load_current(index, source, options, print_)
+    return _Plan([range(0, len(source))], 0, notes=(f"{why}: measuring every sample again",), files=files)
+
+
+def _check_same_spec(
+    index: Any, previous: store.RunRecord, description: SourceDescription, length: int
+) -> None:
+    if previous.spec != description.spec or previous.kind != description.kind:
+        path = store.index_path(index)
+        raise UsageError(
+            f"the index {path} holds a scan of {previous.spec} ({previous.length} samples), not of "
+            f"{description.spec} ({length} samples): pass --rescan to start over, or --db for another index"
+        )
+
+
+def _current_rows(source: Any, options: ScanOptions) -> Iterator[tuple[Any, ...]]:
+    keys = (source.key(position) for position in range(len(source)))
+    return changes_.current_rows(keys, changes_.file_root(source), options.verify_content)
+
+
+def _load_current(index: Any, source: Any, options: ScanOptions, print_: str | None) -> bool:
+    """Load the current samples before a full or resumed scan, so their file states are recorded."""
+    if print_ is None or changes_.file_root(source) is None:
+        return False
+    if changes_.load_current(index, _current_rows(source, options)) is not None:
+        changes_.drop_current(index)
+        return False
+    changes_.record_added_files(index)
+    return True
+
+
+def _record_files(index: Any, plan: _Plan) -> None:
+    run = store.latest_run(index)
+    if plan.files and run is not None:
+        changes_.record_files(index, run.id)
+
+
+def _option_clauses(
+    index: Any, description: SourceDescription, options: ScanOptions
+) -> tuple[list[tuple[str, list[Any]]], list[str]]:
+    return changes_.option_clauses(index, _asked_with(description, options), _measured_with)
+
+
+def _measured_with(run_options: dict[str, Any]) -> dict[str, Any]:
+    """The options a run measured with that can decide a verdict (see changes.OPTION_EFFECTS)."""
+    verdict = _verdict_options(run_options.get("source"), run_options.get("source_options", {}))
+    return {**verdict, "labels": list(run_options.get("labels", ())), "timeout": run_options.get("timeout")}
+
+
+def _asked_with(description: SourceDescription, options: ScanOptions) -> dict[str, Any]:
+    return _measured_with(
+        {
+            "source": description.kind,
+            "source_options": dict(description.options),
+            "labels": list(options.labels),
+            "timeout": options.timeout,
+        }
+    )
+
+
+def _start_run(
+    index: Any,
+    description: SourceDescription,
+    options: ScanOptions,
+    length: int | None,
+    print_: str | None,
+    workers: int,
+    found: changes_.Changes | None = None,
+) -> int:
+    run_options = _run_options(description, options, workers)
+    if found is not None:
+        run_options["changes"] = found.to_dict()
+    return store.start_run(
+        index,
+        kind=description.kind,
+        spec=description.spec,
+        length=length,
+        fingerprint=print_,
+        options=run_options,
+        environment=_environment(),
+    )
+
+
 def _measure(
     index: Any,
     description: SourceDescription,
@@ -351,17 +537,13 @@ def _measure(
     print_: str | None,
     resumed: int,
     workers: int,
+    run_id: int | None = None,
 ) -> tuple[int, int | None]:
-    """Run the engine over `todo`, writing rows as they come; returns (measured, final length)."""
-    run_id = store.start_run(
-        index,
-        kind=description.kind,
-        spec=description.spec,
-        length=length,
-        fingerprint=print_,
-        options=_run_options(description, options, workers),
-        environment=_environment(),
-    )
+    """Run the engine over `todo`, writing rows as they come; returns (measured, final length).
+
+    `run_id`: a run already started (an incremental scan starts its run before changing the index)."""
+    if run_id is None:
+        run_id = _start_run(index, description, options, length, print_, workers)
     writer = store.SampleWriter(index, run_id)
     progress = Progress(options.progress, interval=options.progress_interval)
     total = sum(len(r) for r in todo)
