@@ -31,7 +31,14 @@ from datalint.scan import changes as changes_
 from datalint.scan import dask_backend, policy, preflight, runner, store
 from datalint.scan.policy import PolicyOptions, QuarantineEntry
 from datalint.scan.progress import Progress
-from datalint.scan.sources import SourceDescription, adopt_dataset, build_source, fingerprint, is_built
+from datalint.scan.sources import (
+    SourceDescription,
+    adopt_dataset,
+    build_source,
+    fingerprint,
+    forget_source,
+    is_built,
+)
 
 DEFAULT_INDEX_DIR = Path(".datalint")
 WORST_SHOWN = 10
@@ -262,6 +269,7 @@ def scan_source(
         )
     finally:
         index.close()
+        forget_source(description)  # a later scan in this process (watch, the API) sees the files anew
 
 
 # ----------------------------------------------------------------------------------------------
