@@ -259,12 +259,17 @@ def run(args: argparse.Namespace) -> int:
         from datalint.extras import require
 
         require("dask", "`datalint scan --backend dask`")
-    from datalint.scan import api, policy
-
     description = choose_source(args)
     if description.kind == "images" and not _announce_image_files(description, args):
         return 0
-    options = api.ScanOptions(
+    return _scan_then_print(args, description, scan_options(args))
+
+
+def scan_options(args: argparse.Namespace) -> Any:
+    """The ScanOptions the flags of `add_scan_arguments` ask for (also read by `datalint watch`)."""
+    from datalint.scan import api, policy
+
+    return api.ScanOptions(
         workers=args.workers,
         timeout=args.timeout,
         setup_timeout=args.setup_timeout,
@@ -285,6 +290,11 @@ def run(args: argparse.Namespace) -> int:
         backend=args.backend,
         scheduler=args.scheduler,
     )
+
+
+def _scan_then_print(args: argparse.Namespace, description: Any, options: Any) -> int:
+    from datalint.scan import api
+
     if options.worker_count() == 0:
         print(
             "datalint: --workers 0: samples run in this process and nothing is isolated: a crash or hang "

@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from datalint.errors import UsageError
+from datalint.errors import DatalintError, UsageError
 from datalint.extras import require as require_extra
 from datalint.limits import effective_cpu_count
 from datalint.scan import changes as changes_
@@ -44,6 +44,10 @@ DEFAULT_INDEX_DIR = Path(".datalint")
 WORST_SHOWN = 10
 
 
+class SourceVanishedError(DatalintError):
+    """An incremental scan would remove most samples and add none: a lost mount, not a change."""
+
+
 @dataclass(frozen=True)
 class ScanOptions:
     """Everything a scan needs besides the source, read once at the edge (CLI or API)."""
@@ -55,6 +59,8 @@ class ScanOptions:
     rescan: bool = False
     incremental: bool = True  # an index of the same source: measure only what changed (docs/scan.md)
     verify_content: bool = False  # also hash stat-unchanged files (filesystems whose stat lies)
+    settle: float = 0.0  # a file written less than this many seconds ago waits for a later scan
+    vanished_fraction: float | None = None  # refuse to remove more than this share of the samples at once
     chunk_size: int | None = None
     progress: str = "none"
     progress_interval: float = 30.0
@@ -411,10 +417,14 @@ def _plan_changes(
     clauses, reasons = _option_clauses(index, description, options)
     found = changes_.compare(index, files=changes_.file_root(source) is not None, option_clauses=clauses)
     found = dataclasses.replace(found, reasons=tuple(reasons))
+    _check_not_vanished(index, description, options, found, measured)
+    if options.settle > 0:
+        found = changes_.without_unsettled(index, found, options.settle)
     if not found.any:
         return _Plan(None, measured, changes=found, notes=(f"incremental: {found.describe()}",))
     run_id = _start_run(index, description, options, length, print_, workers, found)
     changes_.apply(index, run_id)
+    changes_.record_added_files(index)  # a scan killed from here on resumes without measuring them twice
     todo = found.ranges()
     return _Plan(
         todo or None,
@@ -424,6 +434,19 @@ def _plan_changes(
         notes=(f"incremental: {found.describe()}",),
         files=True,
     )
+
+
+def _check_not_vanished(
+    index: Any, description: SourceDescription, options: ScanOptions, found: changes_.Changes, measured: int
+) -> None:
+    if options.vanished_fraction is None or found.added or not found.removed:
+        return
+    if found.removed >= max(1.0, options.vanished_fraction * measured):
+        raise SourceVanishedError(
+            f"{description.spec}: {found.removed:,} of the {measured:,} indexed samples are gone and none "
+            f"were added (a lost mount?); the index {store.index_path(index)} and its list are kept as they "
+            "were (run `datalint scan` once to accept the removal)"
+        )
 
 
 def _plan_unkeyed(

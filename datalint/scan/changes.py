@@ -17,10 +17,12 @@ Population findings are re-derived over the whole index afterwards by the caller
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import stat
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,11 +57,12 @@ class Changes:
     moved: int = 0
     remeasured: int = 0
     todo: tuple[int, ...] = ()  # positions to measure, sorted
+    deferred: int = 0  # changed files still being written (`settle`), left for a later scan
     reasons: tuple[str, ...] = ()  # why samples are re-measured for changed options
 
     @property
     def any(self) -> bool:
-        return bool(self.todo or self.removed or self.moved)
+        return bool(self.todo or self.removed or self.moved or self.deferred)
 
     def ranges(self) -> list[range]:
         """`todo` as runs of consecutive positions, the shape the engine takes."""
@@ -84,6 +87,7 @@ class Changes:
             "moved": self.moved,
             "remeasured": self.remeasured,
             "measured": len(self.todo),
+            "deferred": self.deferred,
             "reasons": list(self.reasons),
         }
 
@@ -100,7 +104,8 @@ class Changes:
             )
             if count
         ]
-        return f"{', '.join(parts) or 'nothing changed'}; {len(self.todo):,} measured"
+        waiting = f", {self.deferred:,} still being written" if self.deferred else ""
+        return f"{', '.join(parts) or 'nothing changed'}; {len(self.todo):,} measured{waiting}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -239,6 +244,18 @@ def compare(db: Any, *, files: bool, option_clauses: Iterable[tuple[str, list[An
         remeasured=len(options),
         todo=tuple(sorted(already | options)),
     )
+
+
+def without_unsettled(db: Any, found: Changes, settle: float) -> Changes:
+    """`found` without the files modified less than `settle` seconds ago: they are still being
+    written, and wait for a later scan (an added one has no row meanwhile, a changed one keeps its
+    old row and state, so the next scan measures it)."""
+    cutoff = time.time_ns() - int(settle * 1e9)
+    recent = {row[0] for row in db.execute(f"SELECT pos FROM {_TABLE} WHERE mtime_ns > ?", [cutoff])}
+    if not recent:
+        return found
+    todo = tuple(position for position in found.todo if position not in recent)
+    return dataclasses.replace(found, todo=todo, deferred=len(found.todo) - len(todo))
 
 
 # ----------------------------------------------------------------------------------------------
