@@ -73,9 +73,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        follow(
-            description, options, settings, db=db, quarantine=quarantine, log=_log, warn=_warn, stop=stop
-        )
+        follow(description, options, settings, db=db, quarantine=quarantine, log=_log, warn=_warn, stop=stop)
     except KeyboardInterrupt:
         stop.set()
         _say(f"stopped; the index {db} and the list {quarantine} are complete up to the last update")
