@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import stat
@@ -153,13 +154,27 @@ def file_root(source: Any) -> Path | None:
 def current_rows(
     keys: Iterable[str | None], root: Path | None, verify_content: bool = False
 ) -> Iterator[tuple[Any, ...]]:
-    """(key, position, size, mtime_ns, inode, content) per sample, stat'ed when its key is a file."""
-    for position, key in enumerate(keys):
-        state = file_state(root / key, verify_content) if root is not None and key is not None else None
-        if state is None:
+    """(key, position, size, mtime_ns, inode, content) per sample, stat'ed when its key is a file.
+
+    Plain strings and `os.stat`: this runs once per file of the dataset on every incremental scan.
+    """
+    if root is None:
+        for position, key in enumerate(keys):
             yield key, position, None, None, None, None
-        else:
-            yield key, position, state.size, state.mtime_ns, state.inode, state.content
+        return
+    base = os.fspath(root)
+    for position, key in enumerate(keys):
+        if key is None:
+            yield key, position, None, None, None, None
+            continue
+        path = os.path.join(base, key)
+        try:
+            info = os.stat(path)
+        except (OSError, ValueError):  # gone since the listing, a broken link, a NUL in a listed path
+            yield key, position, None, None, None, None
+            continue
+        content = content_hash(Path(path)) if verify_content and stat.S_ISREG(info.st_mode) else None
+        yield key, position, info.st_size, info.st_mtime_ns, info.st_ino, content
 
 
 # ----------------------------------------------------------------------------------------------
@@ -266,8 +281,7 @@ def apply(db: Any, run_id: int) -> None:
     """In one transaction: removed samples go to `sample_history`, kept ones to their new positions.
 
     Findings move with their samples, so the index stays consistent if the scan stops before its
-    findings are derived again. Rows are renumbered through negative positions because `idx` is
-    the primary key and two samples may swap places.
+    findings are derived again.
     """
     with store.transaction(db):
         db.conn.execute(
@@ -279,16 +293,33 @@ def apply(db: Any, run_id: int) -> None:
         db.conn.execute(f"DELETE FROM findings WHERE idx IN (SELECT idx FROM samples WHERE {_REMOVED_WHERE})")
         db.conn.execute(f"DELETE FROM samples WHERE {_REMOVED_WHERE}")
         db.conn.execute(f"DELETE FROM sample_files WHERE key NOT IN (SELECT key FROM {_TABLE})")
-        new_position = f"(SELECT c.pos FROM {_TABLE} c WHERE c.key = samples.key)"
-        finding_position = (
-            f"(SELECT c.pos FROM samples s JOIN {_TABLE} c ON c.key = s.key WHERE s.idx = findings.idx)"
-        )
-        db.conn.execute(
-            f"UPDATE findings SET idx = -1 - {finding_position} WHERE idx IS NOT {finding_position}"
-        )
-        db.conn.execute(f"UPDATE samples SET idx = -1 - {new_position} WHERE idx IS NOT {new_position}")
-        db.conn.execute("UPDATE findings SET idx = -1 - idx WHERE idx < 0")
-        db.conn.execute("UPDATE samples SET idx = -1 - idx WHERE idx < 0")
+        moves = db.execute(_MOVES).fetchall()  # (old, new), in the order of the old positions
+        if moves:
+            _renumber(db, moves)
+
+
+_MOVES = (
+    f"SELECT s.idx, c.pos FROM samples s JOIN {_TABLE} c ON c.key = s.key WHERE s.idx != c.pos ORDER BY s.idx"
+)
+
+
+def _renumber(db: Any, moves: list[tuple[int, int]]) -> None:
+    """Give rows (and their findings) their new positions; `idx` is the primary key, so no two
+    rows may hold one position at any moment.
+
+    When the kept samples keep their order (a sorted folder, a dataset that inserts and deletes),
+    rows moving up are moved from the last down and rows moving down from the first up: every
+    target is free when it is taken, and each row moves once. Otherwise (a reordered dataset)
+    every moved row goes through a negative position first.
+    """
+    ordered = all(before[1] < after[1] for before, after in itertools.pairwise(moves))
+    if ordered:
+        steps = [(new, old) for old, new in reversed(moves) if new > old]
+        steps += [(new, old) for old, new in moves if new < old]
+    else:
+        steps = [(-1 - new, old) for old, new in moves] + [(new, -1 - new) for _, new in moves]
+    for table in ("findings", "samples"):
+        db.conn.executemany(f"UPDATE {table} SET idx = ? WHERE idx = ?", steps)
 
 
 def record_added_files(db: Any) -> None:
@@ -317,12 +348,15 @@ def record_files(db: Any, run_id: int) -> None:
             "JOIN samples s ON s.key = c.key WHERE s.run_id = ?",
             [run_id],
         )
-        db.conn.execute(
-            "UPDATE sample_files SET content = "
-            f"(SELECT c.content FROM {_TABLE} c WHERE c.key = sample_files.key) "
-            f"WHERE content IS NULL AND key IN (SELECT c.key FROM {_TABLE} c WHERE c.content IS NOT NULL "
+        # The same file (by key, one primary-key lookup each) with a hash this walk computed.
+        same_file = (
+            f"FROM {_TABLE} c WHERE c.key = sample_files.key AND c.content IS NOT NULL "
             "AND c.size IS sample_files.size AND c.mtime_ns IS sample_files.mtime_ns "
-            "AND c.inode IS sample_files.inode)"
+            "AND c.inode IS sample_files.inode"
+        )
+        db.conn.execute(
+            f"UPDATE sample_files SET content = (SELECT c.content {same_file}) "
+            f"WHERE content IS NULL AND EXISTS (SELECT 1 {same_file})"
         )
 
 
