@@ -72,7 +72,7 @@ def mutate(folder: Path, count: int) -> dict[str, int]:
     added = max(1, count // 100)
     changed = deleted = max(1, count // 1000)
     for n in range(added):
-        (folder / name(n * 100 // 1, "a")).write_bytes(png_bytes(10_000_000 + n))
+        (folder / name(n, "a")).write_bytes(png_bytes(10_000_000 + n))  # sorts right after file n
     for n in range(changed):
         target = folder / name(count // 2 + n * 7)
         target.write_bytes(target.read_bytes()[:60])  # truncated: `corrupt`
@@ -127,8 +127,9 @@ def run_incremental(args: argparse.Namespace, work: Path) -> None:
     rescan_wall, _ = scan(folder, work / "b.db", args.workers)
     same_index = index_content(work / "a.db") == index_content(work / "b.db")
     same_list = list_content(work / "a.quarantine.json") == list_content(work / "b.quarantine.json")
+    entries = len(list_content(work / "b.quarantine.json"))
     print(f"full scan of the changed folder: {rescan_wall:.2f} s; index identical: {same_index}; "
-          f"list identical: {same_list} ({len(list_content(work / 'b.quarantine.json'))} entries)")  # fmt: skip
+          f"list identical: {same_list} ({entries} entries)")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -157,7 +158,9 @@ walk = time.perf_counter()
 reason = changes.load_current(index, changes.current_rows(iter(listing.files), folder))
 walked = time.perf_counter() - walk
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(len(listing.files), round(listed, 2), round(walked, 2), round(base), round(after_listing), round(peak), reason)
+figures = (len(listing.files), round(listed, 2), round(walked, 2), round(base), round(after_listing),
+           round(peak))
+print(*figures, reason)
 """
 
 
@@ -195,12 +198,13 @@ def run_watch(args: argparse.Namespace, work: Path) -> None:
     try:
         wait(lambda: rows(db) == args.files, 600)
         latencies = [damaged_file_latency(folder, quarantine, trial) for trial in range(args.trials)]
-        print(f"damaged file in the list after its last write (--settle {args.settle}, {args.trials} trials): "
-              f"median {statistics.median(latencies):.2f} s, max {max(latencies):.2f} s")  # fmt: skip
+        middle, worst = statistics.median(latencies), max(latencies)
+        print(f"damaged file in the list after its last write (--settle {args.settle}, "
+              f"{args.trials} trials): median {middle:.2f} s, max {worst:.2f} s")  # fmt: skip
         drop(args, folder, db, work)
     finally:
         child.send_signal(signal.SIGTERM)
-        out, err = child.communicate(timeout=60)
+        child.communicate(timeout=60)
         print(f"watch exit code after SIGTERM: {child.returncode}")
 
 
@@ -254,7 +258,9 @@ def wait(condition: Any, timeout: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("what", choices=("incremental", "statwalk", "watch"))
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--workers", type=int, default=2)

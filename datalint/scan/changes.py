@@ -298,6 +298,7 @@ def apply(db: Any, run_id: int) -> None:
             _renumber(db, moves)
 
 
+_REBUILD_INDEXES_ABOVE = 5000
 _MOVES = (
     f"SELECT s.idx, c.pos FROM samples s JOIN {_TABLE} c ON c.key = s.key WHERE s.idx != c.pos ORDER BY s.idx"
 )
@@ -318,8 +319,17 @@ def _renumber(db: Any, moves: list[tuple[int, int]]) -> None:
         steps += [(new, old) for old, new in moves if new < old]
     else:
         steps = [(-1 - new, old) for old, new in moves] + [(new, -1 - new) for _, new in moves]
-    for table in ("findings", "samples"):
-        db.conn.executemany(f"UPDATE {table} SET idx = ? WHERE idx = ?", steps)
+    db.conn.executemany("UPDATE findings SET idx = ? WHERE idx = ?", steps)
+    # Each move rewrites the row and its entries in both secondary indexes; rebuilding those once
+    # afterwards costs a fraction of maintaining them through a renumbering of most rows.
+    rebuild = len(steps) > _REBUILD_INDEXES_ABOVE
+    if rebuild:
+        db.conn.execute("DROP INDEX IF EXISTS idx_samples_status")
+        db.conn.execute("DROP INDEX IF EXISTS idx_samples_key")
+    db.conn.executemany("UPDATE samples SET idx = ? WHERE idx = ?", steps)
+    if rebuild:
+        db.conn.execute("CREATE INDEX IF NOT EXISTS idx_samples_status ON samples (status)")
+        db.conn.execute("CREATE INDEX IF NOT EXISTS idx_samples_key ON samples (key)")
 
 
 def record_added_files(db: Any) -> None:
