@@ -69,7 +69,14 @@ def test_a_damaged_replacement_is_found_and_a_repair_clears_it(folder: Path, tmp
     assert scan_images(folder, db)["scanned"] == 0  # nothing changed: nothing measured
 
 
-def test_inserted_deleted_and_renamed_files_match_a_full_rescan(folder: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("rebuild_indexes", [False, True], ids=["few-moves", "many-moves"])
+def test_inserted_deleted_and_renamed_files_match_a_full_rescan(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rebuild_indexes: bool
+) -> None:
+    from datalint.scan import changes
+
+    if rebuild_indexes:  # the path a renumbering of thousands of rows takes
+        monkeypatch.setattr(changes, "_REBUILD_INDEXES_ABOVE", 0)
     db = tmp_path / "i.db"
     scan_images(folder, db)
     write_image(folder / "cat" / "001.png")  # inserted in the middle: every later position shifts
@@ -200,3 +207,19 @@ def test_an_index_of_the_previous_schema_is_migrated(tmp_path: Path) -> None:
         assert connection.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"sample_files", "sample_history"} <= tables
+
+
+@pytest.mark.slow
+def test_a_reordered_keyed_dataset_is_renumbered_without_measuring(tmp_path: Path) -> None:
+    (tmp_path / "keyed_ds.py").write_text(KEYED_DATASET)
+    ids = tmp_path / "ids.json"
+    order = [f"r{n:03d}" for n in range(12)] + ["bad-1"]
+    ids.write_text(json.dumps(order))
+    args = ("--dataset", f"{tmp_path / 'keyed_ds.py'}:Keyed({str(ids)!r})", "--db", str(tmp_path / "k.db"))
+    scan_in_child(*args)
+    ids.write_text(json.dumps(order[::-1]))  # the export came out in the opposite order
+    summary = scan_in_child(*args)
+    assert summary["scanned"] == 0 and summary["changes"]["moved"] == 12  # r006 stays in the middle
+    assert quarantined_keys(tmp_path / "k.quarantine.json") == {"bad-1": 0}
+    keys = [row[0] for row in rows(tmp_path / "k.db", "SELECT key FROM samples ORDER BY idx")]
+    assert keys == order[::-1]
