@@ -409,7 +409,8 @@ def _plan_changes(
         return _Plan(todo, resumed, files=files)
     assert length is not None
     _check_same_spec(index, previous, description, length)
-    if print_ is None:
+    emptied = length == 0 and previous.fingerprint is not None  # no keys left to name: every one removed
+    if print_ is None and not emptied:
         return _plan_unkeyed(index, description, source, options, previous, print_)
     reason = changes_.load_current(index, _current_rows(source, options))
     if reason is not None:
@@ -436,12 +437,17 @@ def _plan_changes(
     )
 
 
+_VANISHED_AT_LEAST = 10
+
+
 def _check_not_vanished(
     index: Any, description: SourceDescription, options: ScanOptions, found: changes_.Changes, measured: int
 ) -> None:
     if options.vanished_fraction is None or found.added or not found.removed:
         return
-    if found.removed >= max(1.0, options.vanished_fraction * measured):
+    # A handful of files gone from a small folder is a change; most of a folder, or all of it, is not.
+    many = found.removed >= _VANISHED_AT_LEAST or found.removed == measured
+    if many and found.removed >= options.vanished_fraction * measured:
         raise SourceVanishedError(
             f"{description.spec}: {found.removed:,} of the {measured:,} indexed samples are gone and none "
             f"were added (a lost mount?); the index {store.index_path(index)} and its list are kept as they "

@@ -203,6 +203,7 @@ def watch_folder(
                     warn(f"paused: {reason}")
                 paused, due = reason, time.monotonic() + _RETRY_PAUSED
                 continue
+            scan_options = dataclasses.replace(scan_options, rescan=False)  # --rescan: the first update only
             if paused is not None:
                 warn(f"resumed: {root} is back")
                 paused = None
@@ -329,6 +330,7 @@ def watch_dataset(
         else:
             if first or _changed(update):
                 log(_format(update, watch))
+            scan_options = dataclasses.replace(scan_options, rescan=False)  # --rescan: the first poll only
         first = False
         stop.wait(watch.poll)
 

@@ -223,3 +223,22 @@ def test_a_reordered_keyed_dataset_is_renumbered_without_measuring(tmp_path: Pat
     assert quarantined_keys(tmp_path / "k.quarantine.json") == {"bad-1": 0}
     keys = [row[0] for row in rows(tmp_path / "k.db", "SELECT key FROM samples ORDER BY idx")]
     assert keys == order[::-1]
+
+
+def test_a_folder_that_empties_is_refused_as_vanished_and_keeps_its_index(
+    folder: Path, tmp_path: Path
+) -> None:
+    from datalint.scan import api, images
+
+    db, quarantine = tmp_path / "i.db", tmp_path / "i.quarantine.json"
+    damage(folder / "cat" / "000.png")
+    scan_images(folder, db)
+    before = quarantine.read_bytes()
+    for path in folder.rglob("*.png"):
+        path.unlink()  # the mount is empty
+    options = api.ScanOptions(workers=1, vanished_fraction=0.5)
+    with pytest.raises(api.SourceVanishedError, match="12 indexed samples are gone and none were added"):
+        api.scan_source(images.images_description(folder=str(folder)), options, db=db, quarantine=quarantine)
+    assert quarantine.read_bytes() == before
+    assert rows(db, "SELECT COUNT(*) FROM samples") == [(12,)]
+    assert rows(db, "SELECT * FROM sample_history") == []
