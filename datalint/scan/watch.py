@@ -174,6 +174,7 @@ def watch_folder(
     due: float | None = time.monotonic()  # the first update resumes whatever the index lacks
     next_walk = time.monotonic() + watch.rescan_every
     paused: str | None = None
+    first = True  # the first update is logged even when nothing changed: the index is current
     try:
         while not stop.is_set():
             if not root.is_dir():
@@ -207,8 +208,9 @@ def watch_folder(
             if paused is not None:
                 warn(f"resumed: {root} is back")
                 paused = None
-            if update.changes is None or _changed(update):
+            if first or update.changes is None or _changed(update):
                 log(_format(update, watch))
+            first = False
             if (update.changes or {}).get("deferred"):
                 due = time.monotonic() + watch.settle / 2
     finally:

@@ -133,3 +133,23 @@ def test_a_watch_killed_with_sigkill_leaves_a_valid_index_that_the_next_start_re
     assert keys == sorted(["first.png", *(f"many/{n:04d}.png" for n in range(300))])
     document = json.loads((tmp_path / "w.quarantine.json").read_text())
     assert [(e["index"], e["key"]) for e in document["samples"]] == [(151, "many/0150.png")]
+
+
+def test_a_watched_dataset_is_polled_and_its_new_keys_measured(tmp_path: Path) -> None:
+    from incremental_support import KEYED_DATASET
+
+    (tmp_path / "keyed_ds.py").write_text(KEYED_DATASET)
+    ids, db = tmp_path / "ids.json", tmp_path / "k.db"
+    ids.write_text(json.dumps([f"r{n:03d}" for n in range(6)]))
+    spec = f"{tmp_path / 'keyed_ds.py'}:Keyed({str(ids)!r})"
+    process = start_cli("watch", "--dataset", spec, "--db", str(db), "--workers", "1", "--poll", "1s")
+    try:
+        wait_for(lambda: count_rows(db) == 6, 60, "the first poll")
+        ids.write_text(json.dumps(["bad-0", *(f"r{n:03d}" for n in range(6))]))
+        wait_for(lambda: listed(tmp_path / "k.quarantine.json") == {"bad-0": 0}, 60, "the next poll")
+        time.sleep(2)  # the list is written before the poll's child hands its summary back to be logged
+        out, _ = stop(process)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert count_rows(db) == 7 and "1 added, 6 moved; 1 measured" in out
