@@ -56,6 +56,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _require_extras()
     from datalint.scan import api, watch
 
     description = scan.choose_source(args)
@@ -80,6 +81,22 @@ def run(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _require_extras() -> None:
+    """The scan's extra, and watchfiles from it (which `datalint scan` alone does not need)."""
+    import importlib.util
+
+    from datalint.extras import MissingExtraError, install_line, require
+
+    require("scan", "`datalint watch`")
+    if importlib.util.find_spec("watchfiles") is None:
+        raise MissingExtraError(
+            "`datalint watch` needs watchfiles from the [scan] extra; install it with: "
+            + install_line("scan"),
+            extra="scan",
+            missing=("watchfiles",),
+        )
 
 
 def _interrupt(signum: int, frame: Any) -> None:
