@@ -242,3 +242,32 @@ def test_a_folder_that_empties_is_refused_as_vanished_and_keeps_its_index(
     assert quarantine.read_bytes() == before
     assert rows(db, "SELECT COUNT(*) FROM samples") == [(12,)]
     assert rows(db, "SELECT * FROM sample_history") == []
+
+
+RACING_DATASET = FOLDER_DATASET + """
+
+class Racing(Folder):
+    '''Rewrites one file while that file is being measured, as a writer racing the scan would.'''
+
+    def __getitem__(self, index):
+        path, target = self.samples[index]
+        marker = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(path))), "raced")
+        if path.endswith("002.png") and not os.path.exists(marker):
+            open(marker, "w").close()
+            with open(path, "ab") as f:
+                f.write(b"appended while measured")
+        return super().__getitem__(index)
+"""
+
+
+@pytest.mark.slow
+def test_a_file_that_changes_while_it_is_measured_is_measured_again(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    for n in range(4):
+        write_image(root / "cat" / f"{n:03d}.png")
+    (tmp_path / "racing_ds.py").write_text(RACING_DATASET)
+    args = ("--dataset", f"{tmp_path / 'racing_ds.py'}:Racing({str(root)!r})", "--db", str(tmp_path / "r.db"))
+    assert scan_in_child(*args)["scanned"] == 4
+    again = scan_in_child(*args)  # the state on record is the one from before the rewrite
+    assert again["scanned"] == 1 and again["changes"]["changed"] == 1
+    assert scan_in_child(*args)["scanned"] == 0
