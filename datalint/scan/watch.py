@@ -24,6 +24,7 @@ import json
 import multiprocessing
 import queue
 import signal
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -203,6 +204,10 @@ def watch_folder(
                 if paused is None:
                     warn(f"paused: {reason}")
                 paused, due = reason, time.monotonic() + _RETRY_PAUSED
+                continue
+            except (OSError, sqlite3.OperationalError) as exc:  # a full disk, a locked index: try again
+                warn(f"this update failed ({type(exc).__name__}: {exc}); the last list is kept, retrying")
+                due = time.monotonic() + _RETRY_PAUSED
                 continue
             scan_options = dataclasses.replace(scan_options, rescan=False)  # --rescan: the first update only
             if paused is not None:
