@@ -188,7 +188,7 @@ def test_a_dataset_without_keys_is_measured_again_with_one_line_saying_why(tmp_p
     db = str(tmp_path / "u.db")
     assert run_cli("scan", "--dataset", spec("faults.py:make(length=4)"), "--db", db)[0] == 0
     faults = spec("faults.py:make(length=4)")
-    code, out, _ = run_cli("scan", "--dataset", faults, "--db", db, "--label", "0", "--format", "json")
+    code, out, _ = run_cli("scan", "--dataset", faults, "--db", db, "--timeout", "30", "--format", "json")
     summary = json.loads(out)
     assert code == 0 and summary["scanned"] == 4
     assert any(
