@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "rule": "datalint.commands.rules",
     "rules": "datalint.commands.rules",
     "scan": "datalint.commands.scan",
+    "watch": "datalint.commands.watch",
     "quarantine": "datalint.commands.quarantine",
     "doctor": "datalint.commands.doctor",
     "bench": "datalint.commands.bench",

@@ -67,6 +67,7 @@ from datalint.training.fit import (
 )
 from datalint.training.quarantine import Quarantine, QuarantineFormatError, load_quarantine
 from datalint.training.record import Failure, record_failure, start_guard_run, utc_now
+from datalint.training.refresh import ListFollower, check_ranks_agree
 
 __all__ = [
     "DistributedQuarantineSampler",
@@ -133,6 +134,8 @@ class QuarantineSampler(Sampler[int]):
     `quarantine` is a path (`quarantine.json` or a scan index) or a loaded `Quarantine`. With
     `shuffle=True` each epoch is a fresh permutation drawn from `generator` (a `torch.Generator`).
     `strict=False` turns a list made for another dataset from an error into a warning.
+    `refresh()` reloads the list between epochs when its file was rewritten (`datalint watch`);
+    `refresh=True` does so at every `set_epoch()`.
     """
 
     def __init__(
@@ -143,12 +146,36 @@ class QuarantineSampler(Sampler[int]):
         shuffle: bool = False,
         generator: torch.Generator | None = None,
         strict: bool = True,
+        refresh: bool = False,
     ) -> None:
         self.data_source = data_source
+        self._follower = ListFollower(quarantine)
+        if refresh:
+            self._follower.require_path(type(self).__name__)
         self.quarantine = _resolve(quarantine, data_source, strict)
         self.shuffle = shuffle
         self.generator = generator
+        self.strict = strict
+        self.refresh_each_epoch = refresh
+        self.epoch = 0
         self._good = _good_indices(len(data_source), self.quarantine)
+
+    def refresh(self) -> bool:
+        """Reload the list if its file changed since it was loaded; True when it did.
+
+        The epoch under way keeps the list it started with: call this between epochs.
+        """
+        fitted = self._follower.reload(self.data_source, strict=self.strict)
+        if fitted is None:
+            return False
+        self.quarantine, self._good = fitted, _good_indices(len(self.data_source), fitted)
+        return True
+
+    def set_epoch(self, epoch: int) -> None:
+        """Note the epoch; with `refresh=True`, pick up a rewritten list first."""
+        self.epoch = epoch
+        if self.refresh_each_epoch:
+            self.refresh()
 
     def __iter__(self) -> Iterator[int]:
         if not self.shuffle:
@@ -195,9 +222,15 @@ class DistributedQuarantineSampler(Sampler[int]):
         drop_last: bool = False,
         *,
         strict: bool = True,
+        refresh: bool = False,
     ) -> None:
         self.dataset = dataset
         self.num_replicas, self.rank = _world(num_replicas, rank)
+        self._follower = ListFollower(quarantine)
+        if refresh:
+            self._follower.require_path(type(self).__name__)
+        self.strict = strict
+        self.refresh_each_epoch = refresh
         self.quarantine = _resolve(quarantine, dataset, strict)
         self.shuffle = shuffle
         self.seed = seed
@@ -233,8 +266,24 @@ class DistributedQuarantineSampler(Sampler[int]):
         return self.num_samples
 
     def set_epoch(self, epoch: int) -> None:
-        """Choose the permutation for `epoch` (the same on every rank)."""
+        """Choose the permutation for `epoch` (the same on every rank); with `refresh=True`, pick up
+        a rewritten list first."""
         self.epoch = epoch
+        if self.refresh_each_epoch:
+            self.refresh()
+
+    def refresh(self) -> bool:
+        """Reload the list if its file changed; True when it did. Call it on every rank at the same
+        point between epochs (`set_epoch` does with `refresh=True`): ranks are checked to agree."""
+        fitted = self._follower.reload(self.dataset, strict=self.strict)
+        good = self._good if fitted is None else _good_indices(len(self.dataset), fitted)
+        check_ranks_agree(good)  # on every rank, changed or not: it is a collective
+        if fitted is None:
+            return False
+        self.quarantine, self._good = fitted, good
+        self.num_samples = self._samples_per_rank(len(good))
+        self.total_size = self.num_samples * self.num_replicas
+        return True
 
 
 @dataclass(frozen=True)

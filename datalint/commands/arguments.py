@@ -87,6 +87,21 @@ def _bytes(text: str, *, binary_units: bool, examples: str) -> int:
     return int(number * (1024 if binary or binary_units else 1000) ** power)
 
 
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", re.IGNORECASE)
+_SECONDS_PER_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def duration(text: str) -> float:
+    """Seconds from `2s`, `500ms`, `5m`, `1h`, `1d` or a plain number of seconds (`2.5`)."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 2s, 5m or 1h, got {text!r}")
+    seconds = float(match[1]) * _SECONDS_PER_UNIT[(match[2] or "s").lower()]
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"expected a duration above 0, got {text!r}")
+    return seconds
+
+
 # ----------------------------------------------------------------------------------------------
 # One vocabulary for every command: the file a command writes is -o/--output-file; a format is
 # --format text|json. Spellings from before stay accepted, hidden, with a warning, for one release.

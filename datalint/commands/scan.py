@@ -183,6 +183,17 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
         "(default 600; 0: build it in the scanner directly, unwatched)",
     )
     engine.add_argument("--rescan", action="store_true", help="measure every sample again, even if indexed")
+    engine.add_argument(
+        "--no-incremental",
+        dest="incremental",
+        action="store_false",
+        help="refuse an index whose dataset changed instead of measuring only what changed (the default)",
+    )
+    engine.add_argument(
+        "--verify-content",
+        action="store_true",
+        help="also hash the files whose size, mtime and inode are unchanged (filesystems whose stat lies)",
+    )
     engine.add_argument("--chunk-size", type=positive_int, metavar="N", help=argparse.SUPPRESS)
     engine.add_argument(
         "--backend",
@@ -249,12 +260,17 @@ def run(args: argparse.Namespace) -> int:
         from datalint.extras import require
 
         require("dask", "`datalint scan --backend dask`")
-    from datalint.scan import api, policy
-
     description = choose_source(args)
     if description.kind == "images" and not _announce_image_files(description, args):
         return 0
-    options = api.ScanOptions(
+    return _scan_then_print(args, description, scan_options(args))
+
+
+def scan_options(args: argparse.Namespace) -> Any:
+    """The ScanOptions the flags of `add_scan_arguments` ask for (also read by `datalint watch`)."""
+    from datalint.scan import api, policy
+
+    return api.ScanOptions(
         workers=args.workers,
         timeout=args.timeout,
         setup_timeout=args.setup_timeout,
@@ -268,11 +284,18 @@ def run(args: argparse.Namespace) -> int:
             max_bytes=args.max_bytes,
         ),
         rescan=args.rescan,
+        incremental=args.incremental,
+        verify_content=args.verify_content,
         chunk_size=args.chunk_size,
         progress="none" if args.format == "json" and args.progress == "auto" else args.progress,
         backend=args.backend,
         scheduler=args.scheduler,
     )
+
+
+def _scan_then_print(args: argparse.Namespace, description: Any, options: Any) -> int:
+    from datalint.scan import api
+
     if options.worker_count() == 0:
         print(
             "datalint: --workers 0: samples run in this process and nothing is isolated: a crash or hang "

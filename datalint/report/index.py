@@ -20,9 +20,8 @@ from datalint.errors import DatalintError
 from datalint.report.charts import Threshold
 from datalint.report.limits import policy_thresholds
 from datalint.scan.images import DAMAGE_KINDS, UNSUPPORTED_KIND
-from datalint.scan.store import RunRecord, read_key, reading_index
+from datalint.scan.store import SCHEMA_VERSION, RunRecord, read_key, reading_index
 
-SCHEMA_VERSION = 1
 REQUIRED_TABLES = ("runs", "samples")
 
 # Statuses that are findings in their own right even before policy has written `findings`

@@ -9,6 +9,7 @@ The CLI (`datalint scan`) is a thin face over `scan_source()`; both return a `Sc
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import os
@@ -26,16 +27,28 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from datalint.errors import UsageError
+from datalint.errors import DatalintError, UsageError
 from datalint.extras import require as require_extra
 from datalint.limits import effective_cpu_count
+from datalint.scan import changes as changes_
 from datalint.scan import dask_backend, policy, preflight, runner, store
 from datalint.scan.policy import PolicyOptions, QuarantineEntry
 from datalint.scan.progress import Progress
-from datalint.scan.sources import SourceDescription, adopt_dataset, build_source, fingerprint, is_built
+from datalint.scan.sources import (
+    SourceDescription,
+    adopt_dataset,
+    build_source,
+    fingerprint,
+    forget_source,
+    is_built,
+)
 
 DEFAULT_INDEX_DIR = Path(".datalint")
 WORST_SHOWN = 10
+
+
+class SourceVanishedError(DatalintError):
+    """An incremental scan would remove most samples and add none: a lost mount, not a change."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +60,10 @@ class ScanOptions:
     labels: tuple[str, ...] = ()
     policy: PolicyOptions = field(default_factory=PolicyOptions)
     rescan: bool = False
+    incremental: bool = True  # an index of the same source: measure only what changed (docs/scan.md)
+    verify_content: bool = False  # also hash stat-unchanged files (filesystems whose stat lies)
+    settle: float = 0.0  # a file written less than this many seconds ago waits for a later scan
+    vanished_fraction: float | None = None  # refuse to remove more than this share of the samples at once
     chunk_size: int | None = None
     progress: str = "none"
     progress_interval: float = 30.0
@@ -83,6 +100,7 @@ class ScanSummary:
     notes: tuple[str, ...] = ()
     # What the headline counts: damaged and undecodable files are not "ok" although they loaded.
     outcomes: dict[str, int] = field(default_factory=dict)
+    changes: dict[str, Any] | None = None  # what an incremental scan found changed since the index
 
     @property
     def exit_code(self) -> int:
@@ -105,6 +123,7 @@ class ScanSummary:
             "elapsed": round(self.elapsed, 3),
             "workers": self.workers,
             "notes": list(self.notes),
+            "changes": self.changes,
         }
 
 
@@ -122,12 +141,17 @@ def scan(
     max_bytes: int | None = None,
     kinds: str | Sequence[str] | None = None,
     rescan: bool = False,
+    incremental: bool = True,
+    verify_content: bool = False,
     progress: str = "none",
     backend: str = "local",
     scheduler: str | None = None,
 ) -> ScanSummary:
     """Scan every sample of a dataset (a spec string such as "mymod:ds", or a dataset object) in
-    isolated workers; write the index and the quarantine list; return the summary."""
+    isolated workers; write the index and the quarantine list; return the summary.
+
+    With an index of the same source, only what changed since is measured (`incremental=False`
+    refuses a changed dataset instead); `summary.changes` says what changed."""
     labels = tuple(label)
     if isinstance(dataset, SourceDescription):
         description = dataset
@@ -148,6 +172,8 @@ def scan(
             max_bytes=max_bytes,
         ),
         rescan=rescan,
+        incremental=incremental,
+        verify_content=verify_content,
         progress=progress,
         backend=backend,
         scheduler=scheduler,
@@ -199,54 +225,83 @@ def scan_source(
     check_output_path(quarantine_path, "--quarantine")
     index = store.open_index(index_path)
     kept = lambda: _kept_rows(index_path)  # noqa: E731
-    with contextlib.closing(index), store.index_errors(index_path, kept), store.scan_lock(index_path):
-        todo, resumed = _plan(index, description, options, length, print_, stream)
-        workers = options.worker_count()
-        notes: list[str] = []
-        if workers == 0:
-            notes.append("--workers 0: samples ran in this process; nothing isolated, no timeout enforced")
-        scanned = 0
-        if todo is not None:
-            scanned, length = _measure(
-                index, description, source, options, todo, length, print_, resumed, workers
+    try:
+        with contextlib.closing(index), store.index_errors(index_path, kept), store.scan_lock(index_path):
+            return _scan_locked(
+                index, index_path, quarantine_path, description, source, options, length, print_, stream,
+                started,
             )
-        with store.reading_index(index_path, kept):  # the policy reads what the index holds, as it is
-            peers = policy.population(index)
-            findings = policy.derive_findings(index, options.policy, peers)
-        store.write_findings(index, (f.to_row() for f in findings))
-        run = store.latest_run(index)
-        entries = _write_quarantine(
-            index, findings, options.policy.kinds, description.spec, length, print_, quarantine_path
-        )
-        counts = _counts(index, findings)
-        elapsed = time.monotonic() - started
-        if run is not None and run.finished is None:
-            # The whole command's time, as the summary line says it; the report shows the same figure
-            # (started..finished covers only the measuring and the policy).
-            store.finish_run(index, run.id, {**counts, "elapsed": round(elapsed, 3)}, length=length)
-        return ScanSummary(
-            dataset=description.spec,
-            length=length,
-            index_path=str(index_path),
-            quarantine_path=str(quarantine_path),
-            statuses={k: v for k, v in counts.items() if k != "findings"},
-            findings=counts["findings"],
-            quarantined=len(entries),
-            policy=options.policy.kinds,
-            worst=_worst(entries),
-            scanned=scanned,
-            resumed=resumed,
-            elapsed=elapsed,
-            workers=workers,
-            notes=tuple(notes)
-            + policy.absent_field_notes(index, peers, options.policy)
-            + policy.dataset_notes(peers),
-            outcomes=outcome_counts(
-                {k: v for k, v in counts.items() if k != "findings"},
-                findings,
-                files=description.kind == "images",
-            ),
-        )
+    finally:
+        forget_source(description)  # a later scan in this process (watch, the API) sees the files anew
+
+
+def _scan_locked(
+    index: Any,
+    index_path: Path,
+    quarantine_path: Path,
+    description: SourceDescription,
+    source: Any,
+    options: ScanOptions,
+    length: int | None,
+    print_: str | None,
+    stream: bool,
+    started: float,
+) -> ScanSummary:
+    """The scan proper, once this process holds the index's lock: plan, measure, judge, write the list."""
+    workers = options.worker_count()
+    plan = _plan_changes(index, description, source, options, length, print_, stream, workers)
+    todo, resumed = plan.todo, plan.resumed
+    notes: list[str] = list(plan.notes)
+    if workers == 0:
+        notes.append("--workers 0: samples ran in this process; nothing isolated, no timeout enforced")
+    scanned = 0
+    if todo is not None:
+        try:
+            scanned, length = _measure(
+                index, description, source, options, todo, length, print_, resumed, workers, plan.run_id
+            )
+        finally:
+            _record_files(index, plan)
+    changes_.drop_current(index)
+    kept = lambda: _kept_rows(index_path)  # noqa: E731
+    with store.reading_index(index_path, kept):  # the policy reads what the index holds, as it is
+        peers = policy.population(index)
+        findings = policy.derive_findings(index, options.policy, peers)
+    store.write_findings(index, (f.to_row() for f in findings))
+    run = store.latest_run(index)
+    entries = _write_quarantine(
+        index, findings, options.policy.kinds, description.spec, length, print_, quarantine_path
+    )
+    counts = _counts(index, findings)
+    elapsed = time.monotonic() - started
+    if run is not None and run.finished is None:
+        # The whole command's time, as the summary line says it; the report shows the same figure
+        # (started..finished covers only the measuring and the policy).
+        store.finish_run(index, run.id, {**counts, "elapsed": round(elapsed, 3)}, length=length)
+    return ScanSummary(
+        dataset=description.spec,
+        length=length,
+        index_path=str(index_path),
+        quarantine_path=str(quarantine_path),
+        statuses={k: v for k, v in counts.items() if k != "findings"},
+        findings=counts["findings"],
+        quarantined=len(entries),
+        policy=options.policy.kinds,
+        worst=_worst(entries),
+        scanned=scanned,
+        resumed=resumed,
+        elapsed=elapsed,
+        workers=workers,
+        notes=tuple(notes)
+        + policy.absent_field_notes(index, peers, options.policy)
+        + policy.dataset_notes(peers),
+        outcomes=outcome_counts(
+            {k: v for k, v in counts.items() if k != "findings"},
+            findings,
+            files=description.kind == "images",
+        ),
+        changes=plan.changes.to_dict() if plan.changes is not None else None,
+    )
 
 
 def _kept_rows(index_path: Path) -> str:
@@ -355,6 +410,196 @@ def _describe(options: dict[str, Any]) -> str:
     return ", ".join(f"{name}={value}" for name, value in options.items())
 
 
+# ----------------------------------------------------------------------------------------------
+# Incremental scans: what changed since the index (datalint/scan/changes.py does the comparing)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a scan will measure: `todo` None when nothing; `run_id` when the run is already started."""
+
+    todo: list[range] | None
+    resumed: int
+    run_id: int | None = None
+    changes: changes_.Changes | None = None
+    notes: tuple[str, ...] = ()
+    files: bool = False  # the current samples (with file states) are loaded for `_record_files`
+
+
+def _plan_changes(
+    index: Any,
+    description: SourceDescription,
+    source: Any,
+    options: ScanOptions,
+    length: int | None,
+    print_: str | None,
+    stream: bool,
+    workers: int,
+) -> _Plan:
+    """The plan of a scan: incremental when an index of this source exists, else as before."""
+    previous = store.latest_run(index)
+    measured = 0 if previous is None else store.count_samples(index, scanned_only=True)
+    if stream or options.rescan or not options.incremental or previous is None or measured == 0:
+        todo, resumed = _plan(index, description, options, length, print_, stream)
+        files = todo is not None and _load_current(index, source, options, print_)
+        return _Plan(todo, resumed, files=files)
+    assert length is not None
+    _check_same_spec(index, previous, description, length)
+    emptied = length == 0 and previous.fingerprint is not None  # no keys left to name: every one removed
+    if print_ is None and not emptied:
+        return _plan_unkeyed(index, description, source, options, previous, print_)
+    reason = changes_.load_current(index, _current_rows(source, options))
+    if reason is not None:
+        return _full_again(index, source, options, print_, f"{reason}, so changes cannot be followed by key")
+    clauses, reasons = _option_clauses(index, description, options)
+    found = changes_.compare(index, files=changes_.file_root(source) is not None, option_clauses=clauses)
+    found = dataclasses.replace(found, reasons=tuple(reasons))
+    _check_not_vanished(index, description, options, found, measured)
+    if options.settle > 0:
+        found = changes_.without_unsettled(index, found, options.settle)
+    if not found.any:
+        return _Plan(None, measured, changes=found, notes=(f"incremental: {found.describe()}",))
+    run_id = _start_run(index, description, options, length, print_, workers, found)
+    changes_.apply(index, run_id)
+    changes_.record_added_files(index)  # a scan killed from here on resumes without measuring them twice
+    todo = found.ranges()
+    return _Plan(
+        todo or None,
+        length - len(found.todo),
+        run_id=run_id,
+        changes=found,
+        notes=(f"incremental: {found.describe()}",),
+        files=True,
+    )
+
+
+_VANISHED_AT_LEAST = 10
+
+
+def _check_not_vanished(
+    index: Any, description: SourceDescription, options: ScanOptions, found: changes_.Changes, measured: int
+) -> None:
+    if options.vanished_fraction is None or found.added or not found.removed:
+        return
+    # A handful of files gone from a small folder is a change; most of a folder, or all of it, is not.
+    many = found.removed >= _VANISHED_AT_LEAST or found.removed == measured
+    if many and found.removed >= options.vanished_fraction * measured:
+        raise SourceVanishedError(
+            f"{description.spec}: {found.removed:,} of the {measured:,} indexed samples are gone and none "
+            f"were added (a lost mount?); the index {store.index_path(index)} and its list are kept as they "
+            "were (run `datalint scan` once to accept the removal)"
+        )
+
+
+def _plan_unkeyed(
+    index: Any,
+    description: SourceDescription,
+    source: Any,
+    options: ScanOptions,
+    previous: store.RunRecord,
+    print_: str | None,
+) -> _Plan:
+    """A dataset that names no samples: the same length and options resume; anything else rescans."""
+    same_options = _measured_with(previous.options) == _asked_with(description, options)
+    if previous.length == len(source) and previous.fingerprint is None and same_options:
+        todo, resumed = _plan(index, description, options, len(source), print_, False)
+        return _Plan(todo, resumed)
+    return _full_again(
+        index,
+        source,
+        options,
+        print_,
+        f"{description.spec} names no samples (no datalint_key(i), samples or imgs), so changes cannot be "
+        "followed",
+    )
+
+
+def _full_again(index: Any, source: Any, options: ScanOptions, print_: str | None, why: str) -> _Plan:
+    """A source whose changes cannot be followed: say so once, and measure everything again."""
+    store.clear_samples(index)
+    files = _load_current(index, source, options, print_)
+    return _Plan([range(0, len(source))], 0, notes=(f"{why}: measuring every sample again",), files=files)
+
+
+def _check_same_spec(
+    index: Any, previous: store.RunRecord, description: SourceDescription, length: int
+) -> None:
+    if previous.spec != description.spec or previous.kind != description.kind:
+        path = store.index_path(index)
+        raise UsageError(
+            f"the index {path} holds a scan of {previous.spec} ({previous.length} samples), not of "
+            f"{description.spec} ({length} samples): pass --rescan to start over, or --db for another index"
+        )
+
+
+def _current_rows(source: Any, options: ScanOptions) -> Iterator[tuple[Any, ...]]:
+    keys = (source.key(position) for position in range(len(source)))
+    return changes_.current_rows(keys, changes_.file_root(source), options.verify_content)
+
+
+def _load_current(index: Any, source: Any, options: ScanOptions, print_: str | None) -> bool:
+    """Load the current samples before a full or resumed scan, so their file states are recorded."""
+    if print_ is None or changes_.file_root(source) is None:
+        return False
+    if changes_.load_current(index, _current_rows(source, options)) is not None:
+        changes_.drop_current(index)
+        return False
+    changes_.record_added_files(index)
+    return True
+
+
+def _record_files(index: Any, plan: _Plan) -> None:
+    run = store.latest_run(index)
+    if plan.files and run is not None:
+        changes_.record_files(index, run.id)
+
+
+def _option_clauses(
+    index: Any, description: SourceDescription, options: ScanOptions
+) -> tuple[list[tuple[str, list[Any]]], list[str]]:
+    return changes_.option_clauses(index, _asked_with(description, options), _measured_with)
+
+
+def _measured_with(run_options: dict[str, Any]) -> dict[str, Any]:
+    """The options a run measured with that can decide a verdict (see changes.OPTION_EFFECTS)."""
+    verdict = _verdict_options(run_options.get("source"), run_options.get("source_options", {}))
+    return {**verdict, "labels": list(run_options.get("labels", ())), "timeout": run_options.get("timeout")}
+
+
+def _asked_with(description: SourceDescription, options: ScanOptions) -> dict[str, Any]:
+    return _measured_with(
+        {
+            "source": description.kind,
+            "source_options": dict(description.options),
+            "labels": list(options.labels),
+            "timeout": options.timeout,
+        }
+    )
+
+
+def _start_run(
+    index: Any,
+    description: SourceDescription,
+    options: ScanOptions,
+    length: int | None,
+    print_: str | None,
+    workers: int,
+    found: changes_.Changes | None = None,
+) -> int:
+    run_options = _run_options(description, options, workers)
+    if found is not None:
+        run_options["changes"] = found.to_dict()
+    return store.start_run(
+        index,
+        kind=description.kind,
+        spec=description.spec,
+        length=length,
+        fingerprint=print_,
+        options=run_options,
+        environment=_environment(),
+    )
+
+
 def _measure(
     index: Any,
     description: SourceDescription,
@@ -365,17 +610,13 @@ def _measure(
     print_: str | None,
     resumed: int,
     workers: int,
+    run_id: int | None = None,
 ) -> tuple[int, int | None]:
-    """Run the engine over `todo`, writing rows as they come; returns (measured, final length)."""
-    run_id = store.start_run(
-        index,
-        kind=description.kind,
-        spec=description.spec,
-        length=length,
-        fingerprint=print_,
-        options=_run_options(description, options, workers),
-        environment=_environment(),
-    )
+    """Run the engine over `todo`, writing rows as they come; returns (measured, final length).
+
+    `run_id`: a run already started (an incremental scan starts its run before changing the index)."""
+    if run_id is None:
+        run_id = _start_run(index, description, options, length, print_, workers)
     writer = store.SampleWriter(index, run_id)
     progress = Progress(options.progress, interval=options.progress_interval)
     total = sum(len(r) for r in todo)

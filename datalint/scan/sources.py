@@ -106,6 +106,15 @@ def is_built(description: SourceDescription) -> bool:
     return description in _BUILT
 
 
+def forget_source(description: SourceDescription) -> None:
+    """Drop a built source, so the next scan of it in this process lists its samples again.
+
+    A dataset object handed to the API is kept: it cannot be built from its description.
+    """
+    if description.option("object_id") is None:
+        _BUILT.pop(description, None)
+
+
 def adopt_dataset(dataset: Any, labels: tuple[str, ...] = ()) -> SourceDescription:
     """Describe a dataset object handed to the Python API and keep it for this process.
 

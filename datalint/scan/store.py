@@ -27,7 +27,8 @@ from datalint.errors import DatalintError
 from datalint.files import file_kind, is_regular
 from datalint.text import exception_text, is_utf8, name_bytes
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+_BASE_VERSION = 1  # what `_SCHEMA` creates; `_MIGRATIONS` bring it up to SCHEMA_VERSION
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -74,6 +75,33 @@ CREATE TABLE IF NOT EXISTS findings (
 );
 CREATE INDEX IF NOT EXISTS idx_findings_kind ON findings (kind);
 """
+
+# version -> the statements that bring an index of version - 1 to it. Each is idempotent, so two
+# processes migrating one index at once (one after the other, under the write lock) both succeed.
+_MIGRATIONS: dict[int, str] = {
+    # Incremental scans (docs/scan.md, "Incremental scans"): the file behind each key as it was
+    # when measured, and the samples that left the dataset.
+    2: """
+CREATE TABLE IF NOT EXISTS sample_files (
+    key TEXT PRIMARY KEY,
+    size INTEGER,
+    mtime_ns INTEGER,
+    inode INTEGER,
+    content TEXT
+);
+CREATE TABLE IF NOT EXISTS sample_history (
+    key TEXT,
+    idx INTEGER,
+    status TEXT,
+    kinds TEXT,
+    measured_run INTEGER,
+    left_run INTEGER,
+    left_at TEXT,
+    reason TEXT
+);
+CREATE INDEX IF NOT EXISTS idx_sample_history_key ON sample_history (key);
+""",
+}
 
 SAMPLE_COLUMNS: tuple[str, ...] = (
     "idx", "key", "status", "run_id", "duration", "nbytes", "signature", "non_finite", "requires_grad",
@@ -329,7 +357,7 @@ def ensure_schema(db: Any) -> None:
         )
     if version == 0:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if tables - {"runs", "samples", "findings"}:
+        if tables - {"runs", "samples", "findings", "sample_files", "sample_history"}:
             raise IndexFileError(
                 f"{index_path(db)} is an SQLite file but not a datalint index; pick another --db"
             )
@@ -338,10 +366,25 @@ def ensure_schema(db: Any) -> None:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.conn.execute(statement)
-            db.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.conn.execute(f"PRAGMA user_version = {_BASE_VERSION}")
+        version = _BASE_VERSION
+    if version < SCHEMA_VERSION:
+        migrate(db, version)
     if db.journal_mode != "wal":
         db.enable_wal()
     db.execute("PRAGMA synchronous = NORMAL")  # with WAL: durable at each checkpoint, no fsync per commit
+
+
+def migrate(db: Any, version: int) -> None:
+    """Apply the migrations after `version`, each in its own transaction with its version stamp."""
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        with transaction(db):
+            if db.execute("PRAGMA user_version").fetchone()[0] >= target:
+                continue  # another process migrated it while this one waited for the lock
+            for statement in _MIGRATIONS[target].split(";"):
+                if statement.strip():
+                    db.conn.execute(statement)
+            db.conn.execute(f"PRAGMA user_version = {target}")
 
 
 @contextlib.contextmanager

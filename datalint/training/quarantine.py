@@ -279,10 +279,10 @@ def _load_index(path: Path) -> Quarantine:
 
 def _check_index_schema(connection: sqlite3.Connection, path: Path) -> None:
     version = connection.execute("PRAGMA user_version").fetchone()[0]
-    if version != store.SCHEMA_VERSION:
+    if not 1 <= version <= store.SCHEMA_VERSION:  # older versions lack tables training does not read
         raise QuarantineFormatError(
-            f"{path}: index schema version {version}, this datalint reads version {store.SCHEMA_VERSION}"
-            " (rescan with this version of datalint)"
+            f"{path}: index schema version {version}, this datalint reads versions 1 to"
+            f" {store.SCHEMA_VERSION} (rescan with this version of datalint)"
         )
     tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     missing = sorted({"runs", "samples", "findings"} - tables)

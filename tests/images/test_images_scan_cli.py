@@ -165,11 +165,15 @@ def test_in_process_scan_finds_the_same(
     assert code == 1 and findings_by_key(tmp_path / "i.db") == findings_by_key(corpus_scan["db"])
 
 
-def test_a_rerun_with_other_verdict_options_is_refused_not_resumed(small_corpus: Any, tmp_path: Path) -> None:
+def test_a_rerun_with_other_verdict_options_is_refused_without_incremental(
+    small_corpus: Any, tmp_path: Path
+) -> None:
     images, _ = small_corpus
     db = str(tmp_path / "index.db")
     first, _, _ = run_cli("scan", "--images", str(images), "--workers", "2", "--db", db)
-    code, _, stderr = run_cli("scan", "--images", str(images), "--max-pixels", "1000", "--db", db)
+    code, _, stderr = run_cli(
+        "scan", "--images", str(images), "--max-pixels", "1000", "--db", db, "--no-incremental"
+    )
     assert first == 1 and code == 2
     assert "max_pixels=89478485" in stderr and "max_pixels=1000" in stderr and "--rescan" in stderr
 

@@ -120,7 +120,9 @@ def test_an_index_of_another_dataset_is_not_silently_mixed(tmp_path) -> None:
     assert run_cli("scan", "--dataset", spec("faults.py:make(length=4)"), "--db", db)[0] == 0
     code, _, err = run_cli("scan", "--dataset", spec("faults.py:make(length=5)"), "--db", db)
     assert code == 2 and "--rescan" in err
-    code, _, err = run_cli("scan", "--dataset", spec("faults.py:make(length=4)"), "--db", db, "--label", "0")
+    code, _, err = run_cli(
+        "scan", "--dataset", spec("faults.py:make(length=4)"), "--db", db, "--label", "0", "--no-incremental"
+    )
     assert code == 2 and "--label" in err
 
 

@@ -1,4 +1,4 @@
-"""docs/scan.md documents every flag of `datalint scan` and `datalint quarantine`, and every finding kind."""
+"""docs/scan.md documents every flag of `datalint scan`, `quarantine` and `watch`, and every finding kind."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def options_of(command: str) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("command", ["scan", "quarantine"])
+@pytest.mark.parametrize("command", ["scan", "quarantine", "watch"])
 def test_every_flag_is_documented(command: str) -> None:
     missing = [option for option in options_of(command) if f"`{option}" not in DOC]
     assert not missing, f"docs/scan.md does not document {missing} of `datalint {command}`"

@@ -1,0 +1,283 @@
+"""Incremental scans and `datalint watch`: the cost of what changed, against scanning everything.
+
+    .venv/bin/python benchmarks/scan_incremental.py incremental --files 100000 --workers 2
+    .venv/bin/python benchmarks/scan_incremental.py statwalk --files 1000000
+    .venv/bin/python benchmarks/scan_incremental.py watch --files 1000 --drop 10000
+
+incremental: a folder of small real PNG files (every one decoded by the scan) is scanned in full;
+then 1% of files are added (in the middle of the sorted order, so positions shift), 0.1% replaced
+by damaged versions and 0.1% deleted; the rerun (incremental) is timed against the full scan, and
+its index and list are compared with a full scan of the changed folder into a fresh index.
+
+statwalk: a folder of empty files: the listing plus one stat per file plus loading them into the
+index's table of current samples, as an incremental scan does before comparing; wall time and
+the peak RSS of the process doing it (with the RSS after the listing alone, for comparison).
+
+watch: `datalint watch` as a child process: the time from the last write of a damaged file to its
+key in the list (several trials), then `--drop` files copied in at once: time until every one has
+its row in the index, and whether any is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ----------------------------------------------------------------------------------------------
+# Files
+
+
+def png_bytes(seed: int, side: int = 32) -> bytes:
+    """A small PNG whose pixels depend on `seed`, so no two files are duplicates."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 255, (side, side, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG", compress_level=1)
+    return out.getvalue()
+
+
+def name(n: int, suffix: str = "") -> str:
+    return f"d{n % 100:02d}/{n:07d}{suffix}.png"
+
+
+def make_folder(folder: Path, count: int) -> None:
+    for d in range(100):
+        (folder / f"d{d:02d}").mkdir(parents=True, exist_ok=True)
+    for n in range(count):
+        (folder / name(n)).write_bytes(png_bytes(n))
+
+
+def mutate(folder: Path, count: int) -> dict[str, int]:
+    """1% added between existing names, 0.1% replaced by a damaged version, 0.1% deleted."""
+    added = max(1, count // 100)
+    changed = deleted = max(1, count // 1000)
+    for n in range(added):
+        (folder / name(n, "a")).write_bytes(png_bytes(10_000_000 + n))  # sorts right after file n
+    for n in range(changed):
+        target = folder / name(count // 2 + n * 7)
+        target.write_bytes(target.read_bytes()[:60])  # truncated: `corrupt`
+    for n in range(deleted):
+        (folder / name(count // 3 + n * 5)).unlink()
+    return {"added": added, "changed": changed, "removed": deleted}
+
+
+# ----------------------------------------------------------------------------------------------
+# Scans as a user runs them
+
+
+def scan(folder: Path, db: Path, workers: int) -> tuple[float, dict[str, Any]]:
+    command = [sys.executable, "-m", "datalint", "scan", "--images", str(folder), "--db", str(db),
+               "--workers", str(workers), "--format", "json", "--progress", "none"]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(done.stderr)
+    return wall, json.loads(done.stdout)
+
+
+def index_content(db: Path) -> list[tuple[Any, ...]]:
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        return connection.execute(
+            "SELECT s.idx, s.key, s.status, (SELECT group_concat(kind) FROM "
+            "(SELECT kind FROM findings f WHERE f.idx = s.idx ORDER BY kind)) FROM samples s ORDER BY s.idx"
+        ).fetchall()
+
+
+def list_content(quarantine: Path) -> list[Any]:
+    return json.loads(quarantine.read_text())["samples"]
+
+
+def run_incremental(args: argparse.Namespace, work: Path) -> None:
+    folder = work / "images"
+    started = time.perf_counter()
+    make_folder(folder, args.files)
+    print(f"made {args.files:,} PNG files ({png_bytes(0).__len__()} bytes each) in "
+          f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+    full_wall, full = scan(folder, work / "a.db", args.workers)
+    print(f"full scan:         {full_wall:8.2f} s wall, {full['elapsed']:8.2f} s in the scan, "
+          f"{full['scanned']:,} measured")  # fmt: skip
+    planted = mutate(folder, args.files)
+    again_wall, again = scan(folder, work / "a.db", args.workers)
+    print(f"incremental scan:  {again_wall:8.2f} s wall, {again['elapsed']:8.2f} s in the scan, "
+          f"{again['scanned']:,} measured; changes {again['changes']}")  # fmt: skip
+    print(f"  planted {planted}")
+    print(f"  incremental / full: {again_wall / full_wall:.1%} of the wall time, "
+          f"{again['elapsed'] / full['elapsed']:.1%} of the time in the scan")  # fmt: skip
+    rescan_wall, _ = scan(folder, work / "b.db", args.workers)
+    same_index = index_content(work / "a.db") == index_content(work / "b.db")
+    same_list = list_content(work / "a.quarantine.json") == list_content(work / "b.quarantine.json")
+    entries = len(list_content(work / "b.quarantine.json"))
+    print(f"full scan of the changed folder: {rescan_wall:.2f} s; index identical: {same_index}; "
+          f"list identical: {same_list} ({entries} entries)")  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
+# The stat walk
+
+
+_WALK_CHILD = """
+import resource, sys, time
+from pathlib import Path
+from datalint.scan import changes, store
+from datalint.scan.images import list_image_files
+
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+
+folder, db = Path(sys.argv[1]), Path(sys.argv[2])
+base = rss()
+started = time.perf_counter()
+listing = list_image_files(folder)
+listed = time.perf_counter() - started
+after_listing = rss()
+index = store.open_index(db)
+walk = time.perf_counter()
+reason = changes.load_current(index, changes.current_rows(iter(listing.files), folder))
+walked = time.perf_counter() - walk
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+figures = (len(listing.files), round(listed, 2), round(walked, 2), round(base), round(after_listing),
+           round(peak))
+print(*figures, reason)
+"""
+
+
+def run_statwalk(args: argparse.Namespace, work: Path) -> None:
+    folder = work / "empty"
+    started = time.perf_counter()
+    for d in range(1000):
+        sub = folder / f"d{d:03d}"
+        sub.mkdir(parents=True)
+        for n in range(args.files // 1000):
+            os.close(os.open(sub / f"{n:06d}.jpg", os.O_CREAT | os.O_WRONLY, 0o644))
+    print(f"made {args.files:,} empty files in {time.perf_counter() - started:.0f} s")
+    done = subprocess.run(
+        [sys.executable, "-c", _WALK_CHILD, str(folder), str(work / "walk.db")],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    files, listed, walked, base, after_listing, peak, reason = done.stdout.split()
+    print(f"{int(files):,} files: listing {listed} s, stat + load into the index {walked} s; "
+          f"RSS {base} MiB at start, {after_listing} MiB after the listing, peak {peak} MiB "
+          f"(followable: {reason == 'None'})")  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
+# datalint watch
+
+
+def run_watch(args: argparse.Namespace, work: Path) -> None:
+    folder, db = work / "watched", work / "w.db"
+    quarantine = work / "w.quarantine.json"
+    make_folder(folder, args.files)
+    command = [sys.executable, "-m", "datalint", "watch", "--images", str(folder), "--db", str(db),
+               "--workers", str(args.workers), "--settle", args.settle]  # fmt: skip
+    child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)  # fmt: skip
+    try:
+        wait(lambda: rows(db) == args.files, 600)
+        latencies = [damaged_file_latency(folder, quarantine, trial) for trial in range(args.trials)]
+        middle, worst = statistics.median(latencies), max(latencies)
+        print(f"damaged file in the list after its last write (--settle {args.settle}, "
+              f"{args.trials} trials): median {middle:.2f} s, max {worst:.2f} s")  # fmt: skip
+        drop(args, folder, db, work)
+    finally:
+        child.send_signal(signal.SIGTERM)
+        child.communicate(timeout=60)
+        print(f"watch exit code after SIGTERM: {child.returncode}")
+
+
+def damaged_file_latency(folder: Path, quarantine: Path, trial: int) -> float:
+    key = f"late/{trial:03d}.png"
+    (folder / "late").mkdir(exist_ok=True)
+    (folder / key).write_bytes(png_bytes(20_000_000 + trial)[:70])
+    written = time.perf_counter()
+    wait(lambda: key in keys_in(quarantine), 60)
+    return time.perf_counter() - written
+
+
+def drop(args: argparse.Namespace, folder: Path, db: Path, work: Path) -> None:
+    staging = work / "staging"
+    staging.mkdir()
+    for n in range(args.drop):
+        (staging / f"{n:06d}.png").write_bytes(png_bytes(30_000_000 + n))
+    before = rows(db)
+    started = time.perf_counter()
+    shutil.copytree(staging, folder / "dropped")
+    copied = time.perf_counter() - started
+    wait(lambda: rows(db) == before + args.drop, 900)
+    absorbed = time.perf_counter() - started
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        present = connection.execute("SELECT COUNT(*) FROM samples WHERE key LIKE 'dropped/%'").fetchone()[0]
+    print(f"{args.drop:,} files copied in at once ({copied:.1f} s to copy): all in the index after "
+          f"{absorbed:.1f} s; {present:,} rows for them, {args.drop - present} missing")  # fmt: skip
+
+
+def rows(db: Path) -> int:
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=5)) as connection:
+            return int(connection.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def keys_in(quarantine: Path) -> set[str]:
+    try:
+        return {entry["key"] for entry in json.loads(quarantine.read_text())["samples"]}
+    except (OSError, ValueError):
+        return set()
+
+
+def wait(condition: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit("timed out")
+        time.sleep(0.02)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("what", choices=("incremental", "statwalk", "watch"))
+    parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--settle", default="2s")
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--drop", type=int, default=10_000)
+    parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="datalint-incremental-"))
+    print(f"load average {os.getloadavg()[0]:.1f}; scratch {work}")
+    try:
+        {"incremental": run_incremental, "statwalk": run_statwalk, "watch": run_watch}[args.what](args, work)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"benchmark process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

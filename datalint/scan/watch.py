@@ -1,0 +1,388 @@
+"""`datalint watch`: keep an index and its quarantine list current while the data changes.
+
+Every update is an incremental scan (`datalint.scan.changes`): a stat walk finds what changed since
+the index, only that is measured, and the list is rewritten atomically. What starts an update:
+
+- folders: filesystem events through `watchfiles` (its Rust notify core debounces and copes with
+  inotify limits), and a periodic walk as a safety net (`rescan_every`) for the events that are lost
+  on NFS or when inotify watches run out;
+- datasets: a poll (`poll`), each in a freshly spawned interpreter, so the spec's module is
+  imported again and sees new records.
+
+A file still being written waits until it has been quiet for `settle` seconds; a file that
+changes while it is measured differs from the state recorded before measuring it, so the next
+update measures it again. A folder that disappears or loses most of its files at once (a lost
+mount) pauses the watch with a warning and keeps the last list. The index is written the way a
+scan writes it, so a watch killed with SIGKILL leaves a valid index that the next start resumes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import multiprocessing
+import queue
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from datalint.scan import api
+from datalint.scan.sources import SourceDescription
+
+Log = Callable[[str], None]
+
+_CHECK_ROOT_EVERY = 1.0  # seconds between checks that the watched folder is still there
+_RETRY_PAUSED = 5.0  # seconds between walks of a paused folder, to see whether its files are back
+_QUIET_FILES = (".tmp", ".part", ".crdownload")  # being downloaded: the rename to the final name counts
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """How a watch decides when to update."""
+
+    settle: float = 2.0
+    rescan_every: float = 3600.0
+    poll: float = 300.0
+    vanished_fraction: float = 0.5  # a folder losing at least this share of its samples at once pauses
+    json_lines: bool = False  # log each update as one JSON object instead of a sentence
+
+
+@dataclass(frozen=True)
+class Update:
+    """One update of the list: what changed, and who entered or left the list."""
+
+    at: str
+    changes: dict[str, Any] | None
+    quarantined: int
+    entered: tuple[str, ...]
+    left: tuple[str, ...]
+    elapsed: float
+
+    def line(self) -> str:
+        changed = (self.changes or {}).get("added") is not None
+        what = _describe_changes(self.changes) if changed else "first scan"
+        listed = f"{self.quarantined:,} quarantined"
+        if self.entered:
+            listed += f" (+{len(self.entered)}: {_few(self.entered)})"
+        if self.left:
+            listed += f" (-{len(self.left)}: {_few(self.left)})"
+        return f"{self.at} {what}; {listed} [{self.elapsed:.2f}s]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"entered": list(self.entered), "left": list(self.left)}
+
+
+def _describe_changes(changes: dict[str, Any] | None) -> str:
+    counts = changes or {}
+    parts = [
+        f"{counts[name]:,} {name}" for name in ("added", "changed", "removed", "moved") if counts.get(name)
+    ]
+    if counts.get("remeasured"):
+        parts.append(f"{counts['remeasured']:,} re-measured")
+    waiting = f", {counts['deferred']:,} still being written" if counts.get("deferred") else ""
+    return f"{', '.join(parts) or 'nothing changed'}; {counts.get('measured', 0):,} measured{waiting}"
+
+
+def _few(keys: tuple[str, ...], shown: int = 3) -> str:
+    return ", ".join(keys[:shown]) + (", ..." if len(keys) > shown else "")
+
+
+# ----------------------------------------------------------------------------------------------
+# One update
+
+
+class _Lister:
+    """Reads the keys a quarantine list holds, to say what entered and left it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.keys = self._read()
+
+    def _read(self) -> set[str]:
+        try:
+            document = json.loads(self.path.read_text(encoding="utf-8"))
+            return {str(entry.get("key", entry.get("index"))) for entry in document.get("samples", [])}
+        except (OSError, ValueError, AttributeError):
+            return set()
+
+    def update(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        now = self._read()
+        entered, left = tuple(sorted(now - self.keys)), tuple(sorted(self.keys - now))
+        self.keys = now
+        return entered, left
+
+
+def scan_once(
+    description: SourceDescription, options: api.ScanOptions, db: Path, quarantine: Path
+) -> api.ScanSummary:
+    """One incremental scan, as an update of a watch does it."""
+    return api.scan_source(description, options, db=db, quarantine=quarantine)
+
+
+def _update(
+    description: SourceDescription,
+    options: api.ScanOptions,
+    db: Path,
+    lister: _Lister,
+    scan: Callable[..., dict[str, Any]],
+) -> Update:
+    started = time.monotonic()
+    summary = scan(description, options, db, lister.path)
+    entered, left = lister.update()
+    return Update(
+        at=time.strftime("%H:%M:%S"),
+        changes=summary.get("changes"),
+        quarantined=int(summary.get("quarantined", 0)),
+        entered=entered,
+        left=left,
+        elapsed=time.monotonic() - started,
+    )
+
+
+def _scan_here(description: SourceDescription, options: api.ScanOptions, db: Path, quarantine: Path) -> Any:
+    return scan_once(description, options, db, quarantine).to_dict()
+
+
+# ----------------------------------------------------------------------------------------------
+# Folders
+
+
+def watch_folder(
+    description: SourceDescription,
+    options: api.ScanOptions,
+    watch: WatchOptions,
+    *,
+    db: Path,
+    quarantine: Path,
+    log: Log,
+    warn: Log,
+    stop: threading.Event | None = None,
+) -> None:
+    """Keep the index and list of an image folder current until `stop` is set (or an interrupt)."""
+    stop = stop or threading.Event()
+    root = Path(str(description.option("root", description.spec)))
+    scan_options = dataclasses.replace(
+        options, settle=watch.settle, vanished_fraction=watch.vanished_fraction, progress="none"
+    )
+    lister = _Lister(quarantine)
+    events = _Events(root, ignored=_own_files(db, quarantine))
+    due: float | None = time.monotonic()  # the first update resumes whatever the index lacks
+    next_walk = time.monotonic() + watch.rescan_every
+    paused: str | None = None
+    first = True  # the first update is logged even when nothing changed: the index is current
+    try:
+        while not stop.is_set():
+            if not root.is_dir():
+                if paused is None or not paused.startswith(str(root)):
+                    paused = f"{root} is gone (a lost mount?)"
+                    warn(f"paused: {paused}; the last list is kept")
+                events.close()  # a folder put back is another inode: watch it afresh
+                due = time.monotonic()
+                stop.wait(_CHECK_ROOT_EVERY)
+                continue
+            events.ensure_running()
+            if events.drain(timeout=_next_wait(due, next_walk, time.monotonic())):
+                due = time.monotonic() + watch.settle  # wait until the writer has been quiet
+            now = time.monotonic()
+            if now >= next_walk:
+                due, next_walk = now, now + watch.rescan_every
+            if due is None and paused is not None:
+                due = now + _RETRY_PAUSED
+            if due is None or now < due:
+                continue
+            due = None
+            try:
+                update = _update(description, scan_options, db, lister, _scan_here)
+            except (api.SourceVanishedError, FileNotFoundError) as exc:
+                reason = str(exc) if isinstance(exc, api.SourceVanishedError) else f"{root} is gone"
+                if paused is None:
+                    warn(f"paused: {reason}")
+                paused, due = reason, time.monotonic() + _RETRY_PAUSED
+                continue
+            except (OSError, sqlite3.OperationalError) as exc:  # a full disk, a locked index: try again
+                warn(f"this update failed ({type(exc).__name__}: {exc}); the last list is kept, retrying")
+                due = time.monotonic() + _RETRY_PAUSED
+                continue
+            scan_options = dataclasses.replace(scan_options, rescan=False)  # --rescan: the first update only
+            if paused is not None:
+                warn(f"resumed: {root} is back")
+                paused = None
+            if first or update.changes is None or _changed(update):
+                log(_format(update, watch))
+            first = False
+            if (update.changes or {}).get("deferred"):
+                due = time.monotonic() + watch.settle / 2
+    finally:
+        events.close()
+
+
+def _own_files(db: Path, quarantine: Path) -> tuple[str, ...]:
+    """Path prefixes of what the watch writes itself (the index and its WAL, the list and its
+    temporary file), which may lie inside the watched folder."""
+    index, listed = db.resolve(), quarantine.resolve()
+    return str(index), str(listed), str(listed.parent / f".{listed.name}.")
+
+
+def _changed(update: Update) -> bool:
+    counts = update.changes or {}
+    return bool(
+        update.entered
+        or update.left
+        or any(counts.get(name) for name in ("added", "changed", "removed", "moved", "measured"))
+    )
+
+
+def _format(update: Update, watch: WatchOptions) -> str:
+    return json.dumps(update.to_dict(), sort_keys=True) if watch.json_lines else update.line()
+
+
+def _next_wait(due: float | None, next_walk: float, now: float) -> float:
+    soonest = min(next_walk, due if due is not None else next_walk)
+    return max(0.0, min(_CHECK_ROOT_EVERY, soonest - now))
+
+
+class _Events:
+    """watchfiles in a thread: sets a flag on every change that may concern an image file."""
+
+    def __init__(self, root: Path, ignored: tuple[str, ...]) -> None:
+        self.root = root
+        self.ignored = ignored
+        self.queue: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+        self.stop = threading.Event()
+
+    def ensure_running(self) -> None:
+        if self.thread is None or not self.thread.is_alive():
+            self.restart()
+
+    def restart(self) -> None:
+        self.close()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, args=(self.stop,), name="datalint-watch", daemon=True
+        )
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout=5)
+        self.thread = None
+
+    def drain(self, timeout: float) -> bool:
+        """True when at least one relevant change arrived within `timeout` seconds."""
+        seen = False
+        with contextlib.suppress(queue.Empty):
+            self.queue.get(timeout=timeout) if timeout > 0 else self.queue.get_nowait()
+            seen = True
+            while True:
+                self.queue.get_nowait()
+        return seen
+
+    def _run(self, stop: threading.Event) -> None:
+        import watchfiles
+
+        with contextlib.suppress(Exception):  # a vanished root ends the thread; the loop notices
+            for changes in watchfiles.watch(
+                self.root,
+                watch_filter=self._relevant,
+                debounce=200,
+                step=50,
+                stop_event=stop,
+                rust_timeout=1000,
+                yield_on_timeout=True,
+                raise_interrupt=False,
+            ):
+                if changes:
+                    self.queue.put(len(changes))
+
+    def _relevant(self, change: Any, path: str) -> bool:
+        # The index and the list may live inside the watched folder: their writes are no change.
+        return not path.startswith(self.ignored) and not path.endswith(_QUIET_FILES)
+
+
+# ----------------------------------------------------------------------------------------------
+# Datasets
+
+
+def watch_dataset(
+    description: SourceDescription,
+    options: api.ScanOptions,
+    watch: WatchOptions,
+    *,
+    db: Path,
+    quarantine: Path,
+    log: Log,
+    warn: Log,
+    stop: threading.Event | None = None,
+) -> None:
+    """Poll a dataset spec's length and keys every `watch.poll` seconds and scan what changed."""
+    stop = stop or threading.Event()
+    scan_options = dataclasses.replace(options, vanished_fraction=watch.vanished_fraction, progress="none")
+    lister = _Lister(quarantine)
+    first = True
+    while not stop.is_set():
+        try:
+            update = _update(description, scan_options, db, lister, _scan_in_fresh_interpreter)
+        except api.SourceVanishedError as exc:
+            warn(f"paused: {exc}")
+        except _ChildFailed as exc:
+            warn(f"this poll failed, the last list is kept: {exc}")
+        else:
+            if first or _changed(update):
+                log(_format(update, watch))
+            scan_options = dataclasses.replace(scan_options, rescan=False)  # --rescan: the first poll only
+        first = False
+        stop.wait(watch.poll)
+
+
+class _ChildFailed(Exception):
+    pass
+
+
+def _scan_in_fresh_interpreter(
+    description: SourceDescription, options: api.ScanOptions, db: Path, quarantine: Path
+) -> dict[str, Any]:
+    # A spawned child imports the dataset's module again: a module-level dataset built at import
+    # time would otherwise never show its new records to a long-running watch.
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(
+        target=_child_scan, args=(description, options, db, quarantine, send), daemon=True
+    )
+    child.start()
+    send.close()
+    try:
+        kind, payload = receive.recv()
+    except EOFError:
+        child.join()
+        raise _ChildFailed(f"the scanning process died (exit code {child.exitcode})") from None
+    except BaseException:  # Ctrl-C or SIGTERM: the child flushes what it measured and stops
+        child.terminate()
+        child.join()
+        raise
+    child.join()
+    if kind == "vanished":
+        raise api.SourceVanishedError(payload)
+    if kind == "error":
+        raise _ChildFailed(payload)
+    result: dict[str, Any] = payload
+    return result
+
+
+def _child_scan(
+    description: SourceDescription, options: api.ScanOptions, db: Path, quarantine: Path, send: Any
+) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    try:
+        send.send(("ok", scan_once(description, options, db, quarantine).to_dict()))
+    except api.SourceVanishedError as exc:
+        send.send(("vanished", str(exc)))
+    except Exception as exc:  # one poll's failure (the user's module raised): reported, watch goes on
+        send.send(("error", f"{type(exc).__name__}: {exc}"))

@@ -1,0 +1,156 @@
+"""`datalint watch` as a real process on real folders: settle, a lost folder, SIGKILL and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+import pytest
+from incremental_support import damage, quarantined_keys, write_image
+from scan_support import start_cli
+
+pytestmark = pytest.mark.slow
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def count_rows(db: Path, where: str = "1") -> int:
+    if not db.exists():
+        return 0
+    try:
+        with closing(sqlite3.connect(db, timeout=5)) as connection:
+            return int(connection.execute(f"SELECT COUNT(*) FROM samples WHERE {where}").fetchone()[0])
+    except sqlite3.OperationalError:  # no table yet
+        return 0
+
+
+def listed(quarantine: Path) -> dict[str, int]:
+    try:
+        return quarantined_keys(quarantine)
+    except (OSError, ValueError):
+        return {}
+
+
+@contextmanager
+def watching(folder: Path, db: Path, *extra: str) -> Iterator[subprocess.Popen[str]]:
+    process = start_cli("watch", "--images", str(folder), "--db", str(db), "--workers", "1", *extra)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+def stop(process: subprocess.Popen[str]) -> tuple[str, str]:
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    return out, err
+
+
+def test_a_file_written_in_chunks_is_judged_once_complete_and_never_listed_as_truncated(
+    tmp_path: Path,
+) -> None:
+    folder, db = tmp_path / "images", tmp_path / "w.db"
+    write_image(folder / "a" / "000.png")
+    quarantine = tmp_path / "w.quarantine.json"
+    whole = write_image(tmp_path / "source.png", side=120).read_bytes()
+    with watching(folder, db, "--settle", "1.5s") as process:
+        wait_for(lambda: count_rows(db) == 1, 30, "the first scan")
+        target = folder / "a" / "001.png"
+        with open(target, "wb") as out:
+            for start in range(0, len(whole), len(whole) // 4 + 1):
+                out.write(whole[start : start + len(whole) // 4 + 1])
+                out.flush()
+                assert "a/001.png" not in listed(quarantine)
+                time.sleep(0.6)  # pauses shorter than --settle: the writer is still at work
+        wait_for(lambda: count_rows(db, "key = 'a/001.png' AND status = 'ok'") == 1, 15, "the new file")
+        assert "a/001.png" not in listed(quarantine)
+        damage(folder / "a" / "002.png")
+        wait_for(lambda: "a/002.png" in listed(quarantine), 15, "the damaged file in the list")
+        time.sleep(1.5)  # the list is rewritten before the update's line is logged
+        out, _ = stop(process)
+    assert "1 added" in out and "+1: a/002.png" in out
+
+
+def test_a_watched_folder_renamed_away_pauses_and_keeps_the_list(tmp_path: Path) -> None:
+    folder, db = tmp_path / "images", tmp_path / "w.db"
+    for n in range(4):
+        write_image(folder / f"{n:03d}.png")
+    damage(folder / "003.png")
+    quarantine = tmp_path / "w.quarantine.json"
+    with watching(folder, db, "--settle", "0.5s") as process:
+        wait_for(lambda: listed(quarantine) == {"003.png": 3}, 30, "the first list")
+        before = quarantine.read_bytes()
+        folder.rename(tmp_path / "elsewhere")  # the mount went away
+        time.sleep(3)
+        assert quarantine.read_bytes() == before and count_rows(db) == 4
+        (tmp_path / "elsewhere").rename(folder)
+        write_image(folder / "004.png")
+        wait_for(lambda: count_rows(db) == 5, 20, "the watch to resume")
+        _, err = stop(process)
+    assert "paused" in err and "resumed" in err
+    assert listed(quarantine) == {"003.png": 3}
+
+
+def test_a_watch_killed_with_sigkill_leaves_a_valid_index_that_the_next_start_resumes(tmp_path: Path) -> None:
+    folder, db = tmp_path / "images", tmp_path / "w.db"
+    write_image(folder / "first.png")
+    with watching(folder, db, "--settle", "0.3s") as process:
+        wait_for(lambda: count_rows(db) == 1, 30, "the first scan")
+        image = write_image(tmp_path / "large.png", side=256).read_bytes()  # copies: `duplicate` is no damage
+        (folder / "many").mkdir()
+        for n in range(600):
+            (folder / "many" / f"{n:04d}.png").write_bytes(image)
+        damage(folder / "many" / "0150.png")
+        wait_for(lambda: count_rows(db) > 1, 30, "the update to start writing rows")
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+    with closing(sqlite3.connect(db)) as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert count_rows(db) < 601  # killed halfway
+
+    with watching(folder, db, "--settle", "0.3s") as process:
+        wait_for(lambda: count_rows(db) == 601, 90, "the restarted watch to finish")
+        wait_for(lambda: "many/0150.png" in listed(tmp_path / "w.quarantine.json"), 10, "the list")
+        stop(process)
+    with closing(sqlite3.connect(db)) as connection:
+        keys = [row[0] for row in connection.execute("SELECT key FROM samples ORDER BY idx")]
+    assert keys == sorted(["first.png", *(f"many/{n:04d}.png" for n in range(600))])
+    document = json.loads((tmp_path / "w.quarantine.json").read_text())
+    assert [(e["index"], e["key"]) for e in document["samples"]] == [(151, "many/0150.png")]
+
+
+def test_a_watched_dataset_is_polled_and_its_new_keys_measured(tmp_path: Path) -> None:
+    from incremental_support import KEYED_DATASET
+
+    (tmp_path / "keyed_ds.py").write_text(KEYED_DATASET)
+    ids, db = tmp_path / "ids.json", tmp_path / "k.db"
+    ids.write_text(json.dumps([f"r{n:03d}" for n in range(6)]))
+    spec = f"{tmp_path / 'keyed_ds.py'}:Keyed({str(ids)!r})"
+    process = start_cli("watch", "--dataset", spec, "--db", str(db), "--workers", "1", "--poll", "1s")
+    try:
+        wait_for(lambda: count_rows(db) == 6, 60, "the first poll")
+        ids.write_text(json.dumps(["bad-0", *(f"r{n:03d}" for n in range(6))]))
+        wait_for(lambda: listed(tmp_path / "k.quarantine.json") == {"bad-0": 0}, 60, "the next poll")
+        time.sleep(2)  # the list is written before the poll's child hands its summary back to be logged
+        out, _ = stop(process)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert count_rows(db) == 7 and "1 added, 6 moved; 1 measured" in out
