@@ -46,7 +46,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings are reported")
     parser.add_argument("--statistics", action="store_true", help="print counts per rule instead of findings")
+    parser.add_argument(
+        "--jobs", "-j", type=_jobs, default=1, metavar="N", help="lint in N processes (default: 1)"
+    )
+    parser.add_argument(
+        "--no-cache", action="store_true", help="do not read or write the per-file summary cache"
+    )
     parser.set_defaults(run=run)
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of processes, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 process, got {value}")
+    return value
 
 
 def _codes(text: str) -> list[str]:
@@ -70,7 +86,10 @@ def run(args: argparse.Namespace) -> int:
     )
     catalog = load_catalog(config.rule_paths)
     validate(config, catalog)
-    report = lint_paths(args.paths or ["."], config, catalog)
+    if args.no_cache:
+        report = lint_paths(args.paths or ["."], config, catalog, jobs=args.jobs, cache_dir=None)
+    else:
+        report = lint_paths(args.paths or ["."], config, catalog, jobs=args.jobs)
 
     findings = list(report.findings)
     if args.statistics:

@@ -14,12 +14,13 @@ import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from datalint.config import DEFAULT_EXCLUDES, Config
 from datalint.errors import DatalintError, UsageError
 from datalint.lint.catalog import Catalog, Matcher, Rule, load_catalog
-from datalint.lint.module import Match, Module, parse_noqa
+from datalint.lint.module import Match, Module, Related, parse_noqa
+from datalint.lint.project import Project, default_cache_dir, module_name
 
 PARSE_ERROR_CODE = "DL000"
 
@@ -37,6 +38,9 @@ class Finding:
     name: str = field(compare=False)
     severity: str = field(compare=False)
     message: str = field(compare=False)
+    # Other places the finding rests on (a base class in another file): `note:` lines, JSON
+    # `related`, SARIF `relatedLocations`.
+    related: tuple[Related, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -68,8 +72,12 @@ class _ActiveRule:
 class Linter:
     """The selected rules with their bound parameters, ready to check many files."""
 
-    def __init__(self, config: Config | None = None, catalog: Catalog | None = None) -> None:
+    def __init__(
+        self, config: Config | None = None, catalog: Catalog | None = None, project: Project | None = None
+    ) -> None:
         self.config = config or Config()
+        # The project the checked files belong to (cross-file facts); None: each text alone.
+        self.project = project
         self.catalog = catalog or load_catalog(self.config.rule_paths)
         self.rules = tuple(
             _ActiveRule(rule, rule.matcher_function(), rule.bind(self.config.rule_options.get(rule.id)))
@@ -86,7 +94,7 @@ class Linter:
         else:
             text = source
         try:
-            module = Module.parse(text, path, self.config.start_method)
+            module = Module.parse(text, path, self.config.start_method, self.project)
         except SyntaxError as exc:
             reason = f"syntax error: {exc.msg}"
             return self._unparsable(rules, path, text, reason, exc.lineno or 1, exc.offset or 1)
@@ -210,8 +218,22 @@ def _finding(module: Module, rule: Rule, match: Match) -> Finding:
     severity = rule.severity_for(match.start_method or module.effective_start_method)
     if end_line == line and end_column <= column:
         end_column = column + 1
+    related = tuple(
+        Related(display_path(Path(r.path)), r.line, r.message)
+        for r in (*match.related, *module.related_for(node))
+        if Path(r.path).resolve() != Path(module.path).resolve() or r.line != line
+    )
     return Finding(
-        module.path, line, column + 1, rule.id, end_line, end_column + 1, rule.name, severity, message
+        module.path,
+        line,
+        column + 1,
+        rule.id,
+        end_line,
+        end_column + 1,
+        rule.name,
+        severity,
+        message,
+        related,
     )
 
 
@@ -263,21 +285,66 @@ def _walk(folder: Path, config: Config) -> Iterator[Path]:
 
 
 def lint_paths(
-    paths: Sequence[Path | str], config: Config | None = None, catalog: Catalog | None = None
+    paths: Sequence[Path | str],
+    config: Config | None = None,
+    catalog: Catalog | None = None,
+    *,
+    project: Project | None = None,
+    jobs: int = 1,
+    cache_dir: Path | None | Literal["default"] = "default",
 ) -> LintReport:
-    """Lint files and folders. Per-file isolation: one file's failure never stops the others."""
-    linter = Linter(config, catalog)
+    """Lint files and folders as one project. Per-file isolation: one file's failure never stops the others.
+
+    The files are first summarized (from the summary cache where their bytes are unchanged), so a
+    Dataset in one file makes the reader it holds in another file worker code; then each file is
+    linted with the project's cross-file facts. `jobs` > 1 lints in that many processes.
+    """
+    config = config or Config()
+    files_to_lint = list(iter_python_files(paths, config))
+    if project is None:
+        folder = default_cache_dir() if cache_dir == "default" else cache_dir
+        project = Project.for_paths(paths or ["."], folder)
+    note_holdings(project, files_to_lint)
+    if jobs > 1 and len(files_to_lint) > 1:
+        from datalint.lint.parallel import lint_in_processes
+
+        findings, errors = lint_in_processes(files_to_lint, config, catalog, project, jobs)
+    else:
+        findings, errors = _lint_serially(Linter(config, catalog, project), files_to_lint)
+    return LintReport(tuple(sorted(findings)), len(files_to_lint), tuple(errors))
+
+
+def _lint_serially(linter: Linter, paths: Sequence[Path]) -> tuple[list[Finding], list[FileError]]:
     findings: list[Finding] = []
     errors: list[FileError] = []
-    files = 0
-    for path in iter_python_files(paths, linter.config):
-        files += 1
+    for path in paths:
         shown = display_path(path)
         try:
             findings.extend(linter.check_file(path, shown))
         except Exception as exc:  # isolation boundary: per file
             errors.append(FileError(shown, str(exc) if isinstance(exc, MatcherError) else repr(exc)))
-    return LintReport(tuple(sorted(findings)), files, tuple(errors))
+    return findings, errors
+
+
+def note_holdings(project: Project, paths: Sequence[Path]) -> None:
+    """Tell the project which classes the Datasets of the linted files hold (readers, transforms)."""
+    for path in paths:
+        try:
+            summary = project.summary_of(path)
+        except Exception:  # isolation boundary: per file (the file itself is reported when linted)
+            continue
+        if summary is None or not summary.classes:
+            continue
+        project.note_subclasses(path)
+        _module, root, _package = module_name(path)
+        prefix = f"{summary.module}." if summary.module else ""
+        datasets = [
+            name
+            for name, info in summary.classes.items()
+            if info.holds and project.dataset_fact(prefix + name, root) is not None
+        ]
+        if datasets:
+            project.note_dataset_holdings(path, datasets)
 
 
 def display_path(path: Path) -> str:

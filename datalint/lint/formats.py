@@ -24,9 +24,11 @@ Formatter = Callable[[Sequence[Finding], Sequence[Rule]], str]
 
 
 def format_text(findings: Sequence[Finding], rules: Sequence[Rule]) -> str:
-    """`path:line:col: DL001 [error] message (rule-name)`, one per line."""
+    """`path:line:col: DL001 [error] message (rule-name)`, one per line; a `note:` line per related place."""
     return "".join(
-        f"{f.path}:{f.line}:{f.column}: {f.code} [{f.severity}] {f.message} ({f.name})\n" for f in findings
+        f"{f.path}:{f.line}:{f.column}: {f.code} [{f.severity}] {f.message} ({f.name})\n"
+        + "".join(f"{r.path}:{r.line}: note: {r.message}\n" for r in f.related)
+        for f in findings
     )
 
 
@@ -43,6 +45,7 @@ def format_json(findings: Sequence[Finding], rules: Sequence[Rule]) -> str:
             "end_line": f.end_line,
             "end_column": f.end_column,
             "message": f.message,
+            "related": [{"path": r.path, "line": r.line, "message": r.message} for r in f.related],
         }
         for f in findings
     ]
@@ -167,6 +170,26 @@ def _sarif_result(finding: Finding, rule_index: int, fingerprint: str) -> dict[s
             }
         ],
         "partialFingerprints": {"primaryLocationLineHash": fingerprint},
+        **_sarif_related(finding),
+    }
+
+
+def _sarif_related(finding: Finding) -> dict[str, Any]:
+    """SARIF `relatedLocations` for the other files a finding rests on (omitted when none)."""
+    if not finding.related:
+        return {}
+    return {
+        "relatedLocations": [
+            {
+                "id": index,
+                "physicalLocation": {
+                    "artifactLocation": {"uri": _uri(r.path)},
+                    "region": {"startLine": r.line},
+                },
+                "message": {"text": r.message},
+            }
+            for index, r in enumerate(finding.related)
+        ]
     }
 
 

@@ -22,7 +22,11 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from datalint.lint.project import DatasetFact, Link, Project
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
@@ -218,6 +222,10 @@ class WorkerFunction:
 
     node: FunctionNode
     reason: str  # e.g. "MyDataset.__getitem__", "collate_fn of the DataLoader at line 12"
+    # The loader whose hook this is (collate_fn / worker_init_fn, and what they call); else None.
+    loader: LoaderCall | None = None
+    # A Dataset in another file that holds this function's class (a reader, a transform).
+    held_by: Link | None = None
 
 
 @dataclass(frozen=True)
@@ -242,7 +250,14 @@ class Noqa:
 class Module:
     """One parsed file. Build it with `Module.parse(source, path)`; matchers only read it."""
 
-    def __init__(self, tree: ast.Module, source: str, path: str, default_start_method: str = "spawn") -> None:
+    def __init__(
+        self,
+        tree: ast.Module,
+        source: str,
+        path: str,
+        default_start_method: str = "spawn",
+        project: Project | None = None,
+    ) -> None:
         self.tree = tree
         self.source = source
         self.path = path
@@ -250,11 +265,26 @@ class Module:
         self.lines: list[str] = source.splitlines()
         self._nodes, self._parents = _index(tree)
         self._qualnames: dict[ast.AST, str | None] = {}
+        # The project the file belongs to: cross-file facts come from it; None for a lone text.
+        self.project = project
+        self.module_name = ""
+        self.is_package = False
+        self.source_root: Path | None = None
+        if project is not None and path != "<string>" and Path(path).is_file():
+            from datalint.lint.project import module_name
+
+            self.module_name, self.source_root, self.is_package = module_name(Path(path))
 
     @classmethod
-    def parse(cls, source: str, path: str = "<string>", default_start_method: str = "spawn") -> Module:
+    def parse(
+        cls,
+        source: str,
+        path: str = "<string>",
+        default_start_method: str = "spawn",
+        project: Project | None = None,
+    ) -> Module:
         """Parse `source`; raises SyntaxError (or ValueError for NUL bytes) like `ast.parse`."""
-        return cls(ast.parse(source, filename=path), source, path, default_start_method)
+        return cls(ast.parse(source, filename=path), source, path, default_start_method, project)
 
     # ---- raw nodes -------------------------------------------------------------------------
 
@@ -591,10 +621,13 @@ class Module:
 
     @cached_property
     def dataset_classes(self) -> tuple[ClassInfo, ...]:
-        """Classes that are Datasets: by their bases, or because the file passes one to a DataLoader."""
-        if not self.imports_torch:
-            return ()
-        by_base = [c for c in self.classes if self._external_bases(c) & DATASET_BASES]
+        """Classes that are Datasets: by their bases, or because the file passes one to a DataLoader.
+
+        This is the one "is a Dataset" answer every rule uses. A base counts when it resolves,
+        through in-file classes, the project's other files (any depth, re-exports, aliases) or
+        the catalog's known third-party bases, to a torch Dataset; an unresolvable base does not.
+        """
+        by_base = [c for c in self.classes if c.bases and self.dataset_fact(c) is not None]
         passed = [c for c in (self._loader_dataset_class(call) for call in self.loader_calls) if c]
         unique = {id(c.node): c for c in (*by_base, *passed)}
         return tuple(unique.values())
@@ -603,8 +636,112 @@ class Module:
         return any(info.node is c.node for c in self.dataset_classes)
 
     def is_iterable_dataset(self, info: ClassInfo) -> bool:
-        """True when the class derives (maybe through in-file classes) from IterableDataset."""
-        return bool(self._external_bases(info) & ITERABLE_DATASET_BASES)
+        """True when the class derives (any depth of classes, across files) from an IterableDataset."""
+        fact = self.dataset_fact(info)
+        return fact is not None and fact.is_iterable
+
+    def loaders_of(self, info: ClassInfo) -> tuple[LoaderCall, ...]:
+        """The file's DataLoader calls whose dataset is an instance of `info`."""
+        return tuple(
+            loader
+            for loader in self.loader_calls
+            if (dataset := self._loader_dataset_class(loader)) is not None and dataset.node is info.node
+        )
+
+    def read_only_without_workers(self, info: ClassInfo) -> bool:
+        """The one "does the loader that reaches this have workers" answer for a Dataset class.
+
+        True when the file builds loaders of `info` and every one certainly has `num_workers=0`:
+        then nothing is pickled and nothing crosses a process boundary. No loader in the file, or
+        one with unknown workers, is False: each rule documents what it does on that unknown.
+        """
+        loaders = self.loaders_of(info)
+        return bool(loaders) and all(loader.workers_known_zero for loader in loaders)
+
+    @property
+    def has_data_code(self) -> bool:
+        """Whether the file may hold data-loading code: it imports torch, or defines a Dataset."""
+        return self.imports_torch or bool(self.dataset_classes) or bool(self._held_classes)
+
+    def dataset_fact(self, info: ClassInfo) -> DatasetFact | None:
+        """Why `info` is a Dataset by its bases (kind, deciding base, chain in other files), else None."""
+        if info.node in self._dataset_facts:
+            return self._dataset_facts[info.node]
+        self._dataset_facts[info.node] = None  # cycle guard
+        found: DatasetFact | None = None
+        for candidate in (info, *self.base_classes(info)):
+            for base in candidate.bases:
+                expr = base.value if isinstance(base, ast.Subscript) else base
+                if self.resolve_class(expr) is not None:
+                    continue  # an in-file base: its own bases are visited in turn
+                fact = self._external_dataset_fact(expr)
+                if fact is not None and (found is None or (fact.is_iterable and not found.is_iterable)):
+                    found = fact
+        self._dataset_facts[info.node] = found
+        return found
+
+    @cached_property
+    def _dataset_facts(self) -> dict[ast.ClassDef, DatasetFact | None]:
+        return {}
+
+    def absolute_qualname(self, node: ast.AST) -> str | None:
+        """`qualname`, with relative imports (`from .base import X`) made absolute where possible."""
+        qualified = self.qualname(node)
+        if qualified is None or not qualified.startswith("."):
+            return qualified
+        from datalint.lint.project import absolute_module
+
+        level = len(qualified) - len(qualified.lstrip("."))
+        rest = qualified[level:]
+        package = (
+            absolute_module(self.module_name, self.is_package, level, None) if self.module_name else None
+        )
+        if package is None:
+            return None
+        return f"{package}.{rest}" if package else rest
+
+    def _external_dataset_fact(self, expr: ast.expr) -> DatasetFact | None:
+        from datalint.lint.project import DatasetFact, known_dataset_bases
+
+        qualified = self.absolute_qualname(expr)
+        if qualified is None:
+            return None
+        qualified = canonical(qualified)
+        known = known_dataset_bases()
+        if qualified in known:
+            return DatasetFact(known[qualified], qualified)
+        if self.project is None or self.source_root is None:
+            return None
+        return self.project.dataset_fact(qualified, self.source_root)
+
+    def related_for(self, node: ast.AST) -> tuple[Related, ...]:
+        """Places in other files that a finding at `node` rests on: the base that makes its class a
+        Dataset, or the Dataset that holds the class whose method runs in workers."""
+        found: list[Related] = []
+        owner = node if isinstance(node, ast.ClassDef) else self.enclosing_class(node)
+        if owner is not None and owner in self._classes_by_node:
+            info = self.class_of(owner)
+            fact = self.dataset_fact(info)
+            if fact is not None and fact.chain:
+                link = fact.chain[0]
+                message = f"`{info.name}` is a Dataset through `{link.name}` (from `{fact.base}`)"
+                found.append(Related(link.path, link.line, message))
+        worker = self.worker_function_of(node) if self._worker_nodes else None
+        if worker is not None and worker.held_by is not None:
+            link = worker.held_by
+            message = f"`{worker.reason}` runs in workers: the Dataset `{link.name}` holds it"
+            found.append(Related(link.path, link.line, message))
+        return tuple(found)
+
+    def subclassed_elsewhere(self, info: ClassInfo) -> bool:
+        """Whether a class in another linted file of the project derives from `info`."""
+        if self.project is None or not self.module_name or self.enclosing_class(info.node) is not None:
+            return False
+        return self.qualified_prefix + info.name in self.project.subclassed
+
+    @property
+    def qualified_prefix(self) -> str:
+        return f"{self.module_name}." if self.module_name else ""
 
     # ---- DataLoader calls ----------------------------------------------------------------------
 
@@ -694,7 +831,7 @@ class Module:
         constructor; functions and lambdas passed as collate_fn / worker_init_fn. Then every
         in-file function or method those call (`helper(x)`, `self.method(x)`), transitively.
         """
-        if not self.imports_torch:
+        if not self.imports_torch and not self.dataset_classes and not self._held_classes:
             return ()
         found: dict[ast.AST, WorkerFunction] = {}
         queue: list[WorkerFunction] = list(self._worker_seeds())
@@ -733,7 +870,25 @@ class Module:
     def _worker_nodes(self) -> frozenset[ast.AST]:
         return frozenset(self._worker_by_node)
 
+    @cached_property
+    def _held_classes(self) -> tuple[tuple[ClassInfo, Any], ...]:
+        """In-file classes that a Dataset of another linted file holds and calls into."""
+        if self.project is None or not self.module_name:
+            return ()
+        found = []
+        for info in self.classes:
+            held = self.project.held_by_dataset(self.qualified_prefix + info.name)
+            if held is not None and self.enclosing_class(info.node) is None:
+                found.append((info, held))
+        return tuple(found)
+
     def _worker_seeds(self) -> Iterator[WorkerFunction]:
+        for info, held in self._held_classes:
+            for name in sorted(held.methods):
+                method = self.method(info, name)
+                if method is not None:
+                    reason = f"{info.name}.{name} (called by {held.holder})"
+                    yield WorkerFunction(method, reason, held_by=held.link)
         for info in self.dataset_classes:
             for name in DATASET_METHODS:
                 method = self.method(info, name)
@@ -751,7 +906,8 @@ class Module:
                 node = loader.arg(hook).node
                 if node is not None:
                     where = f"{hook} of the DataLoader at line {loader.node.lineno}"
-                    yield from self._callables_in(node, where)
+                    for found in self._callables_in(node, where):
+                        yield WorkerFunction(found.node, found.reason, loader=loader)
 
     def _stored_values(self, info: ClassInfo) -> Iterator[ast.expr]:
         """Right-hand sides of `self.x = ...` in the class's methods."""
@@ -790,12 +946,13 @@ class Module:
             if isinstance(func, ast.Name):
                 bound = self.binding(func)
                 if isinstance(bound, ast.FunctionDef | ast.AsyncFunctionDef):
-                    yield WorkerFunction(bound, f"{bound.name} (called from {caller.reason})")
+                    where = f"{bound.name} (called from {caller.reason})"
+                    yield WorkerFunction(bound, where, caller.loader, caller.held_by)
             elif owner_info is not None and isinstance(func, ast.Attribute) and _is_self(func.value):
                 method = self.method(owner_info, func.attr)
                 if method is not None:
                     where = f"{owner_info.name}.{method.name} (called from {caller.reason})"
-                    yield WorkerFunction(method, where)
+                    yield WorkerFunction(method, where, caller.loader, caller.held_by)
 
     # ---- start method -----------------------------------------------------------------------
 
@@ -1001,3 +1158,13 @@ class Match:
     node: ast.AST
     fields: Mapping[str, Any] = field(default_factory=dict)
     start_method: str | None = None
+    related: tuple[Related, ...] = ()  # other places the finding depends on (another file's base)
+
+
+@dataclass(frozen=True)
+class Related:
+    """Another place a finding depends on, named next to it (text `note:`, JSON, SARIF)."""
+
+    path: str
+    line: int
+    message: str

@@ -23,7 +23,6 @@ __all__ = [
     "in_file_callee",
     "is_self_attribute",
     "loaders_of",
-    "main_process_only",
     "names_in",
     "qualified_in",
     "self_assignments",
@@ -94,17 +93,7 @@ def is_self_attribute(node: ast.AST, attr: str | None = None) -> bool:
 
 def loaders_of(module: Module, info: ClassInfo) -> list[LoaderCall]:
     """The in-file DataLoader calls whose dataset is an instance of `info`."""
-    return [
-        loader
-        for loader in module.loader_calls
-        if (dataset := module.loader_dataset_class(loader)) is not None and dataset.node is info.node
-    ]
-
-
-def main_process_only(module: Module, info: ClassInfo) -> bool:
-    """True when the file builds loaders of this dataset and every one of them has no workers."""
-    loaders = loaders_of(module, info)
-    return bool(loaders) and all(loader.workers_known_zero for loader in loaders)
+    return list(module.loaders_of(info))
 
 
 def worker_classes(module: Module) -> list[ClassInfo]:

@@ -14,7 +14,6 @@ from datalint.lint.matchers.common import (
     in_file_callee,
     is_self_attribute,
     loaders_of,
-    main_process_only,
     names_in,
     self_assignments,
     walk_scope,
@@ -52,7 +51,7 @@ def iterable_without_sharding(
     plain_sources = Sources(frozenset(stream_sources), frozenset(stream_wrappers))
     for info in module.dataset_classes:
         method = info.methods.get("__iter__")
-        if method is None or not module.is_iterable_dataset(info) or main_process_only(module, info):
+        if method is None or not module.is_iterable_dataset(info) or module.read_only_without_workers(info):
             continue
         reached = _reached_functions(module, info, method)
         if any(_mentions_sharding(f, sharding_names) for f in reached):
@@ -531,6 +530,7 @@ def missing_dataset_protocol(
     for info in module.dataset_classes:
         if (
             info.node in subclassed
+            or module.subclassed_elsewhere(info)
             or not _plain_map_style(module, info, map_style_bases)
             or _abstract(module, info)
         ):

@@ -17,7 +17,6 @@ from datalint.lint.matchers.common import (
     imports_any,
     in_file_callee,
     is_self_attribute,
-    main_process_only,
     names_in,
     qualified_in,
     self_assignments,
@@ -52,7 +51,7 @@ def python_objects_copy_on_read(
     builders = Builders(frozenset(builder_calls), frozenset(conversion_calls), frozenset(builder_methods))
     reported: set[ast.AST] = set()  # a subclass must not report its in-file base's assignment again
     for info in module.dataset_classes:
-        if main_process_only(module, info):
+        if module.read_only_without_workers(info):
             continue
         assignments = self_assignments(module, info)
         for attr in sorted(_attrs_indexed_per_sample(module, info)):
@@ -295,7 +294,7 @@ def unbounded_cache_in_dataset(
     eviction_methods: Sequence[str] = (),
 ) -> Iterator[Match]:
     """Unbounded cache decorators/wrappers on dataset methods, and per-sample dicts never evicted."""
-    if not module.imports_torch:
+    if not module.has_data_code:
         return
     last_names = {name.rpartition(".")[2] for name in (*unbounded_caches, *sized_caches)}
     for function in module.functions:
@@ -317,7 +316,7 @@ def unbounded_cache_in_dataset(
         if wrapped and (module.in_worker_code(call) or _in_dataset(module, call)):
             yield Match(call, {"what": f"The cache around `{module.segment(wrapped)}`"})
     for info in worker_classes(module):
-        if not main_process_only(module, info):
+        if not module.read_only_without_workers(info):
             yield from _dicts_filled_in_workers(module, info, dict_factories, eviction_methods)
 
 
@@ -669,7 +668,7 @@ def batches_kept_alive(
     file_system_strategy: Sequence[str] = (),
 ) -> Iterator[Match]:
     """Inside `for batch in loader:`, `kept.append(batch ...)` into a list that outlives the loop."""
-    if not module.imports_torch or _uses_file_system_strategy(module, file_system_strategy):
+    if not module.has_data_code or _uses_file_system_strategy(module, file_system_strategy):
         return
     sharing = Sharing(frozenset(sharing_methods), frozenset(sharing_calls), frozenset(append_methods))
     for loop in module.nodes_of(ast.For, ast.AsyncFor):

@@ -44,29 +44,6 @@ INSPECTING_CALLS: frozenset[str] = frozenset(
 # ---- shared helpers ------------------------------------------------------------------------------
 
 
-def dataset_like_classes(module: Module) -> tuple[ClassInfo, ...]:
-    """`module.dataset_classes`, plus classes deriving from a base named `...Dataset` in another module.
-
-    Real pipelines subclass their project's `BaseDataset` or torchvision's `VisionDataset`, which
-    this file cannot resolve to torch; a base class named like a dataset is evidence enough.
-    """
-    known = {id(info.node) for info in module.dataset_classes}
-    extra = tuple(
-        info for info in module.classes if id(info.node) not in known and _named_like_dataset(module, info)
-    )
-    return (*module.dataset_classes, *extra)
-
-
-def _named_like_dataset(module: Module, info: ClassInfo) -> bool:
-    for candidate in (info, *module.base_classes(info)):
-        for base in candidate.bases:
-            expr = base.value if isinstance(base, ast.Subscript) else base
-            name = module.qualname(expr) or dotted(expr) or ""
-            if name.rpartition(".")[2].endswith("Dataset"):
-                return True
-    return False
-
-
 def loader_start_method(module: Module, loader: LoaderCall) -> str | None:
     """The start method a loader names itself: `multiprocessing_context="fork"` or `get_context("fork")`."""
     arg = loader.arg("multiprocessing_context")
@@ -117,22 +94,6 @@ def pickles_by_value(module: Module, call: ast.Call) -> bool:
         return any(module.method(info, hook) for hook in STATE_HOOKS)
     name = (module.qualname(call.func) or dotted(call.func) or "").lower()
     return "pickl" in name.rpartition(".")[2]
-
-
-def only_without_workers(module: Module, info: ClassInfo) -> bool:
-    """The file reads this dataset only through loaders that certainly have no workers.
-
-    Without workers nothing is pickled and nothing crosses a process boundary (a GPU-resident
-    dataset read with `num_workers=0` is a deliberate design, not a pitfall).
-    """
-    loaders = [
-        loader for loader in module.loader_calls if _is_class(module.loader_dataset_class(loader), info)
-    ]
-    return bool(loaders) and all(loader.workers_known_zero for loader in loaders)
-
-
-def _is_class(found: ClassInfo | None, info: ClassInfo) -> bool:
-    return found is not None and found.node is info.node
 
 
 def stored_leaves(
@@ -238,7 +199,7 @@ def unpicklable_dataset_attribute(
 ) -> Iterator[Match]:
     """Lambdas and nested functions stored on datasets, on the transforms they hold, or passed to them."""
     for info in _dataset_holders(module, storing_calls):
-        if any(module.method(info, hook) for hook in STATE_HOOKS) or only_without_workers(module, info):
+        if any(module.method(info, hook) for hook in STATE_HOOKS) or module.read_only_without_workers(info):
             continue  # the class decides itself what is pickled, or it is never pickled
         for method in info.methods.values():
             if module.in_worker_code(method):
@@ -253,7 +214,7 @@ def unpicklable_dataset_attribute(
 
 def _dataset_holders(module: Module, storing_calls: Sequence[str]) -> list[ClassInfo]:
     """The file's datasets, and the in-file classes (transforms) they store, transitively."""
-    holders = {id(info.node): info for info in dataset_like_classes(module)}
+    holders = {id(info.node): info for info in module.dataset_classes}
     queue = list(holders.values())
     while queue:
         info = queue.pop()
@@ -272,7 +233,7 @@ def _constructor_arguments(
 ) -> Iterator[Match]:
     """Dataset constructor calls given a lambda that the dataset keeps."""
     calls: dict[int, tuple[ast.Call, ClassInfo | None]] = {}
-    datasets = dataset_like_classes(module)
+    datasets = module.dataset_classes
     for call in module.calls:
         info = module.resolve_class(call.func)
         if info is not None and any(info.node is known.node for known in datasets):

@@ -11,7 +11,6 @@ from datalint.lint.matchers.common import (
     SelfAssignment,
     dotted,
     is_self_attribute,
-    main_process_only,
     self_assignments,
     unwrap_iterable,
     walk_scope,
@@ -43,7 +42,7 @@ def rng_created_in_init(
     if _unknown_worker_init(module):
         return
     for info in worker_classes(module):
-        if main_process_only(module, info):
+        if module.read_only_without_workers(info):
             continue
         assignments = self_assignments(module, info)
         for assignment in assignments:
@@ -155,7 +154,7 @@ def constant_worker_seed(
     module: Module, *, seed_calls: Sequence[str] = (), worker_init_names: Sequence[str] = ()
 ) -> Iterator[Match]:
     """A seed call with a constant argument in a worker_init_fn or in code the workers run."""
-    if not module.imports_torch:
+    if not module.has_data_code:
         return
     seen: set[ast.AST] = set()
     for function, where, effect in _seeded_functions(module, worker_init_names):
@@ -232,7 +231,7 @@ def missing_set_epoch(
     module: Module, *, samplers: Sequence[str] = (), iteration_wrappers: Sequence[str] = ()
 ) -> Iterator[Match]:
     """A shuffling DistributedSampler whose loader runs in an epoch loop, and no set_epoch anywhere."""
-    if not module.imports_torch:
+    if not module.has_data_code:
         return
     shuffling = [c for c in module.calls if module.qualname(c.func) in samplers and _shuffles(module, c)]
     if not shuffling or _mentions_set_epoch(module):
@@ -411,7 +410,7 @@ def shared_split_transform(
     module: Module, *, splitters: Sequence[str] = (), subsets: Sequence[str] = ()
 ) -> Iterator[Match]:
     """`split.dataset.attr = ...` where `split` shares its dataset with another split."""
-    if not module.imports_torch:
+    if not module.has_data_code:
         return
     for scope, groups in _split_groups(module, splitters, subsets).items():
         for names in groups:
