@@ -333,9 +333,11 @@ def note_holdings(project: Project, paths: Sequence[Path]) -> None:
             summary = project.summary_of(path)
         except Exception:  # isolation boundary: per file (the file itself is reported when linted)
             continue
-        if summary is None or not summary.classes:
+        if summary is None:
             continue
         project.note_subclasses(path)
+        if not summary.classes:
+            continue
         _module, root, _package = module_name(path)
         prefix = f"{summary.module}." if summary.module else ""
         datasets = [

@@ -482,6 +482,26 @@ class Module:
             while isinstance(scope, ast.ClassDef):
                 scope = self.scope_of(scope)
 
+    def assigned_values(self, name: ast.Name) -> list[ast.expr]:
+        """The values of every `name = value` in the nearest scope that binds the name (if/else
+        branches, reassignments); [] when any binding there is something else (a loop, a parameter)."""
+        bound = self.binding(name)
+        if isinstance(bound, ast.expr):
+            return [bound]
+        sites = self._binding_sites.get(name.id)
+        if not sites:
+            return []
+        scope = self.scope_of(name)
+        mine = [site for site in sites if self.scope_of(site) is scope]
+        if not mine or name.id in self._declared_outside.get(scope, ()):
+            return []
+        values = [self._bound_value(site) for site in mine]
+        return (
+            [v for v in values if isinstance(v, ast.expr)]
+            if all(isinstance(v, ast.expr) for v in values)
+            else []
+        )
+
     def _bound_value(self, site: ast.AST) -> ast.AST | None:
         """`expr` for `x = expr` / `x: T = expr`; the def or class; None for opaque bindings."""
         if isinstance(site, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -656,7 +676,82 @@ class Module:
         one with unknown workers, is False: each rule documents what it does on that unknown.
         """
         loaders = self.loaders_of(info)
-        return bool(loaders) and all(loader.workers_known_zero for loader in loaders)
+        if loaders:
+            return all(loader.workers_known_zero for loader in loaders)
+        return self._used_only_in_process(info)
+
+    def _used_only_in_process(self, info: ClassInfo) -> bool:
+        """The file builds `info` and only iterates, indexes or measures the objects itself, and no
+        other linted file of the project imports the class: no loader ever receives it.
+
+        A data-preparation script that walks its own Dataset with `for x in tqdm(ds)` is the case.
+        """
+        constructions = [c for c in self.calls if self.resolve_class(c.func) is info]
+        if not constructions or (self.project is not None and self._imported_elsewhere(info)):
+            return False
+        return all(self._in_process_use(call) for call in constructions)
+
+    def _imported_elsewhere(self, info: ClassInfo) -> bool:
+        assert self.project is not None
+        if not self.module_name:
+            return True  # not importable: other files may reach it in ways not followed
+        imported = self.project.imported
+        qualified = self.qualified_prefix + info.name
+        return qualified in imported or self.module_name in imported
+
+    def constructed_for_this_process(self, construction: ast.Call) -> bool:
+        """No loader reads this constructed object: it is only iterated, indexed or measured here."""
+        if any(
+            self.resolve(loader.arg("dataset").node) is construction
+            for loader in self.loader_calls
+            if loader.arg("dataset").node is not None
+        ):
+            return False
+        return self._in_process_use(construction)
+
+    def _in_process_use(self, construction: ast.Call) -> bool:
+        parent = self.parent(construction)
+        if self._iterated_in_process(construction):
+            return True
+        if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
+            return False
+        target = parent.targets[0]
+        if not isinstance(target, ast.Name):
+            return False
+        scope = self.scope_of(parent)
+        uses = [
+            n
+            for n in self.nodes_of(ast.Name)
+            if n.id == target.id and isinstance(n.ctx, ast.Load) and self.scope_of(n) is scope
+        ]
+        return bool(uses) and all(self._iterated_in_process(use) or self._inspected(use) for use in uses)
+
+    def _iterated_in_process(self, node: ast.expr) -> bool:
+        """`for x in node`, `for x in tqdm(node)` / `enumerate(node)`, `iter(node)`, `list(node)`."""
+        current: ast.AST = node
+        parent = self.parent(current)
+        while isinstance(parent, ast.Call) and current in parent.args and isinstance(parent.func, ast.Name):
+            if parent.func.id not in _IN_PROCESS_WRAPPERS:
+                return False
+            current, parent = parent, self.parent(parent)
+            if current is not node and cast_name(current) in {"iter", "list", "next", "sorted"}:
+                return True
+        return isinstance(parent, ast.For | ast.AsyncFor | ast.comprehension) and parent.iter is current
+
+    def _inspected(self, name: ast.Name) -> bool:
+        """`len(ds)`, `ds[i]`, `ds.attr`, `print(ds)`: the object stays in this process."""
+        parent = self.parent(name)
+        if isinstance(parent, ast.Subscript) and parent.value is name:
+            return True
+        if isinstance(parent, ast.Attribute) and parent.value is name:
+            # `ds.method(...)` runs here; `ds.inner` may be handed to a loader, so it does not count.
+            call = self.parent(parent)
+            return isinstance(call, ast.Call) and call.func is parent
+        return (
+            isinstance(parent, ast.Call)
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id in {"len", "print", "repr", "str", "type", "isinstance"}
+        )
 
     @property
     def has_data_code(self) -> bool:
@@ -732,6 +827,19 @@ class Module:
             message = f"`{worker.reason}` runs in workers: the Dataset `{link.name}` holds it"
             found.append(Related(link.path, link.line, message))
         return tuple(found)
+
+    def inherited_method_names(self, info: ClassInfo) -> frozenset[str]:
+        """Methods `info` defines or inherits, from in-file bases and project bases in other files."""
+        names: set[str] = set()
+        for candidate in (info, *self.base_classes(info)):
+            names.update(candidate.methods)
+            if self.project is None or self.source_root is None:
+                continue
+            for base in candidate.bases:
+                expr = base.value if isinstance(base, ast.Subscript) else base
+                if self.resolve_class(expr) is None and (qualified := self.absolute_qualname(expr)):
+                    names |= self.project.method_names(qualified, self.source_root)
+        return frozenset(names)
 
     def subclassed_elsewhere(self, info: ClassInfo) -> bool:
         """Whether a class in another linted file of the project derives from `info`."""
@@ -1005,6 +1113,15 @@ _NEVER_NONE = (
     ast.Lambda,
     ast.JoinedStr,
 )
+
+
+# Calls that iterate their argument in the calling process (a progress bar, an index, a copy).
+_IN_PROCESS_WRAPPERS = frozenset({"tqdm", "enumerate", "iter", "list", "next", "sorted", "zip", "track"})
+
+
+def cast_name(node: ast.AST) -> str | None:
+    """`f` for a call `f(...)` of a plain name, else None."""
+    return node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else None
 
 
 def parse_noqa(line: str) -> Noqa | None:

@@ -38,7 +38,7 @@ from datalint.lint.module import canonical
 DatasetKind = Literal["map", "iterable"]
 
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
-SUMMARY_FORMAT = 1  # bumped when FileSummary's fields change: old cache entries are then ignored
+SUMMARY_FORMAT = 2  # bumped when FileSummary's fields change: old cache entries are then ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 
 # torch's own bases: the map-style and iterable Dataset classes, by their public names.
@@ -240,6 +240,7 @@ def summarize(tree: ast.Module, module: str, is_package: bool) -> FileSummary:
                 else:
                     head = alias.name.partition(".")[0]
                     imports[head] = head
+                    imports[alias.name] = alias.name  # a dotted key: never a local name, but imported
         elif isinstance(statement, ast.ImportFrom):
             source = absolute_module(module, is_package, statement.level, statement.module)
             if source is None:
@@ -300,24 +301,43 @@ def absolute_module(module: str, is_package: bool, level: int, name: str | None)
     return ".".join(base)
 
 
+# Methods a DataLoader worker calls on a Dataset; what they call on `self` runs there too.
+SAMPLE_METHODS: tuple[str, ...] = ("__getitem__", "__getitems__", "__iter__", "__next__")
+
+
 def _class_summary(node: ast.ClassDef, qualify: Any) -> ClassSummary:
     methods = [item for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)]
     holds: dict[str, str] = {}
-    calls_on: set[tuple[str, str]] = set()
+    own_calls: dict[str, set[str]] = {}  # method -> methods of self it calls
+    attr_calls: dict[str, set[tuple[str, str]]] = {}  # method -> (attr, method) called on self.attr
     for method in methods:
+        own = own_calls.setdefault(method.name, set())
+        on = attr_calls.setdefault(method.name, set())
         for sub in ast.walk(method):
             if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
                 callee = qualify(sub.value.func)
                 if callee:
                     for target in sub.targets:
-                        if _is_self_attr(target):
-                            holds[target.attr] = callee  # type: ignore[attr-defined]
+                        if isinstance(target, ast.Attribute) and _is_self_attr(target):
+                            holds[target.attr] = callee
             elif isinstance(sub, ast.Call):
                 func = sub.func
-                if _is_self_attr(func):
-                    calls_on.add((func.attr, "__call__"))  # type: ignore[attr-defined]
-                elif isinstance(func, ast.Attribute) and _is_self_attr(func.value):
-                    calls_on.add((func.value.attr, func.attr))  # type: ignore[attr-defined]
+                if isinstance(func, ast.Attribute) and _is_self_attr(func):
+                    own.add(func.attr)
+                    on.add((func.attr, "__call__"))
+                elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute):
+                    if _is_self_attr(func.value):
+                        on.add((func.value.attr, func.attr))
+    # Only calls made from the sample methods (and what they call on self) run in workers.
+    reached: set[str] = set()
+    pending = [name for name in SAMPLE_METHODS if name in own_calls]
+    while pending:
+        name = pending.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        pending.extend(callee for callee in own_calls.get(name, ()) if callee in own_calls)
+    calls_on = {pair for name in reached for pair in attr_calls.get(name, ())}
     return ClassSummary(
         node.name,
         node.lineno,
@@ -430,6 +450,9 @@ class Project:
     _held: dict[str, WorkerHeld] = field(default_factory=dict, repr=False)
     # Project classes that a class of a linted file derives from (abstract bases are not pitfalls).
     subclassed: set[str] = field(default_factory=set, repr=False)
+    # Everything the linted files import (qualified names and modules): a class or module not in
+    # it is used by no other linted file.
+    imported: set[str] = field(default_factory=set, repr=False)
 
     @classmethod
     def for_paths(cls, paths: Iterable[Path | str], cache_dir: Path | None = None) -> Project:
@@ -569,6 +592,17 @@ class Project:
         self._facts[key] = result
         return result
 
+    def method_names(self, qualname: str, importer_root: Path, depth: int = 0) -> frozenset[str]:
+        """Methods a project class defines or inherits from other project classes (unknown: none)."""
+        ref = self.find_class(qualname, importer_root) if depth <= _MAX_DEPTH else None
+        if ref is None:
+            return frozenset()
+        names = set(ref.summary.methods)
+        for base in ref.summary.bases:
+            if base:
+                names |= self.method_names(base, ref.source_root, depth + 1)
+        return frozenset(names)
+
     # -- classes held by datasets of other files
 
     def note_dataset_holdings(self, path: Path, dataset_classes: Iterable[str]) -> None:
@@ -599,10 +633,14 @@ class Project:
                 )
 
     def note_subclasses(self, path: Path) -> None:
-        """Record the project classes that the classes of `path` derive from."""
+        """Record the project classes that the classes of `path` derive from, and what it imports."""
         summary = self.summary_of(path)
         if summary is None:
             return
+        for target in summary.imports.values():
+            self.imported.add(target)
+            self.imported.add(target.rpartition(".")[0])  # `from pkg.mod import X`: pkg.mod is used
+        self.imported.update(summary.star_imports)
         _module, root, _package = module_name(path)
         for info in summary.classes.values():
             for base in info.bases:

@@ -63,9 +63,15 @@ def _assignments_in(method: FunctionDef, statement: ast.AST) -> Iterator[SelfAss
                 value = statement.value if len(statement.targets) == 1 else None
                 yield SelfAssignment(method, statement, target.attr, value)
             elif isinstance(target, ast.Tuple | ast.List):
-                for element in target.elts:
+                # `self.a, self.b = a, b`: each element gets its own value when the shapes match.
+                values = statement.value.elts if isinstance(statement.value, ast.Tuple | ast.List) else None
+                paired = (
+                    values is not None and len(values) == len(target.elts) and len(statement.targets) == 1
+                )
+                for index, element in enumerate(target.elts):
                     if isinstance(element, ast.Attribute) and is_self_attribute(element):
-                        yield SelfAssignment(method, statement, element.attr, None)
+                        value = values[index] if paired and values is not None else None
+                        yield SelfAssignment(method, statement, element.attr, value)
     elif isinstance(statement, ast.AnnAssign | ast.AugAssign) and is_self_attribute(statement.target):
         assert isinstance(statement.target, ast.Attribute)
         value = statement.value if isinstance(statement, ast.AnnAssign) else None

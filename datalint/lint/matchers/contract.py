@@ -268,6 +268,8 @@ def _default_collate(module: Module, info: ClassInfo, collate_names: Sequence[st
     loaders = loaders_of(module, info)
     if loaders:
         return any(loader.effective("collate_fn") is None for loader in loaders)
+    if any(name in collate_names or "collat" in name for name in module.inherited_method_names(info)):
+        return False  # the dataset brings its own collater (`dataset.collater`), maybe from a base elsewhere
     if any(f.name in collate_names or "collate" in f.name for f in module.functions):
         return False
     return not any(k.arg in {"collate_fn", None} for call in module.calls for k in call.keywords)

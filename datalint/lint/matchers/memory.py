@@ -186,12 +186,10 @@ def _container_kind(
         inner = _container_kind(module, info, function, value.value, builders, depth + 1)
         return "container" if inner and not inner.startswith("?") else None
     if isinstance(value, ast.Name):
-        bound = module.binding(value)
-        return (
-            _container_kind(module, info, function, bound, builders, depth + 1)
-            if isinstance(bound, ast.expr)
-            else None
-        )
+        # Every assignment of the name in its scope (if/else branches): all the same kind, or unknown.
+        values = module.assigned_values(value)
+        kinds = [_container_kind(module, info, function, v, builders, depth + 1) for v in values]
+        return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
     if isinstance(value, ast.Call):
         return _call_kind(module, info, function, value, builders, depth)
     return None
@@ -206,6 +204,8 @@ def _call_kind(
             # `list()`, `OrderedDict()`: empty, like `[]`; what fills it, and where, decides.
             return _filled_in_parent(module, info, function, call)
         kind = _kind_of(qualified)
+        if qualified == "list":
+            return kind  # `list(anything)` holds Python objects, whatever they are
         if qualified in builders.calls or _fresh_objects(
             module, info, function, call.args[0], builders, depth
         ):
@@ -664,16 +664,20 @@ def batches_kept_alive(
     sharing_methods: Sequence[str] = (),
     sharing_calls: Sequence[str] = (),
     append_methods: Sequence[str] = (),
-    loader_parameter_names: Sequence[str] = (),
     file_system_strategy: Sequence[str] = (),
 ) -> Iterator[Match]:
-    """Inside `for batch in loader:`, `kept.append(batch ...)` into a list that outlives the loop."""
+    """Inside `for batch in loader:`, `kept.append(batch ...)` into a list that outlives the loop.
+
+    Only a loop over a DataLoader the file builds, one that may use workers, counts: a loader
+    known only by a parameter's name is unknown (it may have no workers, or not be a loader at
+    all), and unknown is silent.
+    """
     if not module.has_data_code or _uses_file_system_strategy(module, file_system_strategy):
         return
     sharing = Sharing(frozenset(sharing_methods), frozenset(sharing_calls), frozenset(append_methods))
     for loop in module.nodes_of(ast.For, ast.AsyncFor):
         iterable, indexed = unwrap_iterable(module, loop.iter)
-        if not _may_be_worker_loader(module, iterable, loader_parameter_names):
+        if not _may_be_worker_loader(module, iterable):
             continue
         target = loop.target
         if indexed and isinstance(target, ast.Tuple) and len(target.elts) == 2:
@@ -688,25 +692,12 @@ def _uses_file_system_strategy(module: Module, calls: Sequence[str]) -> bool:
     )
 
 
-def _may_be_worker_loader(module: Module, iterable: ast.expr, parameter_names: Sequence[str]) -> bool:
+def _may_be_worker_loader(module: Module, iterable: ast.expr) -> bool:
     resolved = module.resolve(iterable)
     for loader in module.loader_calls:
         if loader.node is resolved:
             return loader.may_use_workers()
-    if isinstance(iterable, ast.Name) and module.binding(iterable) is None:
-        # A parameter (or another opaque binding) named like a loader: it most likely is one.
-        return iterable.id in parameter_names and _is_parameter(module, iterable)
-    if isinstance(iterable, ast.Attribute) and is_self_attribute(iterable):
-        return iterable.attr in parameter_names
     return False
-
-
-def _is_parameter(module: Module, name: ast.Name) -> bool:
-    function = module.enclosing_function(name)
-    if function is None:
-        return False
-    args = function.args
-    return name.id in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
 
 
 def _kept_batches(

@@ -244,7 +244,7 @@ def _constructor_arguments(
         if isinstance(dataset, ast.Call) and module.resolve_class(dataset.func) is None:
             calls.setdefault(id(dataset), (dataset, None))
     for call, info in calls.values():
-        if _read_only_without_workers(module, call):
+        if _read_only_without_workers(module, call) or module.constructed_for_this_process(call):
             continue
         init = module.method(info, "__init__") if info is not None else None
         for argument in _kept_arguments(module, call, init, stored_keywords, storing_calls):
