@@ -567,6 +567,13 @@ def _plain_map_style(module: Module, info: ClassInfo, map_style_bases: Sequence[
 
 
 def _abstract(module: Module, info: ClassInfo) -> bool:
+    """Declared abstract, or shaped like a base: no state of its own (no `__init__` anywhere in
+    its in-file ancestry) and never built in this file, so its subclasses, maybe in other files,
+    complete it."""
+    if module.method(info, "__init__") is None and not any(
+        module.resolve_class(call.func) is info for call in module.calls
+    ):
+        return True
     for owner in (info, *module.base_classes(info)):
         for keyword in owner.node.keywords:
             if keyword.arg == "metaclass":
