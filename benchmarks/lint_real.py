@@ -76,7 +76,14 @@ def read_verdicts(path: Path = VERDICTS) -> list[Verdict]:
     with path.open(newline="", encoding="utf-8") as handle:
         return [
             Verdict(
-                r["repo"], r["commit"], r["path"], int(r["line"]), r["code"], r["verdict"], r["scope"], r["reason"]
+                r["repo"],
+                r["commit"],
+                r["path"],
+                int(r["line"]),
+                r["code"],
+                r["verdict"],
+                r["scope"],
+                r["reason"],
             )
             for r in csv.DictReader(handle)
         ]
@@ -147,8 +154,10 @@ def print_tables(runs: list[RepoRun], per_rule: dict[str, Counter[str]]) -> None
     for run in runs:
         print(f"| {run.repo} | {run.commit[:10]} | {run.files:,} | {len(run.findings)} | {run.seconds:.1f} |")
     print()
-    print("| rule | true | false | precision | missed in-file | recall in-file | missed cross-file "
-          "| recall cross-file | unjudged | gone |")
+    print(
+        "| rule | true | false | precision | missed in-file | recall in-file | missed cross-file "
+        "| recall cross-file | unjudged | gone |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     total: Counter[str] = Counter()
     for code in sorted(per_rule):
@@ -186,7 +195,9 @@ def print_unjudged(tree: Path, run: RepoRun, verdicts: list[Verdict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--ext", type=Path, default=Path("/work/ext"), help="folder holding the checkouts")
     parser.add_argument("--repo", action="append", help="only this repository (repeatable)")
     parser.add_argument("--jobs", type=int, default=1)

@@ -20,7 +20,7 @@ from datalint.config import DEFAULT_EXCLUDES, Config
 from datalint.errors import DatalintError, UsageError
 from datalint.lint.catalog import Catalog, Matcher, Rule, load_catalog
 from datalint.lint.module import Match, Module, Related, parse_noqa
-from datalint.lint.project import Project, default_cache_dir, module_name
+from datalint.lint.project import Project, default_cache_dir
 
 PARSE_ERROR_CODE = "DL000"
 
@@ -95,6 +95,9 @@ class Linter:
             text = source
         try:
             module = Module.parse(text, path, self.config.start_method, self.project)
+            if self.project is not None and path != "<string>" and os.path.isfile(path):
+                raw = source if isinstance(source, bytes) else text.encode("utf-8")
+                self.project.learn(Path(path), raw, module.tree)  # the same tree: parsed once
         except SyntaxError as exc:
             reason = f"syntax error: {exc.msg}"
             return self._unparsable(rules, path, text, reason, exc.lineno or 1, exc.offset or 1)
@@ -291,7 +294,7 @@ def lint_paths(
     *,
     project: Project | None = None,
     jobs: int = 1,
-    cache_dir: Path | None | Literal["default"] = "default",
+    cache_dir: Path | Literal["default"] | None = "default",
 ) -> LintReport:
     """Lint files and folders as one project. Per-file isolation: one file's failure never stops the others.
 
@@ -304,14 +307,39 @@ def lint_paths(
     if project is None:
         folder = default_cache_dir() if cache_dir == "default" else cache_dir
         project = Project.for_paths(paths or ["."], folder)
-    note_holdings(project, files_to_lint)
     if jobs > 1 and len(files_to_lint) > 1:
         from datalint.lint.parallel import lint_in_processes
 
+        note_holdings(project, files_to_lint)  # every worker starts knowing the whole project
         findings, errors = lint_in_processes(files_to_lint, config, catalog, project, jobs)
     else:
-        findings, errors = _lint_serially(Linter(config, catalog, project), files_to_lint)
+        findings, errors = _lint_in_one_pass(Linter(config, catalog, project), files_to_lint)
     return LintReport(tuple(sorted(findings)), len(files_to_lint), tuple(errors))
+
+
+def _lint_in_one_pass(linter: Linter, paths: Sequence[Path]) -> tuple[list[Finding], list[FileError]]:
+    """Each file parsed once: its summary comes from the tree its rules read.
+
+    A file's rules may ask what later files will tell (a subclass elsewhere, a Dataset holding
+    one of its classes); the project records those answers, and a file whose answers changed by
+    the end is linted again (few are: only files whose classes other files extend or hold).
+    """
+    project = linter.project
+    results: dict[Path, tuple[list[Finding], list[FileError], list[Any]]] = {}
+    for path in paths:
+        if project is not None:
+            project.start_log()
+        found, failed = _lint_serially(linter, [path])
+        log = project.stop_log() if project is not None else []
+        results[path] = (found, failed, log)
+    findings: list[Finding] = []
+    errors: list[FileError] = []
+    for path, (found, failed, log) in results.items():
+        if project is not None and log and not project.still_true(log):
+            found, failed = _lint_serially(linter, [path])
+        findings.extend(found)
+        errors.extend(failed)
+    return findings, errors
 
 
 def _lint_serially(linter: Linter, paths: Sequence[Path]) -> tuple[list[Finding], list[FileError]]:
@@ -327,26 +355,12 @@ def _lint_serially(linter: Linter, paths: Sequence[Path]) -> tuple[list[Finding]
 
 
 def note_holdings(project: Project, paths: Sequence[Path]) -> None:
-    """Tell the project which classes the Datasets of the linted files hold (readers, transforms)."""
+    """Tell the project what every linted file says about the others, before any is linted."""
     for path in paths:
         try:
-            summary = project.summary_of(path)
+            project.learn(path)
         except Exception:  # isolation boundary: per file (the file itself is reported when linted)
             continue
-        if summary is None:
-            continue
-        project.note_subclasses(path)
-        if not summary.classes:
-            continue
-        _module, root, _package = module_name(path)
-        prefix = f"{summary.module}." if summary.module else ""
-        datasets = [
-            name
-            for name, info in summary.classes.items()
-            if info.holds and project.dataset_fact(prefix + name, root) is not None
-        ]
-        if datasets:
-            project.note_dataset_holdings(path, datasets)
 
 
 def display_path(path: Path) -> str:

@@ -695,18 +695,14 @@ class Module:
         assert self.project is not None
         if not self.module_name:
             return True  # not importable: other files may reach it in ways not followed
-        imported = self.project.imported
-        qualified = self.qualified_prefix + info.name
-        return qualified in imported or self.module_name in imported
+        return self.project.is_imported(self.qualified_prefix + info.name, self.module_name)
 
     def constructed_for_this_process(self, construction: ast.Call) -> bool:
         """No loader reads this constructed object: it is only iterated, indexed or measured here."""
-        if any(
-            self.resolve(loader.arg("dataset").node) is construction
-            for loader in self.loader_calls
-            if loader.arg("dataset").node is not None
-        ):
-            return False
+        for loader in self.loader_calls:
+            node = loader.arg("dataset").node
+            if node is not None and self.resolve(node) is construction:
+                return False
         return self._in_process_use(construction)
 
     def _in_process_use(self, construction: ast.Call) -> bool:
@@ -845,7 +841,7 @@ class Module:
         """Whether a class in another linted file of the project derives from `info`."""
         if self.project is None or not self.module_name or self.enclosing_class(info.node) is not None:
             return False
-        return self.qualified_prefix + info.name in self.project.subclassed
+        return self.project.is_subclassed(self.qualified_prefix + info.name)
 
     @property
     def qualified_prefix(self) -> str:

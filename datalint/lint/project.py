@@ -325,9 +325,12 @@ def _class_summary(node: ast.ClassDef, qualify: Any) -> ClassSummary:
                 if isinstance(func, ast.Attribute) and _is_self_attr(func):
                     own.add(func.attr)
                     on.add((func.attr, "__call__"))
-                elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute):
-                    if _is_self_attr(func.value):
-                        on.add((func.value.attr, func.attr))
+                elif (
+                    isinstance(func, ast.Attribute)
+                    and isinstance(func.value, ast.Attribute)
+                    and _is_self_attr(func.value)
+                ):
+                    on.add((func.value.attr, func.attr))
     # Only calls made from the sample methods (and what they call on self) run in workers.
     reached: set[str] = set()
     pending = [name for name in SAMPLE_METHODS if name in own_calls]
@@ -453,6 +456,8 @@ class Project:
     # Everything the linted files import (qualified names and modules): a class or module not in
     # it is used by no other linted file.
     imported: set[str] = field(default_factory=set, repr=False)
+    _learnt: set[Path] = field(default_factory=set, repr=False)
+    _log: list[tuple[tuple[str, ...], Any]] | None = field(default=None, repr=False)
 
     @classmethod
     def for_paths(cls, paths: Iterable[Path | str], cache_dir: Path | None = None) -> Project:
@@ -649,7 +654,64 @@ class Project:
                     self.subclassed.add(ref.qualname)
 
     def held_by_dataset(self, qualname: str) -> WorkerHeld | None:
-        return self._held.get(qualname)
+        return self._logged(("held", qualname), self._held.get(qualname))
+
+    def is_subclassed(self, qualname: str) -> bool:
+        return self._logged(("subclassed", qualname), qualname in self.subclassed)
+
+    def is_imported(self, qualname: str, module: str) -> bool:
+        answer = qualname in self.imported or module in self.imported
+        return self._logged(("imported", qualname, module), answer)
+
+    # -- one pass over many files: facts learnt as files are read, answers checked at the end
+
+    def learn(self, path: Path, data: bytes | None = None, tree: ast.Module | None = None) -> None:
+        """Add what `path` tells about other files (what it subclasses, imports and holds)."""
+        if path.resolve() in self._learnt:
+            return
+        self._learnt.add(path.resolve())
+        summary = self.summary_of(path, data, tree)
+        if summary is None:
+            return
+        self.note_subclasses(path)
+        if not summary.classes:
+            return
+        _module, root, _package = module_name(path)
+        prefix = f"{summary.module}." if summary.module else ""
+        datasets = [
+            name
+            for name, info in summary.classes.items()
+            if info.holds and self.dataset_fact(prefix + name, root) is not None
+        ]
+        if datasets:
+            self.note_dataset_holdings(path, datasets)
+
+    def start_log(self) -> None:
+        """Record the cross-file answers the next file's rules rely on."""
+        self._log = []
+
+    def stop_log(self) -> list[tuple[tuple[str, ...], Any]]:
+        log, self._log = self._log or [], None
+        return log
+
+    def still_true(self, log: list[tuple[tuple[str, ...], Any]]) -> bool:
+        """Whether every recorded answer is still what the project says now (else lint again)."""
+        for question, answer in log:
+            kind = question[0]
+            if kind == "held":
+                now: Any = self._held.get(question[1])
+            elif kind == "subclassed":
+                now = question[1] in self.subclassed
+            else:
+                now = question[1] in self.imported or question[2] in self.imported
+            if now != answer:
+                return False
+        return True
+
+    def _logged(self, question: tuple[str, ...], answer: Any) -> Any:
+        if self._log is not None:
+            self._log.append((question, answer))
+        return answer
 
 
 def summaries_of(project: Project, paths: Iterable[Path]) -> dict[Path, FileSummary]:

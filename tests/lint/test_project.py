@@ -164,7 +164,8 @@ def test_a_changed_base_in_another_file_changes_what_its_subclasses_are(tmp_path
     project, cache = copy_project(tmp_path), tmp_path / "cache"
     assert "DL201" in codes_in(lint_project(project, cache), "sets.py")
     base = project / "shapes" / "data" / "base.py"
-    base.write_text(base.read_text(encoding="utf-8").replace("class BaseDataset(Dataset):", "class BaseDataset:"))
+    text = base.read_text(encoding="utf-8")
+    base.write_text(text.replace("class BaseDataset(Dataset):", "class BaseDataset:"), encoding="utf-8")
     after = codes_in(lint_project(project, cache), "sets.py")
     assert "DL201" not in after and "DL505" not in after  # no longer Datasets
     assert "DL501" in after  # the stream still derives from IterableDataset
@@ -177,7 +178,9 @@ def test_a_deleted_base_file_makes_its_subclasses_unknown(tmp_path: Path) -> Non
     assert codes_in(lint_project(project, cache), "sets.py") == []
 
 
-def test_a_new_datalint_version_does_not_read_old_summaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_new_datalint_version_does_not_read_old_summaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project, cache = copy_project(tmp_path), tmp_path / "cache"
     lint_project(project, cache)
     before = {p.name for p in cache.rglob("*.json")}
