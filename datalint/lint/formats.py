@@ -45,11 +45,18 @@ def format_json(findings: Sequence[Finding], rules: Sequence[Rule]) -> str:
             "end_line": f.end_line,
             "end_column": f.end_column,
             "message": f.message,
-            "related": [{"path": r.path, "line": r.line, "message": r.message} for r in f.related],
+            **_json_related(f),
         }
         for f in findings
     ]
     return json.dumps(rows, indent=2) + "\n"
+
+
+def _json_related(finding: Finding) -> dict[str, Any]:
+    """`related`: the other files a finding rests on; the key is left out when there are none."""
+    if not finding.related:
+        return {}
+    return {"related": [{"path": r.path, "line": r.line, "message": r.message} for r in finding.related]}
 
 
 def format_github(findings: Sequence[Finding], rules: Sequence[Rule]) -> str:
