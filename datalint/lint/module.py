@@ -740,9 +740,11 @@ class Module:
         if isinstance(parent, ast.Subscript) and parent.value is name:
             return True
         if isinstance(parent, ast.Attribute) and parent.value is name:
-            # `ds.method(...)` runs here; `ds.inner` may be handed to a loader, so it does not count.
-            call = self.parent(parent)
-            return isinstance(call, ast.Call) and call.func is parent
+            # `ds.method(...)` and `ds.size == 3` stay here; `f(ds.inner)` hands a part on.
+            above = self.parent(parent)
+            if isinstance(above, ast.keyword):
+                return False
+            return not (isinstance(above, ast.Call) and above.func is not parent)
         return (
             isinstance(parent, ast.Call)
             and isinstance(parent.func, ast.Name)
