@@ -104,8 +104,11 @@ class Linter:
         except (ValueError, RecursionError, MemoryError) as exc:
             # NUL bytes (ValueError before 3.12) or nesting too deep for the parser.
             return self._unparsable(rules, path, text, f"cannot parse: {exc or type(exc).__name__}", 1, 1)
-        findings = [f for active in rules for f in self._run(active, module)]
-        return sorted(findings)
+        # One place, one rule, one message, once: a base class's method reached through three
+        # subclasses is one pitfall, not three.
+        found = (f for active in rules for f in self._run(active, module))
+        unique = {(f.line, f.column, f.code, f.message): f for f in found}
+        return sorted(unique.values())
 
     def check_file(self, path: Path, shown_as: str | None = None) -> list[Finding]:
         name = shown_as or str(path)

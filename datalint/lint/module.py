@@ -859,6 +859,7 @@ class Module:
         # Only a call whose last name could be a DataLoader is resolved: the cheap test first.
         names = {"DataLoader", *(c.name for c in self.loader_classes)}
         names.update(local for local, target in self.imports.items() if canonical(target) in LOADER_CLASSES)
+        names.update(self._chosen_loader_names(names))
         found = []
         for call in self.calls:
             func = call.func
@@ -875,10 +876,43 @@ class Module:
                     found.append(loader)
         return tuple(found)
 
+    def _chosen_loader_names(self, loader_names: set[str]) -> set[str]:
+        """Names bound to a conditional choice of loader classes (`DataLoader if x else Infinite`)."""
+        chosen: set[str] = set()
+        for assign in self.nodes_of(ast.Assign):
+            value = assign.value
+            if isinstance(value, ast.IfExp) and all(
+                _last_name(branch) in loader_names for branch in (value.body, value.orelse)
+            ):
+                chosen.update(t.id for t in assign.targets if isinstance(t, ast.Name))
+        return chosen
+
+    def _loader_class_choice(self, call: ast.Call) -> bool | None:
+        """For `cls(...)` with `cls = A if x else B`, both loader classes: whether both take
+        DataLoader's own signature (True), not (False); None when it is no such choice."""
+        if not isinstance(call.func, ast.Name):
+            return None
+        chosen = self.resolve(call.func)
+        if not isinstance(chosen, ast.IfExp):
+            return None
+        known = []
+        for branch in (chosen.body, chosen.orelse):
+            if self.qualname(branch) in LOADER_CLASSES:
+                known.append(True)
+                continue
+            local = self.resolve_class(branch)
+            if local is None or not any(local.node is c.node for c in self.loader_classes):
+                return None
+            known.append(self.method(local, "__init__") is None)
+        return all(known)
+
     def _as_loader_call(self, call: ast.Call) -> LoaderCall | None:
         qualified = self.qualname(call.func)
         if qualified in LOADER_CLASSES:
             return LoaderCall(call, qualified, self._loader_args(call, True), True)
+        choice = self._loader_class_choice(call)
+        if choice is not None:
+            return LoaderCall(call, self.segment(call.func), self._loader_args(call, choice), choice)
         if not self.loader_classes:
             return None
         local = self.resolve_class(call.func)
@@ -1219,6 +1253,12 @@ def _class_info(node: ast.ClassDef) -> ClassInfo:
         item.name: item for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
     }
     return ClassInfo(node, node.name, tuple(node.bases), methods)
+
+
+def _last_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
 
 
 def _is_main_guard(test: ast.expr) -> bool:
