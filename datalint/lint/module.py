@@ -839,6 +839,16 @@ class Module:
                     names |= self.project.method_names(qualified, self.source_root)
         return frozenset(names)
 
+    def unpicklable_return(self, call: ast.Call) -> tuple[Link, str] | None:
+        """For `factory()` of a function in another project file: where it is, and the unpicklable
+        callable it returns ("a lambda", "the nested function `f`"); None when unknown or fine."""
+        if self.project is None or self.source_root is None:
+            return None
+        qualified = self.absolute_qualname(call.func)
+        if qualified is None or (qualified.startswith(self.qualified_prefix) and self.module_name):
+            return None  # unknown, or defined in this file (the file's own analysis covers it)
+        return self.project.unpicklable_return(qualified, self.source_root)
+
     def subclassed_elsewhere(self, info: ClassInfo) -> bool:
         """Whether a class in another linted file of the project derives from `info`."""
         if self.project is None or not self.module_name or self.enclosing_class(info.node) is not None:

@@ -38,7 +38,7 @@ from datalint.lint.module import canonical
 DatasetKind = Literal["map", "iterable"]
 
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
-SUMMARY_FORMAT = 2  # bumped when FileSummary's fields change: old cache entries are then ignored
+SUMMARY_FORMAT = 3  # bumped when FileSummary's fields change: old cache entries are then ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 
 # torch's own bases: the map-style and iterable Dataset classes, by their public names.
@@ -82,6 +82,8 @@ class FileSummary:
     star_imports: tuple[str, ...]  # modules `from m import *` pulls names from
     classes: Mapping[str, ClassSummary]
     aliases: Mapping[str, str]  # module-level `Name = other.Name` -> qualified "other.Name"
+    # Top-level functions that return something pickle cannot send: name -> (line, what it is).
+    unpicklable_returns: Mapping[str, tuple[int, str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -90,6 +92,7 @@ class FileSummary:
             "imports": dict(self.imports),
             "star_imports": list(self.star_imports),
             "aliases": dict(self.aliases),
+            "unpicklable_returns": {k: list(v) for k, v in self.unpicklable_returns.items()},
             "classes": [
                 [
                     c.name,
@@ -123,6 +126,7 @@ class FileSummary:
             tuple(data["star_imports"]),
             classes,
             dict(data["aliases"]),
+            {k: (int(v[0]), str(v[1])) for k, v in data.get("unpicklable_returns", {}).items()},
         )
 
 
@@ -253,6 +257,12 @@ def summarize(tree: ast.Module, module: str, is_package: bool) -> FileSummary:
         elif isinstance(statement, ast.ClassDef):
             class_nodes.append(statement)
     local_classes = {node.name for node in class_nodes}
+    unpicklable: dict[str, tuple[int, str]] = {}
+    for statement in _top_level(tree.body):
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+            what = _returns_unpicklable(statement)
+            if what:
+                unpicklable[statement.name] = (statement.lineno, what)
 
     def qualify(expr: ast.AST) -> str:
         if isinstance(expr, ast.Subscript):
@@ -283,7 +293,42 @@ def summarize(tree: ast.Module, module: str, is_package: bool) -> FileSummary:
             continue
         seen.add(node.name)
         classes[node.name] = summary
-    return FileSummary(module, is_package, imports, tuple(stars), classes, aliases)
+    return FileSummary(module, is_package, imports, tuple(stars), classes, aliases, unpicklable)
+
+
+def _returns_unpicklable(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """"a lambda" / "the nested function `f`" when the function returns one (maybe inside a
+    constructor call such as `Compose([..., Lambda(lambda x: x)])`), else ""."""
+    nested = {
+        node.name: node
+        for node in ast.walk(function)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node is not function
+    }
+    local: dict[str, ast.expr] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            local[node.targets[0].id] = node.value
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        value = node.value
+        if isinstance(value, ast.Name) and value.id in local:
+            value = local[value.id]
+        if isinstance(value, ast.Lambda):
+            return "a lambda"
+        if isinstance(value, ast.Name) and value.id in nested:
+            return f"the nested function `{value.id}`"
+        if isinstance(value, ast.Call) and _capwords(value.func):
+            for part in ast.walk(value):
+                if isinstance(part, ast.Lambda):
+                    return "a lambda"
+    return ""
+
+
+def _capwords(func: ast.AST) -> bool:
+    name = _dotted(func) or ""
+    last = name.rpartition(".")[2]
+    return bool(last) and last[0].isupper() and not last.isupper()
 
 
 def absolute_module(module: str, is_package: bool, level: int, name: str | None) -> str | None:
@@ -562,6 +607,28 @@ class Project:
             found = self.find_class(f"{star}.{name}{tail}", root, depth + 1)
             if found is not None:
                 return found
+        return None
+
+    def unpicklable_return(
+        self, qualname: str, importer_root: Path, depth: int = 0
+    ) -> tuple[Link, str] | None:
+        """(where, what) when the project function `qualname` returns an unpicklable callable."""
+        parts = qualname.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module, name = ".".join(parts[:cut]), parts[cut]
+            path = self.file_of(module, importer_root)
+            if path is None:
+                continue
+            summary = self.summary_of(path)
+            if summary is None or cut != len(parts) - 1:
+                return None
+            if name in summary.unpicklable_returns:
+                line, what = summary.unpicklable_returns[name]
+                return Link(name, str(path), line), what
+            target = summary.imports.get(name) or summary.aliases.get(name)
+            if target and depth < _MAX_DEPTH and target != f"{summary.module}.{name}":
+                return self.unpicklable_return(target, module_name(path)[1], depth + 1)
+            return None
         return None
 
     def dataset_fact(self, qualname: str, importer_root: Path) -> DatasetFact | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from datalint.lint.matchers.common import dotted
@@ -27,8 +28,10 @@ from datalint.lint.module import (
     LoaderCall,
     Match,
     Module,
+    Related,
     self_attribute_writes,
 )
+from datalint.lint.project import Link
 
 FunctionDefs = (ast.FunctionDef, ast.AsyncFunctionDef)
 # Methods through which a class decides itself what pickling keeps.
@@ -134,6 +137,8 @@ def stored_leaves(
         yield from stored_leaves(module, expr.value, storing_calls, depth + 1)
     elif isinstance(expr, ast.Call) and pickles_by_value(module, expr):
         return  # a wrapper such as cloudpickle's sends what it holds by value
+    elif isinstance(expr, ast.Call) and module.unpicklable_return(expr) is not None:
+        yield expr  # a factory in another file that returns a lambda or a closure
     elif isinstance(expr, ast.Call) and (
         module.qualname(expr.func) in storing_calls or looks_like_class(module, expr)
     ):
@@ -146,10 +151,31 @@ def stored_unpicklable(module: Module, expr: ast.expr, storing_calls: Sequence[s
     for leaf in stored_leaves(module, expr, storing_calls):
         if isinstance(leaf, ast.Lambda):
             return "a lambda"
+        if isinstance(leaf, ast.Call) and (made := module.unpicklable_return(leaf)) is not None:
+            link, what = made
+            return f"{what} that `{link.name}()` returns ({display(link)})"
         resolved = module.resolve(leaf)
         if isinstance(resolved, FunctionDefs) and is_nested(module, resolved):
             return f"the nested function `{resolved.name}`"
     return ""
+
+
+def factory_places(module: Module, expr: ast.expr, storing_calls: Sequence[str]) -> tuple[Related, ...]:
+    """The functions in other files whose unpicklable return value `expr` stores (related places)."""
+    places = []
+    for leaf in stored_leaves(module, expr, storing_calls):
+        if isinstance(leaf, ast.Call) and (made := module.unpicklable_return(leaf)) is not None:
+            link, what = made
+            places.append(Related(link.path, link.line, f"`{link.name}()` returns {what}"))
+    return tuple(places)
+
+
+def display(link: Link) -> str:
+    """`path:line` of a place in another file, relative to the current folder when inside it."""
+    path = Path(link.path)
+    if path.is_relative_to(Path.cwd()):
+        path = path.relative_to(Path.cwd())
+    return f"{path.as_posix()}:{link.line}"
 
 
 def main_guard_or_function(module: Module, definition: ast.AST) -> str:
@@ -208,7 +234,8 @@ def unpicklable_dataset_attribute(
                 what = stored_unpicklable(module, value, storing_calls)
                 if what:
                     where = f"`self.{attribute} = ...` in `{info.name}.{method.name}`"
-                    yield Match(statement, {"where": where, "what": what})
+                    related = factory_places(module, value, storing_calls)
+                    yield Match(statement, {"where": where, "what": what}, related=related)
     yield from _constructor_arguments(module, storing_calls, stored_keywords)
 
 
@@ -251,7 +278,8 @@ def _constructor_arguments(
             what = stored_unpicklable(module, argument, storing_calls)
             if what:
                 name = info.name if info is not None else module.segment(call.func)
-                yield Match(call, {"where": f"`{name}(...)`", "what": what})
+                related = factory_places(module, argument, storing_calls)
+                yield Match(call, {"where": f"`{name}(...)`", "what": what}, related=related)
                 break
 
 
