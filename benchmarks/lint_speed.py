@@ -4,7 +4,8 @@ Compares, on the same files, in the same run:
 - bare `ast.parse` + `ast.walk` (the floor any ast-based linter pays),
 - datalint's engine with every default rule (`Linter.check_source`, in process),
 - flake8 (`flake8 --isolated -j 1`, in a subprocess), where installed,
-and times `datalint check one_file.py` from a fresh interpreter (cold start).
+and times `datalint check one_file.py` from a fresh interpreter (cold start) against
+`python -c pass` and `ruff check` on the same file.
 
 The project model (`lint_paths`: summaries of every file, cross-file facts, the summary cache) is
 timed on the same files copied into a project folder: cold (empty cache), warm (every summary
@@ -14,6 +15,8 @@ interpreter, after one file of that project changed; and the peak RSS of the who
     .venv/bin/python benchmarks/lint_speed.py                 # the installed torch package
     .venv/bin/python benchmarks/lint_speed.py --tree PATH --no-flake8 --repeat 1
     .venv/bin/python benchmarks/lint_speed.py --project-only --jobs 2
+    .venv/bin/python benchmarks/lint_speed.py --cold-only --cold-runs 31 --import-profile 15
+    .venv/bin/python benchmarks/lint_speed.py --cold-only --baseline ../other-checkout
 """
 
 from __future__ import annotations
@@ -47,6 +50,16 @@ class Squares(Dataset):
 
 
 loader = DataLoader(Squares(), batch_size=8, num_workers=2, prefetch_factor=4)
+"""
+
+
+PYPROJECT = """\
+[project]
+name = "example"
+requires-python = ">=3.10"
+
+[tool.datalint]
+extend-select = ["DL009"]
 """
 
 
@@ -95,28 +108,89 @@ def time_flake8(sources: list[tuple[str, bytes]]) -> float | None:
     return time.perf_counter() - start
 
 
-def cold_start(runs: int) -> list[float]:
-    """Wall time of `python -m datalint check one_file.py`, with .pyc files as an install leaves them."""
+def cold_start(runs: int, baseline: Path | None = None) -> dict[str, tuple[list[float], list[float]]]:
+    """Wall and CPU times of fresh interpreters on one file: `datalint check one_file.py`
+    (configuration discovery included; as the console script when it is installed next to this
+    interpreter, and as `python -m datalint`), `python -c pass` (the floor) and `ruff check` on
+    the same file; with `baseline`, also another checkout's `python -m datalint` (before/after).
+
+    The commands take turns (datalint, python, ruff, datalint, ...), so load from other processes
+    on a shared machine falls on all of them alike; CPU time (user + system of the child) moves
+    less with load than wall time does. .pyc files are as an install leaves them.
+    """
+    import resource
+
     compileall.compile_dir(str(ROOT / "datalint"), quiet=1)
+    bin_dir = str(Path(sys.executable).parent)
+    ruff, script = shutil.which("ruff", path=bin_dir), shutil.which("datalint", path=bin_dir)
+    # An installed package has its .pyc files; with PYTHONDONTWRITEBYTECODE set, every run would
+    # recompile whatever compileall did not cover. Unset it, and let one warm-up run write them.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(ROOT)  # this checkout, whatever the venv's editable install points at
     with tempfile.TemporaryDirectory() as folder:
         target = Path(folder) / "one_file.py"
         target.write_text(ONE_FILE)
-        command = [sys.executable, "-m", "datalint", "check", "--isolated", str(target)]
-        # An installed package has its .pyc files; with PYTHONDONTWRITEBYTECODE set, every run would
-        # recompile whatever compileall did not cover. Unset it, and let one warm-up run write them.
+        commands: dict[str, tuple[list[str], dict[str, str]]] = {
+            "python -m datalint check one_file.py": (
+                [sys.executable, "-m", "datalint", "check", target.name],
+                env,
+            ),
+            "python -c pass": ([sys.executable, "-c", "pass"], env),
+        }
+        if script is not None:
+            commands["datalint check one_file.py (console script)"] = ([script, "check", target.name], env)
+        if ruff is not None:
+            commands["ruff check one_file.py"] = (
+                [ruff, "check", "--no-cache", "--isolated", target.name],
+                env,
+            )
+        # The same file in a project with its own pyproject.toml: discovery finds and reads it.
+        project = Path(folder) / "project"
+        project.mkdir()
+        (project / "one_file.py").write_text(ONE_FILE)
+        (project / "pyproject.toml").write_text(PYPROJECT)
+        command = [sys.executable, "-m", "datalint", "check", "project/one_file.py"]
+        commands["python -m datalint check project/one_file.py (with [tool.datalint])"] = (command, env)
+        if baseline is not None:
+            before = {**env, "PYTHONPATH": str(baseline.resolve())}
+            command = [sys.executable, "-m", "datalint", "check", target.name]
+            commands[f"python -m datalint check one_file.py ({baseline})"] = (command, before)
+            command = [sys.executable, "-m", "datalint", "check", "project/one_file.py"]
+            commands[f"python -m datalint check project/one_file.py ({baseline})"] = (command, before)
+        for command, command_env in commands.values():  # warm-up: .pyc files, caches, the OS file cache
+            subprocess.run(command, capture_output=True, env=command_env, cwd=folder)
+        times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in commands}
+        for _ in range(runs):
+            for name, (command, command_env) in commands.items():
+                used = resource.getrusage(resource.RUSAGE_CHILDREN)
+                start = time.perf_counter()
+                subprocess.run(command, capture_output=True, env=command_env, cwd=folder)
+                wall = time.perf_counter() - start
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
+                times[name][0].append(wall)
+                times[name][1].append(cpu)
+    return times
+
+
+def import_profile(top: int) -> list[tuple[float, str]]:
+    """The modules `datalint check one_file.py` spends most import time in (-X importtime, self ms)."""
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "one_file.py").write_text(ONE_FILE)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        subprocess.run(command, capture_output=True, env=env)  # also warms the OS file cache
-        times = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            subprocess.run(command, capture_output=True, env=env)
-            times.append(time.perf_counter() - start)
-        python_only = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            subprocess.run([sys.executable, "-c", "pass"], capture_output=True, env=env)
-            python_only.append(time.perf_counter() - start)
-    return [statistics.median(times), min(times), statistics.median(python_only)]
+        env["PYTHONPATH"] = str(ROOT)
+        command = [sys.executable, "-X", "importtime", "-m", "datalint", "check", "one_file.py"]
+        best: dict[str, int] = {}
+        for _ in range(5):  # the least of five runs per module: noise only ever adds
+            err = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder).stderr
+            for line in err.splitlines():
+                if not line.startswith("import time:") or "self [us]" in line:
+                    continue
+                self_us, _, name = line.removeprefix("import time:").split("|")
+                key = name.strip()
+                best[key] = min(best.get(key, 1 << 60), int(self_us))
+    ranked = sorted(((us / 1000, name) for name, us in best.items()), reverse=True)
+    return ranked[:top]
 
 
 def project_copy(tree: Path, folder: Path) -> Path:
@@ -213,7 +287,15 @@ def main() -> None:
     parser.add_argument("--cold-runs", type=int, default=15)
     parser.add_argument("--jobs", type=int, default=2, help="processes for the --jobs figure")
     parser.add_argument("--project-only", action="store_true", help="only the project-model figures")
+    parser.add_argument("--cold-only", action="store_true", help="only the cold-start comparison")
+    parser.add_argument("--baseline", type=Path, help="another checkout to time the cold start of too")
+    parser.add_argument(
+        "--import-profile", type=int, default=0, metavar="N", help="also list the N slowest imports"
+    )
     args = parser.parse_args()
+    if args.cold_only:
+        report_cold_start(args.cold_runs, args.import_profile, args.baseline)
+        return
 
     tree = args.tree or torch_tree()
     sources = load_sources(tree, args.limit)
@@ -246,11 +328,26 @@ def main() -> None:
                 f"  datalint:                {ours_subset:7.2f} s  {rate:>10,.0f} lines/s"
                 f"  (flake8 takes {flake8 / ours_subset:.1f}x as long)"
             )
-    median, best, python_only = cold_start(args.cold_runs)
-    print(
-        f"cold start, datalint check one_file.py: median {median * 1000:.0f} ms, best {best * 1000:.0f} ms "
-        f"(python -c pass: median {python_only * 1000:.0f} ms)"
-    )
+    report_cold_start(args.cold_runs, args.import_profile, args.baseline)
+
+
+def report_cold_start(runs: int, profile: int, baseline: Path | None = None) -> None:
+    print(f"load average before: {os.getloadavg()[0]:.1f}")
+    times = cold_start(runs, baseline)
+    for name, (wall, cpu) in times.items():
+        print(
+            f"cold start, {name}: wall median {statistics.median(wall) * 1000:.0f} ms, "
+            f"best {min(wall) * 1000:.0f} ms; CPU median {statistics.median(cpu) * 1000:.0f} ms "
+            f"({len(wall)} runs)"
+        )
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+    if profile:
+        ranked = import_profile(10_000)
+        print(
+            f"imports (least of 5 runs, self time): {sum(ms for ms, _ in ranked):.1f} ms in all; the largest:"
+        )
+        for ms, name in ranked[:profile]:
+            print(f"  {ms:5.2f} ms  {name}")
 
 
 if __name__ == "__main__":

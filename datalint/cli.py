@@ -14,7 +14,6 @@ value, and `did_you_mean()` gives commands the same suggestion for values they c
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import os
 import sys
@@ -22,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
 
 from datalint import __version__
+from datalint.commands.help import HelpFormatter
 from datalint.errors import DatalintError
 
 # The explicit registry: command name -> the module that registers it, in the order `--help` lists them.
@@ -44,6 +44,8 @@ _UNRECOGNIZED = "unrecognized arguments: "
 
 def did_you_mean(given: str, choices: Iterable[str]) -> str:
     """` (did you mean 'corrupt'?)` for the choice closest to `given`, or '' when none is close."""
+    import difflib  # only a usage error needs it; every start would pay for it
+
     close = difflib.get_close_matches(given, list(choices), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
@@ -107,6 +109,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = DatalintParser(
         prog="datalint",
         description="Linter and bad-sample scanner for PyTorch data pipelines.",
+        formatter_class=HelpFormatter,  # no shutil import and terminal query per argument
     )
     parser.add_argument("--version", action="version", version=f"datalint {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -2,12 +2,17 @@
 
 Unknown keys, unknown rule codes and values of the wrong type are errors that
 name the key and the file; nothing is silently ignored.
+
+Like ruff, each file is checked with the nearest pyproject.toml above it that has a
+[tool.datalint] table (`ConfigResolver`); `extend = "../pyproject.toml"` inherits another
+file's table; `--config FILE` uses one file for everything and `--config KEY=VALUE` sets
+one key on top of whatever file applies.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,8 +23,14 @@ if TYPE_CHECKING:
     from datalint.lint.catalog import Catalog
 
 START_METHODS: tuple[str, ...] = ("spawn", "forkserver", "fork")
-LIST_KEYS: tuple[str, ...] = ("select", "extend-select", "ignore", "exclude", "rule-paths")
-KNOWN_KEYS: frozenset[str] = frozenset({*LIST_KEYS, "per-file-ignores", "start-method", "rules"})
+LIST_KEYS: tuple[str, ...] = ("select", "extend-select", "ignore", "exclude", "extend-exclude", "rule-paths")
+KNOWN_KEYS: frozenset[str] = frozenset(
+    {*LIST_KEYS, "per-file-ignores", "start-method", "rules", "extend", "respect-gitignore"}
+)
+# Keys whose lists add up along an `extend` chain (the others: the extending file's value wins).
+ACCUMULATING_KEYS: tuple[str, ...] = ("extend-select", "extend-exclude")
+# Python 3.14 made forkserver the default start method on Linux (spawn elsewhere already).
+FORKSERVER_SINCE: tuple[int, int] = (3, 14)
 
 # Folders never worth linting when walking a directory (an explicitly named file is still linted).
 DEFAULT_EXCLUDES: frozenset[str] = frozenset(
@@ -56,8 +67,12 @@ class Config:
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    exclude: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()  # exclude + extend-exclude globs
     start_method: str = "spawn"
+    default_excludes: bool = True  # False once `exclude` is set: it replaces the default folders, as in ruff
+    respect_gitignore: bool = True
+    # Why start_method has its value, for --show-settings.
+    start_method_reason: str = "the default, the safe assumption for code that also runs on macOS and Windows"
     rule_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     rule_paths: tuple[Path, ...] = ()
     root: Path = field(default_factory=Path.cwd)  # relative globs are relative to this folder
@@ -76,7 +91,13 @@ class Config:
             return resolved.as_posix()
 
     def is_excluded(self, path: Path | str) -> bool:
-        return any(glob_matches(self.relative(path), pattern) for pattern in self.exclude)
+        if not self.exclude:
+            return False
+        relative = self.relative(path)
+        return any(
+            glob_matches(Path(path).resolve().as_posix() if pattern.startswith("/") else relative, pattern)
+            for pattern in self.exclude
+        )
 
     def ignored_for(self, path: Path | str) -> tuple[str, ...]:
         """Codes and prefixes that `per-file-ignores` switches off for `path`."""
@@ -109,6 +130,7 @@ class Config:
             extend_select=(*self.extend_select, *_upper(extend_select)),
             ignore=(*self.ignore, *_upper(ignore)),
             start_method=start_method or self.start_method,
+            start_method_reason="--start-method" if start_method else self.start_method_reason,
         )
 
 
@@ -130,40 +152,168 @@ def glob_matches(relative: str, pattern: str) -> bool:
     return any(fnmatch.fnmatchcase(part, pattern) for part in relative.split("/"))
 
 
-def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml at or above `start` that has a [tool.datalint] table."""
-    for folder in (start.resolve(), *start.resolve().parents):
-        candidate = folder / "pyproject.toml"
-        if (
-            candidate.is_file()
-            and _mentions_datalint(candidate)
-            and "datalint" in _read_toml(candidate).get("tool", {})
-        ):
+# Files a folder's configuration can live in, in the order they win (as ruff.toml beats pyproject.toml).
+CONFIG_FILES: tuple[str, ...] = ("datalint.toml", ".datalint.toml", "pyproject.toml")
+
+
+def config_file_in(folder: Path) -> Path | None:
+    """The folder's datalint configuration: a datalint.toml, or a pyproject.toml with [tool.datalint]."""
+    for name in CONFIG_FILES:
+        candidate = folder / name
+        if not candidate.is_file():
+            continue
+        if name != "pyproject.toml":
+            return candidate
+        if _mentions_datalint(candidate) and "datalint" in _read_toml(candidate).get("tool", {}):
             return candidate
     return None
 
 
-def load_config(path: Path | str | None = None, start: Path | None = None) -> Config:
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest configuration at or above `start` (see `config_file_in`)."""
+    for folder in (start.resolve(), *start.resolve().parents):
+        found = config_file_in(folder)
+        if found is not None:
+            return found
+    return None
+
+
+def load_config(
+    path: Path | str | None = None, start: Path | None = None, inline: Mapping[str, Any] | None = None
+) -> Config:
     """Read `path` (`--config`), or discover the nearest pyproject.toml from `start` (the cwd).
 
-    With no [tool.datalint] anywhere, the defaults apply, rooted at `start`.
+    With no [tool.datalint] anywhere, the defaults apply, rooted at `start`. `inline` is a
+    table of `--config KEY=VALUE` settings laid over the file's.
     """
     if path is not None:
         source = Path(path)
         if not source.is_file():
             raise ConfigError(f"--config {source}: no such file")
-        data = _read_toml(source)
-        table = data.get("tool", {}).get("datalint", {}) if source.name == "pyproject.toml" else data
-        return config_from_table(table, source)
+        return config_from_file(source, inline)
     found = find_pyproject(start or Path.cwd())
     if found is None:
-        return Config(root=(start or Path.cwd()).resolve())
-    return config_from_table(_read_toml(found)["tool"]["datalint"], found)
+        return config_from_table(dict(inline or {}), (start or Path.cwd()).resolve() / "--config", None)
+    return config_from_file(found, inline)
 
 
-def config_from_table(table: Any, source: Path) -> Config:
-    """Check the shape of a [tool.datalint] table (types and key names) and build the Config."""
+def config_from_file(source: Path, inline: Mapping[str, Any] | None = None) -> Config:
+    """The Config of one file (a pyproject.toml's [tool.datalint], or a datalint.toml), `extend` resolved."""
+    table = _merged(_table_with_extends(source, ()), inline or {})
+    return config_from_table(table, source, _requires_python(source))
+
+
+def _table_of(source: Path) -> Any:
+    data = _read_toml(source)
+    return data.get("tool", {}).get("datalint", {}) if source.name == "pyproject.toml" else data
+
+
+def _table_with_extends(source: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    """The file's table over the one it `extend`s (recursively); relative paths made absolute."""
+    resolved = source.resolve()
+    if resolved in seen:
+        chain = " -> ".join(str(p) for p in (*seen, resolved))
+        raise ConfigError(f"{source}: `extend` goes round in a circle: {chain}")
+    table = _table_of(source)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source} [tool.datalint]: must be a table")
+    if "extend" not in table:
+        return table
+    base_path = table["extend"]
+    if not isinstance(base_path, str):
+        raise ConfigError(f"{source} [tool.datalint]: extend must be a path (a string), got {base_path!r}")
+    base_file = (resolved.parent / base_path).resolve()
+    if not base_file.is_file():
+        raise ConfigError(f"{source} [tool.datalint]: extend: {base_file} is not a file")
+    base = _rooted(_table_with_extends(base_file, (*seen, resolved)), base_file.parent)
+    own = {key: value for key, value in table.items() if key != "extend"}
+    return _merged(base, own)
+
+
+def _rooted(table: dict[str, Any], root: Path) -> dict[str, Any]:
+    """An extended file's paths and folder globs, made absolute so they keep pointing where they did."""
+    rooted = dict(table)
+    if isinstance(table.get("rule-paths"), list):
+        rooted["rule-paths"] = [str(root / p) for p in table["rule-paths"] if isinstance(p, str)]
+    for key in ("exclude", "extend-exclude"):
+        if isinstance(table.get(key), list):
+            rooted[key] = [_rooted_glob(p, root) if isinstance(p, str) else p for p in table[key]]
+    if isinstance(table.get("per-file-ignores"), dict):
+        rooted["per-file-ignores"] = {_rooted_glob(p, root): v for p, v in table["per-file-ignores"].items()}
+    return rooted
+
+
+def _rooted_glob(pattern: str, root: Path) -> str:
+    stripped = pattern.rstrip("/").removeprefix("./")
+    return pattern if "/" not in stripped or stripped.startswith("/") else f"{root.as_posix()}/{stripped}"
+
+
+def _merged(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """`top` over `base`: tables merge key by key, accumulating lists add up, other values replace."""
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        elif key in ACCUMULATING_KEYS and isinstance(value, list) and isinstance(merged.get(key), list):
+            merged[key] = [*merged[key], *value]
+        else:
+            merged[key] = value
+    return merged
+
+
+def parse_inline(settings: Sequence[str]) -> dict[str, Any]:
+    """`--config KEY=VALUE` settings (TOML values: `select=["DL0"]`, `start-method="fork"`) as one table."""
+    table: dict[str, Any] = {}
+    if not settings:
+        return table  # no TOML to parse: a plain run never imports tomllib
+    tomllib = _toml()
+    for setting in settings:
+        try:
+            parsed = tomllib.loads(setting)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(
+                f"--config {setting!r}: not a file and not a TOML `KEY = VALUE` setting ({exc}); "
+                "write e.g. --config 'select = [\"DL0\"]'"
+            ) from None
+        table = _merged(table, parsed)
+    return table
+
+
+def is_inline_setting(value: str) -> bool:
+    """`--config` takes a path or a `KEY = VALUE` setting; an `=` that is not in an existing path decides."""
+    return "=" in value and not Path(value).exists()
+
+
+def _requires_python(source: Path) -> str | None:
+    """The project's `requires-python`: from the pyproject.toml itself, or the one beside a datalint.toml."""
+    if source.name != "pyproject.toml":
+        source = source.parent / "pyproject.toml"
+        if not source.is_file():
+            return None
+    project = _read_toml(source).get("project", {})
+    value = project.get("requires-python") if isinstance(project, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def minimum_python(requires: str) -> tuple[int, int] | None:
+    """The lowest Python a `requires-python` specifier allows (`>=3.14,<4` -> (3, 14)), if it says."""
+    import re
+
+    bounds = [
+        (int(major), int(minor)) for major, minor in re.findall(r"(?:>=|~=|==|>)\s*(\d+)\.(\d+)", requires)
+    ]
+    return max(bounds) if bounds else None
+
+
+def config_from_table(table: Any, source: Path, requires_python: str | None = None) -> Config:
+    """Check the shape of a [tool.datalint] table (types and key names) and build the Config.
+
+    `source` is the file it came from; its folder roots relative globs and paths.
+    `requires_python` (the project's) decides the start method when `start-method` is not set.
+    """
     where = f"{source} [tool.datalint]" if source.name == "pyproject.toml" else str(source)
+    if source.name == "--config":
+        where = "--config"
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: must be a table")
     unknown = sorted(set(table) - KNOWN_KEYS)
@@ -171,11 +321,16 @@ def config_from_table(table: Any, source: Path) -> Config:
         known = ", ".join(sorted(KNOWN_KEYS))
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {known})")
     lists = {key: _string_list(where, key, table[key]) for key in LIST_KEYS if key in table}
-    start_method = table.get("start-method", "spawn")
+    start_method, reason = table.get("start-method"), f"start-method in {where}"
+    if start_method is None:
+        start_method, reason = _start_method_for(requires_python)
     if start_method not in START_METHODS:
         raise ConfigError(
             f"{where}: start-method must be one of {', '.join(START_METHODS)}, got {start_method!r}"
         )
+    respect_gitignore = table.get("respect-gitignore", True)
+    if not isinstance(respect_gitignore, bool):
+        raise ConfigError(f"{where}: respect-gitignore must be true or false, got {respect_gitignore!r}")
     root = source.resolve().parent
     for folder in lists.get("rule-paths", ()):
         if not (root / folder).is_dir():
@@ -185,13 +340,84 @@ def config_from_table(table: Any, source: Path) -> Config:
         extend_select=tuple(_upper(lists.get("extend-select", ()))),
         ignore=tuple(_upper(lists.get("ignore", ()))),
         per_file_ignores=_per_file_ignores(where, table.get("per-file-ignores", {})),
-        exclude=tuple(lists.get("exclude", ())),
+        exclude=(*lists.get("exclude", ()), *lists.get("extend-exclude", ())),
+        default_excludes="exclude" not in lists,
+        respect_gitignore=respect_gitignore,
         start_method=start_method,
+        start_method_reason=reason,
         rule_options=_rule_options(where, table.get("rules", {})),
         rule_paths=tuple(root / p for p in lists.get("rule-paths", ())),
         root=root,
-        source=source,
+        source=source if source.name != "--config" else None,
     )
+
+
+def _start_method_for(requires_python: str | None) -> tuple[str, str]:
+    minimum = minimum_python(requires_python) if requires_python else None
+    if minimum is not None and minimum >= FORKSERVER_SINCE:
+        return "forkserver", f"requires-python {requires_python!r}: Linux starts workers with forkserver"
+    return "spawn", "the default, the safe assumption for code that also runs on macOS and Windows"
+
+
+class ConfigResolver:
+    """The Config for each file: the nearest pyproject.toml with [tool.datalint] above it.
+
+    `fixed` (from `--config FILE` or `--isolated`) applies to every file instead. `overrides`
+    (the command line's flags) is applied on top of whichever Config a file gets. Discovery is
+    cached per folder, so a tree of thousands of files reads each pyproject.toml once.
+    """
+
+    def __init__(
+        self,
+        *,
+        fixed: Config | None = None,
+        inline: Mapping[str, Any] | None = None,
+        overrides: Callable[[Config], Config] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self.fixed = overrides(fixed) if fixed is not None and overrides else fixed
+        self.inline = dict(inline or {})
+        self.overrides = overrides
+        self.cwd = (cwd or Path.cwd()).resolve()
+        self._by_folder: dict[Path, Path | None] = {}
+        self._by_source: dict[Path | None, Config] = {}
+
+    def for_path(self, path: Path | str) -> Config:
+        if self.fixed is not None:
+            return self.fixed
+        target = Path(path)
+        folder = (target if target.is_dir() else target.parent).resolve()
+        source = self._source_for(folder)
+        if source not in self._by_source:
+            config = (
+                config_from_file(source, self.inline)
+                if source is not None
+                else config_from_table(dict(self.inline), self.cwd / "--config", None)
+            )
+            self._by_source[source] = self.overrides(config) if self.overrides else config
+        return self._by_source[source]
+
+    @property
+    def configs(self) -> list[Config]:
+        """Every Config handed out so far (each is validated against the catalog once)."""
+        return [self.fixed] if self.fixed is not None else list(self._by_source.values())
+
+    def _source_for(self, folder: Path) -> Path | None:
+        walked = []
+        found: Path | None = None
+        current: Path | None = folder
+        while current is not None:
+            if current in self._by_folder:
+                found = self._by_folder[current]
+                break
+            walked.append(current)
+            found = config_file_in(current)
+            if found is not None:
+                break
+            current = current.parent if current.parent != current else None
+        for visited in walked:
+            self._by_folder[visited] = found
+        return found
 
 
 def validate(config: Config, catalog: Catalog) -> None:
@@ -229,14 +455,69 @@ def _mentions_datalint(path: Path) -> bool:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file's table; parsed tables are cached, so a run in a configured project skips tomllib.
+
+    Importing tomllib and parsing a pyproject.toml cost about as much as linting a small file, on
+    every run. The cache (one marshal file per configuration file, under the user cache folder,
+    like the rule catalog's) is used while the file's size and mtime are unchanged.
+    """
+    try:
+        status = path.stat()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    stamp = (status.st_mtime_ns, status.st_size)
+    cache = _toml_cache_path(path)
+    cached = _read_toml_cache(cache, stamp)
+    if cached is not None:
+        return cached
     tomllib = _toml()
     try:
         with path.open("rb") as handle:
-            return tomllib.load(handle)
+            table: dict[str, Any] = tomllib.load(handle)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    _write_toml_cache(cache, stamp, table)
+    return table
+
+
+def _toml_cache_path(path: Path) -> Path:
+    import os
+    import sys
+    import zlib
+
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    digest = zlib.crc32(str(path.resolve()).encode()) & 0xFFFFFFFF
+    return Path(base) / "datalint" / f"toml-{digest:08x}-py{sys.version_info[0]}{sys.version_info[1]}.marshal"
+
+
+def _read_toml_cache(cache: Path, stamp: tuple[int, int]) -> dict[str, Any] | None:
+    import marshal
+
+    try:
+        document = marshal.loads(cache.read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    if not isinstance(document, dict) or document.get("stamp") != stamp:
+        return None
+    table = document.get("table")
+    return table if isinstance(table, dict) else None
+
+
+def _write_toml_cache(cache: Path, stamp: tuple[int, int], table: dict[str, Any]) -> None:
+    """Best effort: a read-only home, or a value marshal cannot hold (a TOML date), means no cache."""
+    import marshal
+    import os
+
+    try:
+        data = marshal.dumps({"stamp": stamp, "table": table})
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        partial = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+        partial.write_bytes(data)
+        os.replace(partial, cache)  # atomic: a parallel run never reads half a file
+    except (OSError, TypeError, ValueError):
+        return
 
 
 def _string_list(where: str, key: str, value: Any) -> list[str]:

@@ -76,6 +76,11 @@ def test_json_format(project: Path) -> None:
         "end_line": 3,
         "end_column": 48,
         "message": row["message"],
+        "fix": {
+            "applicability": "safe",
+            "message": "Remove `prefetch_factor=2`",
+            "edits": [{"content": "", "line": 3, "column": 28, "end_line": 3, "end_column": 47}],
+        },
     }
 
 

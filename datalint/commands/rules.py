@@ -17,7 +17,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     one = subparsers.add_parser(
         "rule", help="explain one rule", description="Print a rule's docs: why it matters, the fix, examples."
     )
-    one.add_argument("code", metavar="CODE", help="a rule code, e.g. DL001")
+    one.add_argument(
+        "code",
+        nargs="?",
+        metavar="CODE",
+        help="a rule code or name, e.g. DL001 or prefetch-factor-without-workers",
+    )
+    one.add_argument("--all", action="store_true", help="print every rule's docs")
     one.add_argument("--config", metavar="FILE", help="configuration whose rule-paths add team rules")
     one.set_defaults(run=run_rule)
     every = subparsers.add_parser("rules", help="list every rule", description="List the rule catalog.")
@@ -34,11 +40,29 @@ def _catalog(config_path: str | None) -> Catalog:
 
 
 def run_rule(args: argparse.Namespace) -> int:
-    rule = _catalog(args.config).get(args.code)
-    if rule is None:
-        raise UsageError(f"no rule {args.code!r}; `datalint rules` lists them")
-    sys.stdout.write(rule_text(rule))
+    catalog = _catalog(args.config)
+    if args.all:
+        if args.code:
+            raise UsageError("give a rule code or --all, not both")
+        sys.stdout.write("\n".join(rule_text(rule) for rule in catalog))
+        return 0
+    if not args.code:
+        raise UsageError("name a rule (`datalint rule DL001`), or pass --all")
+    sys.stdout.write(rule_text(find_rule(catalog, args.code)))
     return 0
+
+
+def find_rule(catalog: Catalog, wanted: str) -> Rule:
+    """A rule by code (DL001, case-insensitive) or by name, as every finding prints it."""
+    import difflib
+
+    rule = catalog.get(wanted) or next((r for r in catalog if r.name == wanted.strip().lower()), None)
+    if rule is not None:
+        return rule
+    spellings = [*(r.id for r in catalog), *(r.name for r in catalog)]
+    close = difflib.get_close_matches(wanted.strip(), spellings, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise UsageError(f"no rule {wanted!r}{hint} (`datalint rules` lists them)")
 
 
 def run_rules(args: argparse.Namespace) -> int:
@@ -126,4 +150,5 @@ def _severity(rule: Rule) -> str:
 
 def _indent(text: str, width: int = 2) -> str:
     import textwrap
+
     return textwrap.indent(textwrap.dedent(text).strip("\n"), " " * width)

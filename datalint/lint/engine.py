@@ -12,15 +12,19 @@ import io
 import os
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from datalint.config import DEFAULT_EXCLUDES, Config
-from datalint.errors import DatalintError, UsageError
+from datalint.config import Config, ConfigResolver
+from datalint.errors import DatalintError
 from datalint.lint.catalog import Catalog, Matcher, Rule, load_catalog
 from datalint.lint.module import Match, Module, Related, parse_noqa
 from datalint.lint.project import Project, default_cache_dir
+
+if TYPE_CHECKING:
+    from datalint.lint.fixes import Fix
+    from datalint.lint.noqa import Directive
 
 PARSE_ERROR_CODE = "DL000"
 
@@ -41,6 +45,8 @@ class Finding:
     # Other places the finding rests on (a base class in another file): `note:` lines, JSON
     # `related`, SARIF `relatedLocations`.
     related: tuple[Related, ...] = field(default=(), compare=False)
+    fix: Fix | None = field(default=None, compare=False)  # the edits that would remove it, if any
+    cell: int | None = field(default=None, compare=False)  # a notebook's 1-based cell; lines count in it
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,7 @@ class Linter:
         # subclasses is one pitfall, not three.
         found = (f for active in rules for f in self._run(active, module))
         unique = {(f.line, f.column, f.code, f.message): f for f in found}
-        return sorted(unique.values())
+        return sorted(apply_noqa(module, list(unique.values()), rules, self.catalog))
 
     def check_file(self, path: Path, shown_as: str | None = None) -> list[Finding]:
         name = shown_as or str(path)
@@ -118,7 +124,33 @@ class Linter:
             return self._unparsable(
                 self._rules_for(name), name, "", f"cannot read: {exc.strerror or exc}", 1, 1
             )
+        if is_notebook(name):
+            return self.check_notebook(data, name)
         return self.check_source(data, name)
+
+    def check_notebook(self, document: str | bytes, path: str) -> list[Finding]:
+        """Findings for a Jupyter notebook's code cells, each at its cell and the line in that cell.
+
+        A fix keeps its edits, in the cell's own lines, when they all fall in the finding's cell.
+        """
+        from datalint.lint.fixes import fix_in_cell
+        from datalint.lint.notebook import NotebookError, notebook_code
+
+        if isinstance(document, bytes):
+            document = document.decode("utf-8", errors="replace")
+        try:
+            code = notebook_code(document)
+        except NotebookError as exc:
+            return self._unparsable(self._rules_for(path), path, "", str(exc), 1, 1)
+        findings = []
+        for finding in self.check_source(code.text, path):
+            cell, line = code.origin(finding.line)
+            end_cell, end_line = code.origin(finding.end_line)
+            end = (end_line, finding.end_column) if end_cell == cell else (line, finding.column + 1)
+            fix = fix_in_cell(finding.fix, code.origin, cell) if finding.fix is not None else None
+            placed = replace(finding, line=line, end_line=end[0], end_column=end[1], fix=fix, cell=cell)
+            findings.append(placed)
+        return sorted(findings, key=sort_key)
 
     def _rules_for(self, path: str) -> tuple[_ActiveRule, ...]:
         ignored = self.config.ignored_for(path) if path != "<string>" else ()
@@ -133,9 +165,8 @@ class Linter:
         try:
             for match in active.matcher(module, **active.params):
                 finding = _finding(module, rule, match)
-                noqa = module.noqa(finding.line)
-                if noqa is None or not noqa.silences(rule.id):
-                    yield finding
+                fix = _fix_for(rule.id, module, match, active.params)
+                yield replace(finding, fix=fix) if fix is not None else finding
         except MatcherError:
             raise
         except Exception as exc:  # a bug in one matcher must name itself, not look like bad input
@@ -158,6 +189,135 @@ class Linter:
         return [
             Finding(path, line, max(column, 1), rule.id, line, max(column, 1), rule.name, severity, message)
         ]
+
+
+def _fix_for(code: str, module: Module, match: Match, params: dict[str, Any]) -> Fix | None:
+    """The finding's fix; the fixers are imported with the first finding, so clean files never load them."""
+    from datalint.lint.fixes import fix_for
+
+    return fix_for(code, module, match, params)
+
+
+def apply_noqa(
+    module: Module, findings: list[Finding], rules: Sequence[_ActiveRule], catalog: Catalog
+) -> list[Finding]:
+    """Drop the findings a `# noqa` covers; report directives naming rule codes that silenced nothing.
+
+    A directive's code is *unused* only when every rule it names ran on this file (a code left
+    out by --select or per-file-ignores may be needed on another run) and none of their findings
+    starts on the line it covers; a code with the catalog's letters but no rule (DL999) is unused
+    too. Codes of other tools (E501) and bare `# noqa` are never reported.
+    """
+    if "noqa" not in module.source.lower():
+        return findings  # the common case: no directive to read, none to check
+    directives = module.noqa_directives
+    if not directives.by_line and not directives.file_directive:
+        return findings
+    kept: list[Finding] = []
+    used: dict[int, set[str]] = {}
+    for finding in findings:
+        if directives.file_silences(finding.code):
+            continue
+        directive = directives.for_line(finding.line)
+        if directive is not None and directive.noqa.silences(finding.code):
+            used.setdefault(directive.line, set()).update(
+                code for code in directive.codes or () if finding.code.startswith(code)
+            )
+            continue
+        kept.append(finding)
+    unused_rule = next((a.rule for a in rules if a.rule.id == UNUSED_NOQA_CODE), None)
+    if unused_rule is None or directives.file_silences(UNUSED_NOQA_CODE):
+        return kept
+    active = {a.rule.id for a in rules}
+    letters = {_letters(rule.id) for rule in catalog}
+    for directive in directives.by_line.values():
+        if directive.codes is None or directive.noqa.silences(UNUSED_NOQA_CODE):
+            continue  # a bare directive may be meant for any tool; one naming DL900 is kept as it is
+        unused, unknown = _unused_codes(directive, used.get(directive.line, set()), active, letters, catalog)
+        if unused or unknown:
+            kept.append(_unused_noqa_finding(module, unused_rule, directive, unused, unknown))
+    return kept
+
+
+UNUSED_NOQA_CODE = "DL900"
+
+
+def _letters(code: str) -> str:
+    return code.rstrip("0123456789")
+
+
+def _unused_codes(
+    directive: Directive, used: set[str], active: set[str], letters: set[str], catalog: Catalog
+) -> tuple[list[str], list[str]]:
+    unused: list[str] = []
+    unknown: list[str] = []
+    for code in directive.codes or ():
+        if _letters(code) not in letters or code == UNUSED_NOQA_CODE or code in used:
+            continue
+        named = catalog.matching(code)
+        if not named:
+            unknown.append(code)
+        elif all(rule.id in active for rule in named):
+            unused.append(code)
+    return unused, unknown
+
+
+def _unused_noqa_finding(
+    module: Module, rule: Rule, directive: Directive, unused: list[str], unknown: list[str]
+) -> Finding:
+    from datalint.lint.fixes import drop_noqa_codes
+
+    parts = []
+    if unused:
+        parts.append(f"{', '.join(unused)} reported nothing here")
+    if unknown:
+        parts.append(f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a rule code")
+    written = directive.line_text[directive.span[0] : directive.span[1]]
+    message = rule.message.format_map({"directive": written, "reason": "; ".join(parts)})
+    start, end = directive.span
+    return Finding(
+        module.path,
+        directive.line,
+        start + 1,
+        rule.id,
+        directive.line,
+        end + 1,
+        rule.name,
+        rule.severity,
+        message,
+        fix=drop_noqa_codes(directive, {*unused, *unknown}),
+    )
+
+
+class LinterCache:
+    """One Linter per configuration a resolver hands out (rules bound once per config)."""
+
+    def __init__(
+        self, default: Linter, resolver: ConfigResolver | None = None, project: Project | None = None
+    ) -> None:
+        self.default = default
+        self.resolver = resolver
+        self.project = project if project is not None else default.project  # shared by every Linter
+        self._linters: dict[int, Linter] = {}
+
+    def for_path(self, path: Path | str) -> Linter:
+        if self.resolver is None:
+            return self.default
+        config = self.resolver.for_path(path)
+        linter = self._linters.get(id(config))
+        if linter is None:
+            catalog = self.default.catalog if config.rule_paths == self.default.config.rule_paths else None
+            linter = self._linters[id(config)] = Linter(config, catalog, self.project)
+        return linter
+
+
+def sort_key(finding: Finding) -> tuple[str, int, int, int, str]:
+    """Findings in reading order: by path, then notebook cell, line, column and code."""
+    return (finding.path, finding.cell or 0, finding.line, finding.column, finding.code)
+
+
+def is_notebook(path: str) -> bool:
+    return path.endswith(".ipynb")
 
 
 def select_rules(catalog: Catalog, config: Config) -> tuple[Rule, ...]:
@@ -258,36 +418,18 @@ def lint_source(source: str | bytes, path: str = "<string>", config: Config | No
     return Linter(config).check_source(source, path)
 
 
-def iter_python_files(paths: Sequence[Path | str], config: Config) -> Iterator[Path]:
-    """Files to lint: named files as given, `.py` files under named folders; sorted, no repeats.
+def iter_python_files(
+    paths: Sequence[Path | str], config: Config, resolver: ConfigResolver | None = None
+) -> Iterator[Path]:
+    """Files to lint: named files as given, `.py` and `.ipynb` files under named folders.
 
-    Walking skips DEFAULT_EXCLUDES folders and `exclude` globs; `exclude` also applies to
-    named files, so a pre-commit run honours it. A missing path is a usage error.
+    See `datalint.lint.discovery`: default folders, `exclude` globs and `.gitignore` are skipped
+    while walking; `exclude` also applies to named files, so a pre-commit run honours it.
+    With a resolver, each folder's own configuration decides; a missing path is a usage error.
     """
-    seen: set[Path] = set()
-    for given in paths:
-        path = Path(given)
-        if not path.exists():
-            raise UsageError(f"{given}: no such file or directory")
-        candidates = _walk(path, config) if path.is_dir() else iter([path])
-        for candidate in candidates:
-            key = candidate.resolve()
-            if key not in seen and not config.is_excluded(candidate):
-                seen.add(key)
-                yield candidate
+    from datalint.lint.discovery import iter_source_files
 
-
-def _walk(folder: Path, config: Config) -> Iterator[Path]:
-    for current, dirs, files in os.walk(folder):
-        base = Path(current)
-        dirs[:] = sorted(
-            d
-            for d in dirs
-            if d not in DEFAULT_EXCLUDES and not d.endswith(".egg-info") and not config.is_excluded(base / d)
-        )
-        for name in sorted(files):
-            if name.endswith(".py"):
-                yield base / name
+    return iter_source_files(paths, resolver.for_path if resolver is not None else lambda _: config)
 
 
 def lint_paths(
@@ -295,63 +437,65 @@ def lint_paths(
     config: Config | None = None,
     catalog: Catalog | None = None,
     *,
+    resolver: ConfigResolver | None = None,
     project: Project | None = None,
     jobs: int = 1,
     cache_dir: Path | Literal["default"] | None = "default",
 ) -> LintReport:
     """Lint files and folders as one project. Per-file isolation: one file's failure never stops the others.
 
-    The files are first summarized (from the summary cache where their bytes are unchanged), so a
-    Dataset in one file makes the reader it holds in another file worker code; then each file is
-    linted with the project's cross-file facts. `jobs` > 1 lints in that many processes.
+    With a `resolver`, each file is checked with its own nearest configuration. The project
+    (found above the paths) gives the cross-file facts: a Dataset in one file makes the reader
+    it holds in another file worker code. `jobs` > 1 lints in that many processes.
     """
     config = config or Config()
-    files_to_lint = list(iter_python_files(paths, config))
+    files_to_lint = list(iter_python_files(paths, config, resolver))
     if project is None:
         folder = default_cache_dir() if cache_dir == "default" else cache_dir
         project = Project.for_paths(paths or ["."], folder)
+    linters = LinterCache(Linter(config, catalog, project), resolver, project)
     if jobs > 1 and len(files_to_lint) > 1:
         from datalint.lint.parallel import lint_in_processes
 
         note_holdings(project, files_to_lint)  # every worker starts knowing the whole project
-        findings, errors = lint_in_processes(files_to_lint, config, catalog, project, jobs)
+        findings, errors = lint_in_processes(files_to_lint, config, catalog, project, jobs, resolver)
     else:
-        findings, errors = _lint_in_one_pass(Linter(config, catalog, project), files_to_lint)
-    return LintReport(tuple(sorted(findings)), len(files_to_lint), tuple(errors))
+        findings, errors = _lint_in_one_pass(linters, files_to_lint)
+    return LintReport(tuple(sorted(findings, key=sort_key)), len(files_to_lint), tuple(errors))
 
 
-def _lint_in_one_pass(linter: Linter, paths: Sequence[Path]) -> tuple[list[Finding], list[FileError]]:
+def _lint_in_one_pass(linters: LinterCache, paths: Sequence[Path]) -> tuple[list[Finding], list[FileError]]:
     """Each file parsed once: its summary comes from the tree its rules read.
 
     A file's rules may ask what later files will tell (a subclass elsewhere, a Dataset holding
     one of its classes); the project records those answers, and a file whose answers changed by
     the end is linted again (few are: only files whose classes other files extend or hold).
     """
-    project = linter.project
+    project = linters.project
     results: dict[Path, tuple[list[Finding], list[FileError], list[Any]]] = {}
     for path in paths:
         if project is not None:
             project.start_log()
-        found, failed = _lint_serially(linter, [path])
+        found, failed = _lint_serially(linters, [path])
         log = project.stop_log() if project is not None else []
         results[path] = (found, failed, log)
     findings: list[Finding] = []
     errors: list[FileError] = []
     for path, (found, failed, log) in results.items():
         if project is not None and log and not project.still_true(log):
-            found, failed = _lint_serially(linter, [path])
+            found, failed = _lint_serially(linters, [path])
         findings.extend(found)
         errors.extend(failed)
     return findings, errors
 
 
-def _lint_serially(linter: Linter, paths: Sequence[Path]) -> tuple[list[Finding], list[FileError]]:
+def _lint_serially(linters: LinterCache, paths: Sequence[Path]) -> tuple[list[Finding], list[FileError]]:
     findings: list[Finding] = []
     errors: list[FileError] = []
     for path in paths:
         shown = display_path(path)
         try:
-            findings.extend(linter.check_file(path, shown))
+            findings.extend(linters.for_path(path).check_file(path, shown))
         except Exception as exc:  # isolation boundary: per file
             errors.append(FileError(shown, str(exc) if isinstance(exc, MatcherError) else repr(exc)))
     return findings, errors

@@ -1,16 +1,16 @@
-"""Findings -> text, json, sarif or github annotations; plus the summary and statistics.
+"""Findings -> a report: text, full, json, json-lines, sarif, github, gitlab, junit, rdjson.
 
-Every formatter is a pure function of the findings (and the rules, for SARIF's rule
-metadata) returning the report as one string; the CLI decides where it goes.
+Every formatter is a pure function of the findings (the rules, for SARIF's rule metadata,
+and a way to read a finding's source line, for `full` and fingerprints) returning the report
+as one string; the CLI decides where it goes.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from datalint import __version__
 from datalint.lint.catalog import Rule
@@ -20,48 +20,201 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_LEVELS: dict[str, str] = {"error": "error", "warning": "warning", "info": "note"}
 GITHUB_LEVELS: dict[str, str] = {"error": "error", "warning": "warning", "info": "notice"}
 
-Formatter = Callable[[Sequence[Finding], Sequence[Rule]], str]
+GITLAB_SEVERITIES: dict[str, str] = {"error": "major", "warning": "minor", "info": "info"}
+RDJSON_SEVERITIES: dict[str, str] = {"error": "ERROR", "warning": "WARNING", "info": "INFO"}
+
+LineSource = Callable[[Finding], "str | None"]  # the text of the line a finding starts on
 
 
-def format_text(findings: Sequence[Finding], rules: Sequence[Rule]) -> str:
+class Formatter(Protocol):
+    def __call__(
+        self, findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None
+    ) -> str: ...
+
+
+def location(finding: Finding) -> str:
+    """`path:line:col`, or `path:cell 3:line:col` in a notebook."""
+    cell = f"cell {finding.cell}:" if finding.cell is not None else ""
+    return f"{finding.path}:{cell}{finding.line}:{finding.column}"
+
+
+def format_text(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
     """`path:line:col: DL001 [error] message (rule-name)`, one per line; a `note:` line per related place."""
     return "".join(
-        f"{f.path}:{f.line}:{f.column}: {f.code} [{f.severity}] {f.message} ({f.name})\n"
+        f"{location(f)}: {f.code} [{f.severity}] {f.message} ({f.name})\n"
         + "".join(f"{r.path}:{r.line}: note: {r.message}\n" for r in f.related)
         for f in findings
     )
 
 
-def format_json(findings: Sequence[Finding], rules: Sequence[Rule]) -> str:
-    """A JSON array; each object carries the rule, the place (1-based) and the message."""
+def format_full(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
+    """The text line, then the source line with a caret under the finding, and its fix if any."""
+    read = lines or FileLines()
+    parts = []
+    for f in findings:
+        parts.append(f"{location(f)}: {f.code} [{f.severity}] {f.message} ({f.name})\n")
+        text = read(f)
+        if text is not None:
+            text = text.expandtabs(1).rstrip("\r\n")
+            number = str(f.line)
+            gutter = " " * len(number)
+            width = (f.end_column - f.column) if f.end_line == f.line else len(text) - f.column + 1
+            carets = "^" * max(1, min(width, len(text) - f.column + 1))
+            caret_line = f"{gutter} | {' ' * (f.column - 1)}{carets} {f.code}"
+            parts.append(f"{gutter} |\n{number} | {text}\n{caret_line}\n")
+        if f.fix is not None:
+            parts.append(f"  = fix ({f.fix.applicability}): {f.fix.message}\n")
+        parts.append("\n")
+    return "".join(parts)
+
+
+def finding_row(f: Finding) -> dict[str, Any]:
+    """One finding as JSON: the rule, the place (1-based), the message, the fix edits (or null)."""
+    row: dict[str, Any] = {
+        "code": f.code,
+        "name": f.name,
+        "severity": f.severity,
+        "path": f.path,
+        "line": f.line,
+        "column": f.column,
+        "end_line": f.end_line,
+        "end_column": f.end_column,
+        "message": f.message,
+        "fix": None,
+    }
+    if f.cell is not None:
+        row["cell"] = f.cell
+    if f.related:  # the other files the finding rests on; the key is left out when there are none
+        row["related"] = [{"path": r.path, "line": r.line, "message": r.message} for r in f.related]
+    if f.fix is not None:
+        row["fix"] = {
+            "applicability": f.fix.applicability,
+            "message": f.fix.message,
+            "edits": [
+                {
+                    "content": e.content,
+                    "line": e.line,
+                    "column": e.column,
+                    "end_line": e.end_line,
+                    "end_column": e.end_column,
+                }
+                for e in f.fix.edits
+            ],
+        }
+    return row
+
+
+def format_json(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
+    """A JSON array of `finding_row` objects."""
+    import json  # imported where used: a clean text run never needs it
+
+    return json.dumps([finding_row(f) for f in findings], indent=2) + "\n"
+
+
+def format_json_lines(
+    findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None
+) -> str:
+    """One `finding_row` JSON object per line, for tools that stream."""
+    import json
+
+    return "".join(json.dumps(finding_row(f)) + "\n" for f in findings)
+
+
+def format_gitlab(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
+    """GitLab's code quality report (`artifacts: reports: codequality`): a JSON array of issues."""
+    import json
+
     rows = [
         {
-            "code": f.code,
-            "name": f.name,
-            "severity": f.severity,
-            "path": f.path,
-            "line": f.line,
-            "column": f.column,
-            "end_line": f.end_line,
-            "end_column": f.end_column,
-            "message": f.message,
-            **_json_related(f),
+            "type": "issue",
+            "check_name": f"{f.code} {f.name}",
+            "description": f"{f.code} {f.message}",
+            "categories": ["Bug Risk"],
+            "severity": GITLAB_SEVERITIES[f.severity],
+            "fingerprint": fingerprint.replace(":", "-"),
+            "location": {
+                "path": f.path,
+                "lines": {"begin": f.line, "end": f.end_line},
+                "positions": {
+                    "begin": {"line": f.line, "column": f.column},
+                    "end": {"line": f.end_line, "column": f.end_column},
+                },
+            },
         }
-        for f in findings
+        for f, fingerprint in zip(findings, _fingerprints(findings, lines), strict=True)
     ]
     return json.dumps(rows, indent=2) + "\n"
 
 
-def _json_related(finding: Finding) -> dict[str, Any]:
-    """`related`: the other files a finding rests on; the key is left out when there are none."""
-    if not finding.related:
-        return {}
-    return {"related": [{"path": r.path, "line": r.line, "message": r.message} for r in finding.related]}
+def format_rdjson(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
+    """reviewdog's Diagnostic Format (rdjson): `reviewdog -f=rdjson` posts them, fixes as suggestions.
+
+    rdjson counts columns in UTF-8 bytes (datalint counts characters): converted from the source.
+    """
+    import json
+
+    read = lines if isinstance(lines, FileLines) else FileLines()
+    diagnostics = []
+    for f in findings:
+
+        def position(line: int, column: int, f: Finding = f) -> dict[str, int]:
+            text = read.line(f.path, f.cell, line) or ""
+            return {"line": line, "column": len(text[: column - 1].encode("utf-8")) + 1}
+
+        diagnostic: dict[str, Any] = {
+            "message": f.message,
+            "location": {
+                "path": f.path,
+                "range": {"start": position(f.line, f.column), "end": position(f.end_line, f.end_column)},
+            },
+            "severity": RDJSON_SEVERITIES[f.severity],
+            "code": {"value": f.code},
+        }
+        if f.fix is not None:
+            diagnostic["suggestions"] = [
+                {
+                    "range": {"start": position(e.line, e.column), "end": position(e.end_line, e.end_column)},
+                    "text": e.content,
+                }
+                for e in f.fix.edits
+            ]
+        diagnostics.append(diagnostic)
+    document = {"source": {"name": "datalint"}, "severity": "WARNING", "diagnostics": diagnostics}
+    return json.dumps(document, indent=2) + "\n"
 
 
-def format_github(findings: Sequence[Finding], rules: Sequence[Rule]) -> str:
+def format_junit(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
+    """JUnit XML, which CI systems show as test results: one suite per file, one failing case per finding.
+
+    A clean run is one passing case, so the CI's test view shows that datalint ran.
+    """
+    from xml.etree import ElementTree as ET  # only this format needs XML
+
+    root = ET.Element("testsuites", name="datalint", tests=str(max(len(findings), 1)))
+    root.set("failures", str(len(findings)))
+    root.set("errors", "0")
+    by_path: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_path.setdefault(f.path, []).append(f)
+    if not by_path:
+        suite = ET.SubElement(root, "testsuite", name="datalint", tests="1", failures="0", errors="0")
+        ET.SubElement(suite, "testcase", name="datalint", classname="datalint")
+    for path, found in by_path.items():
+        suite = ET.SubElement(root, "testsuite", name=path, tests=str(len(found)), failures=str(len(found)))
+        suite.set("errors", "0")
+        for f in found:
+            case = ET.SubElement(suite, "testcase", name=f"{f.code} {f.name}", classname=path)
+            case.set("file", f.path)
+            case.set("line", str(f.line))
+            failure = ET.SubElement(case, "failure", message=f.message, type=f.severity)
+            failure.text = f"{location(f)}: {f.code} {f.message}"
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def format_github(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
     """GitHub Actions workflow commands, which show as annotations on the pull request."""
-    lines = []
+    commands = []
     for f in findings:
         properties = ",".join(
             f"{key}={_escape_property(str(value))}"
@@ -74,19 +227,23 @@ def format_github(findings: Sequence[Finding], rules: Sequence[Rule]) -> str:
                 ("title", f"datalint {f.code} ({f.name})"),
             )
         )
-        lines.append(f"::{GITHUB_LEVELS[f.severity]} {properties}::{_escape_data(f'{f.code} {f.message}')}\n")
-    return "".join(lines)
+        commands.append(
+            f"::{GITHUB_LEVELS[f.severity]} {properties}::{_escape_data(f'{f.code} {f.message}')}\n"
+        )
+    return "".join(commands)
 
 
-def format_sarif(findings: Sequence[Finding], rules: Sequence[Rule]) -> str:
+def format_sarif(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
     """SARIF 2.1.0, as GitHub code scanning accepts it (rules carry their docs)."""
+    import json
+
     described = {rule.id: rule for rule in rules}
     for f in findings:  # a finding's rule is always described, even if not passed in
         if f.code not in described:
             described[f.code] = _placeholder_rule(f)
     ordered = sorted(described.values(), key=lambda r: r.id)
     index = {rule.id: position for position, rule in enumerate(ordered)}
-    fingerprints = _fingerprints(findings)
+    fingerprints = _fingerprints(findings, lines)
     document = {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
@@ -113,10 +270,16 @@ def format_sarif(findings: Sequence[Finding], rules: Sequence[Rule]) -> str:
 
 FORMATTERS: dict[str, Formatter] = {
     "text": format_text,
+    "full": format_full,
     "json": format_json,
+    "json-lines": format_json_lines,
     "sarif": format_sarif,
     "github": format_github,
+    "gitlab": format_gitlab,
+    "junit": format_junit,
+    "rdjson": format_rdjson,
 }
+FORMAT_ALIASES: dict[str, str] = {"concise": "text", "txt": "text"}
 
 
 def summary(findings: Sequence[Finding], files: int) -> str:
@@ -135,6 +298,8 @@ def summary(findings: Sequence[Finding], files: int) -> str:
 
 def statistics(findings: Sequence[Finding], as_json: bool = False) -> str:
     """Counts per rule, most frequent first."""
+    import json
+
     counts = Counter((f.code, f.name, f.severity) for f in findings)
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0][0]))
     if as_json:
@@ -200,29 +365,52 @@ def _sarif_related(finding: Finding) -> dict[str, Any]:
     }
 
 
-def _fingerprints(findings: Sequence[Finding]) -> list[str]:
+def _fingerprints(findings: Sequence[Finding], lines: LineSource | None = None) -> list[str]:
     """A hash of rule + the flagged line's text, numbered per repeat: stable when lines move."""
-    import hashlib  # only SARIF needs it; keeps `datalint check` quick to start
+    import hashlib  # only SARIF and GitLab need it; keeps `datalint check` quick to start
 
-    texts: dict[str, list[str]] = {}
+    read = lines or FileLines()
     seen: Counter[str] = Counter()
     result = []
     for f in findings:
-        if f.path not in texts:
-            texts[f.path] = _read_lines(f.path)
-        lines = texts[f.path]
-        text = " ".join(lines[f.line - 1].split()) if 0 < f.line <= len(lines) else ""
+        text = " ".join((read(f) or "").split())
         digest = hashlib.sha256(f"{f.code}\0{f.path}\0{text}".encode()).hexdigest()[:16]
         seen[digest] += 1
         result.append(f"{digest}:{seen[digest]}")
     return result
 
 
-def _read_lines(path: str) -> list[str]:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
+class FileLines:
+    """A `LineSource` reading each file once from disk (notebooks: the finding's cell)."""
+
+    def __init__(self, overrides: dict[str, str] | None = None) -> None:
+        self._texts: dict[tuple[str, int | None], list[str]] = {}
+        self._overrides = overrides or {}  # path -> text already in memory (stdin)
+
+    def __call__(self, finding: Finding) -> str | None:
+        return self.line(finding.path, finding.cell, finding.line)
+
+    def line(self, path: str, cell: int | None, number: int) -> str | None:
+        """The text of one 1-based line of a file (or of one notebook cell), if it has that line."""
+        key = (path, cell)
+        if key not in self._texts:
+            self._texts[key] = self._read(path, cell)
+        lines = self._texts[key]
+        return lines[number - 1] if 0 < number <= len(lines) else None
+
+    def _read(self, path: str, cell: int | None) -> list[str]:
+        text = self._overrides.get(path)
+        if text is None:
+            try:
+                text = Path(path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                return []
+        if cell is not None:
+            from datalint.lint.notebook import cell_sources
+
+            cells = cell_sources(text)
+            return cells[cell - 1].splitlines() if 0 < cell <= len(cells) else []
+        return text.splitlines()
 
 
 def _uri(path: str) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from datalint.lint.noqa import Directives, Noqa
     from datalint.lint.project import DatasetFact, Link, Project
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
@@ -115,8 +116,6 @@ LOADER_DEFAULTS: dict[str, Any] = {
     "in_order": True,
 }
 
-_NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
-_CODE = re.compile(r"[A-Z]+[0-9]*", re.IGNORECASE)
 _BUILTINS = frozenset(dir(builtins))
 # A line as the parser counts them: ended by \n, \r\n or \r (not by form feeds, unlike splitlines).
 _PARSER_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -235,16 +234,6 @@ class StartMethodSite:
     method: str
     node: ast.AST
     via: str  # "multiprocessing_context", "set_start_method" or "get_context"
-
-
-@dataclass(frozen=True)
-class Noqa:
-    """A `# noqa` comment; codes is None for a bare `# noqa`, which silences every code."""
-
-    codes: frozenset[str] | None
-
-    def silences(self, code: str) -> bool:
-        return self.codes is None or any(code.startswith(prefix) for prefix in self.codes)
 
 
 class Module:
@@ -1136,11 +1125,20 @@ class Module:
 
     # ---- noqa --------------------------------------------------------------------------------
 
+    @cached_property
+    def noqa_directives(self) -> Directives:
+        """Every `# noqa` directive of the file, read from its comment tokens."""
+        from datalint.lint.noqa import read_directives_parsed  # only files that mention noqa need it
+
+        return read_directives_parsed(self.source, self.tree, self.nodes_of(ast.Constant, ast.JoinedStr))
+
     def noqa(self, line: int) -> Noqa | None:
-        """The `# noqa` / `# noqa: DL001,DL002` comment on a 1-based line, if any."""
-        if not 0 < line <= len(self.lines):
-            return None
-        return parse_noqa(self.lines[line - 1])
+        """The `# noqa` directive covering a finding that starts on a 1-based line, if any.
+
+        It is on that line, or on the last line of the statement the line belongs to.
+        """
+        directive = self.noqa_directives.for_line(line)
+        return directive.noqa if directive is not None else None
 
 
 _NEVER_NONE = (
@@ -1166,15 +1164,11 @@ def cast_name(node: ast.AST) -> str | None:
     return node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else None
 
 
-def parse_noqa(line: str) -> Noqa | None:
-    """The `# noqa` directive in one physical line (like flake8, read from the line's text)."""
-    match = _NOQA.search(line)
-    if match is None:
-        return None
-    codes = match.group("codes")
-    if codes is None:
-        return Noqa(None)
-    return Noqa(frozenset(code.upper() for code in _CODE.findall(codes)))
+def parse_noqa(text: str) -> Noqa | None:
+    """The `# noqa` directive in one comment or line of text (see `datalint.lint.noqa`)."""
+    from datalint.lint.noqa import parse_noqa as parse
+
+    return parse(text)
 
 
 def canonical(qualified: str) -> str:

@@ -12,29 +12,36 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from datalint.config import Config
+from datalint.config import Config, ConfigResolver
 from datalint.lint.catalog import Catalog
 from datalint.lint.project import Project
 
 _LINTER = None  # the worker process's Linter, built once by `_start`
 
 
-def _start(config: Config, catalog: Catalog | None, project: Project) -> None:
+def _start(
+    config: Config, catalog: Catalog | None, project: Project, resolver: ConfigResolver | None
+) -> None:
     global _LINTER
-    from datalint.lint.engine import Linter
+    from datalint.lint.engine import Linter, LinterCache
 
-    _LINTER = Linter(config, catalog, project)
+    _LINTER = LinterCache(Linter(config, catalog, project), resolver, project)
 
 
 def _lint_chunk(paths: Sequence[Path]) -> tuple[list, list]:
-    from datalint.lint.engine import Linter, _lint_serially
+    from datalint.lint.engine import LinterCache, _lint_serially
 
-    assert isinstance(_LINTER, Linter)
+    assert isinstance(_LINTER, LinterCache)
     return _lint_serially(_LINTER, paths)
 
 
 def lint_in_processes(
-    paths: Sequence[Path], config: Config, catalog: Catalog | None, project: Project, jobs: int
+    paths: Sequence[Path],
+    config: Config,
+    catalog: Catalog | None,
+    project: Project,
+    jobs: int,
+    resolver: ConfigResolver | None = None,
 ) -> tuple[list, list]:
     """(findings, errors) of every file, linted in `jobs` processes; order is restored by the caller."""
     chunk = max(1, min(64, len(paths) // (jobs * 4) or 1))
@@ -43,7 +50,7 @@ def lint_in_processes(
     errors: list = []
     context = multiprocessing.get_context()
     with ProcessPoolExecutor(
-        jobs, mp_context=context, initializer=_start, initargs=(config, catalog, project)
+        jobs, mp_context=context, initializer=_start, initargs=(config, catalog, project, resolver)
     ) as pool:
         for found, failed in pool.map(_lint_chunk, chunks):
             findings.extend(found)

@@ -48,7 +48,7 @@ def test_an_unreadable_file_is_one_finding(tmp_path: Path) -> None:
     assert finding.code == "DL000" and "cannot read" in finding.message
 
 
-def test_noqa_silences_only_the_named_codes_on_the_start_line() -> None:
+def test_noqa_silences_only_the_named_codes_on_the_start_or_the_statements_last_line() -> None:
     source = textwrap.dedent(
         """\
         from torch.utils.data import DataLoader
@@ -63,7 +63,7 @@ def test_noqa_silences_only_the_named_codes_on_the_start_line() -> None:
             ds, prefetch_factor=2)  # noqa: DL001
         """
     )
-    assert codes(lint_source(source, "x.py", LOADER_RULES)) == [(6, "DL001"), (9, "DL001")]
+    assert codes(lint_source(source, "x.py", LOADER_RULES)) == [(6, "DL001")]
 
 
 def test_findings_are_sorted_by_line_and_column() -> None:

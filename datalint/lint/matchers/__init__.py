@@ -14,6 +14,7 @@ from typing import Any
 
 from datalint.lint.matchers import (
     contract,
+    directives,
     handles,
     loader,
     loader_usage,
@@ -24,7 +25,16 @@ from datalint.lint.matchers import (
 
 Matcher = Callable[..., Iterator[Any]]
 
-FAMILIES: tuple[ModuleType, ...] = (loader, loader_usage, pickling, handles, memory, randomness, contract)
+FAMILIES: tuple[ModuleType, ...] = (
+    loader,
+    loader_usage,
+    pickling,
+    handles,
+    memory,
+    randomness,
+    contract,
+    directives,
+)
 
 
 def _merge(families: tuple[ModuleType, ...]) -> dict[str, Matcher]:
