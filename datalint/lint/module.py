@@ -48,21 +48,22 @@ CANONICAL_MODULES: dict[str, str] = {
 }
 
 LOADER_CLASSES: frozenset[str] = frozenset({"torch.utils.data.DataLoader"})
-DATASET_BASES: frozenset[str] = frozenset(
-    {
-        "torch.utils.data.Dataset",
-        "torch.utils.data.IterableDataset",
-        "torch.utils.data.TensorDataset",
-        "torch.utils.data.ConcatDataset",
-        "torch.utils.data.ChainDataset",
-        "torch.utils.data.Subset",
-        "torch.utils.data.StackDataset",
-        "torch.utils.data.IterDataPipe",
-        "torch.utils.data.MapDataPipe",
-    }
-)
+# torch's own Dataset bases and their kind; the catalog adds third-party ones
+# (`rules/bases/dataset-bases.toml`, read by `datalint.lint.project.known_dataset_bases`).
+TORCH_DATASET_BASES: Mapping[str, Literal["map", "iterable"]] = {
+    "torch.utils.data.Dataset": "map",
+    "torch.utils.data.TensorDataset": "map",
+    "torch.utils.data.ConcatDataset": "map",
+    "torch.utils.data.Subset": "map",
+    "torch.utils.data.StackDataset": "map",
+    "torch.utils.data.MapDataPipe": "map",
+    "torch.utils.data.IterableDataset": "iterable",
+    "torch.utils.data.ChainDataset": "iterable",
+    "torch.utils.data.IterDataPipe": "iterable",
+}
+DATASET_BASES: frozenset[str] = frozenset(TORCH_DATASET_BASES)
 ITERABLE_DATASET_BASES: frozenset[str] = frozenset(
-    {"torch.utils.data.IterableDataset", "torch.utils.data.ChainDataset", "torch.utils.data.IterDataPipe"}
+    name for name, kind in TORCH_DATASET_BASES.items() if kind == "iterable"
 )
 DATASET_METHODS: tuple[str, ...] = ("__getitem__", "__getitems__", "__iter__", "__len__")
 START_METHOD_CALLS: frozenset[str] = frozenset(

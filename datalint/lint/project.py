@@ -33,27 +33,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from datalint import __version__
-from datalint.lint.module import canonical
+from datalint.lint.module import TORCH_DATASET_BASES, canonical
 
 DatasetKind = Literal["map", "iterable"]
 
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 SUMMARY_FORMAT = 3  # bumped when FileSummary's fields change: old cache entries are then ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
-
-# torch's own bases: the map-style and iterable Dataset classes, by their public names.
-TORCH_DATASET_BASES: Mapping[str, DatasetKind] = {
-    "torch.utils.data.Dataset": "map",
-    "torch.utils.data.TensorDataset": "map",
-    "torch.utils.data.ConcatDataset": "map",
-    "torch.utils.data.Subset": "map",
-    "torch.utils.data.StackDataset": "map",
-    "torch.utils.data.MapDataPipe": "map",
-    "torch.utils.data.IterableDataset": "iterable",
-    "torch.utils.data.ChainDataset": "iterable",
-    "torch.utils.data.IterDataPipe": "iterable",
-}
-
 
 # ---- values --------------------------------------------------------------------------------------
 
