@@ -35,6 +35,8 @@ COMMANDS: dict[str, str] = {
     "bench": "datalint.commands.bench",
     "report": "datalint.commands.report",
     "docs": "datalint.commands.docs",
+    "serve": "datalint.commands.serve",
+    "guard": "datalint.commands.guard",
 }
 
 Runner = Callable[[argparse.Namespace], int]

@@ -1,6 +1,6 @@
 """The optional parts of datalint and the line that installs each one.
 
-The base install is the linter alone (standard library only). `scan`, `torch` and `dask` are extras
+The base install is the linter alone (standard library only). `scan`, `torch`, `dask` and `service` are extras
 (pyproject.toml's `[project.optional-dependencies]`); a command or module that needs one calls
 `require(extra, what)` before doing any work, which raises `MissingExtraError` with the one line that
 installs it. Finding the modules uses `importlib.util.find_spec`, which imports nothing, so the check
@@ -25,6 +25,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "scan": ("numpy", "PIL", "cv2", "sqlite_utils", "rich"),
     "torch": ("torch", "numpy", "sqlite_utils"),
     "dask": ("dask", "distributed"),
+    "service": ("fastapi", "uvicorn", "pydantic"),
 }
 
 

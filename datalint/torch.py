@@ -23,6 +23,7 @@ import platform
 import sys
 import time
 import traceback
+import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator, Sized
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ except ModuleNotFoundError:
 
 from datalint import __version__
 from datalint.errors import DatalintError, UsageError
+from datalint.training import remote
 from datalint.training.fit import (
     StaleQuarantineError,
     StaleQuarantineWarning,
@@ -432,6 +434,8 @@ class GuardedDataset(Dataset[Any]):
         *,
         quarantine: QuarantineSource | None = None,
         strict: bool = True,
+        token: str | None = None,
+        spool: str | os.PathLike[str] | None = None,
     ) -> None:
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {', '.join(map(repr, ON_ERROR))}, got {on_error!r}")
@@ -440,10 +444,15 @@ class GuardedDataset(Dataset[Any]):
         self.dataset = dataset
         self.on_error = on_error
         self.max_failures = max_failures
-        self.record = Path(record) if record is not None else None
+        # A `datalint serve` URL: failures go to the service from a background sender (training/remote.py).
+        self.remote = str(record) if remote.is_url(record) else None
+        self.record = Path(record) if record is not None and self.remote is None else None
+        self.token = token
+        self.spool = Path(spool) if spool is not None else None
         self._length = len(dataset)
         self._avoid = frozenset() if quarantine is None else _resolve(quarantine, dataset, strict).index_set()
         self._run_id = self._start_run() if self.record is not None else None
+        self._remote_run = uuid.uuid4().hex if self.remote is not None else None
         self._state: _ProcessState | None = None
 
     def _start_run(self) -> int:
@@ -528,6 +537,10 @@ class GuardedDataset(Dataset[Any]):
     def _record(self, failure: Failure) -> None:
         where = f" ({failure.key})" if failure.key else ""
         logger.warning("datalint guard: sample %d%s failed: %s", failure.index, where, failure.detail)
+        if self.remote is not None:
+            sender = remote.sender_for(self.remote, token=self.token, spool=self.spool, run=self._remote_run)
+            sender.send(failure)
+            return
         if self.record is None or self._run_id is None:
             return
         try:
@@ -539,7 +552,8 @@ class GuardedDataset(Dataset[Any]):
 
     def _tripped_message(self, last: Failure, count: int) -> str:
         where = f" (key {last.key})" if last.key else ""
-        recorded = f"; failures are recorded in {self.record}" if self.record else ""
+        target = self.record or self.remote
+        recorded = f"; failures are recorded in {target}" if target else ""
         return (
             f"{count} samples failed in process {last.worker}, more than max_failures={self.max_failures}:"
             f" the data source itself looks broken (an unreachable disk or mount?)."

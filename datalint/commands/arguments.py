@@ -44,6 +44,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """A number of 0 or more: seconds of a limit that 0 turns off."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {text}")
+    return value
+
+
 def size(text: str) -> int:
     """Bytes, the way disks are sold: `500000`, `64MB` (64 x 1000^2), `1.5GiB` (1.5 x 1024^3).
 

@@ -22,6 +22,8 @@ ALIASES: dict[str, str] = {
     "quarantine": "training",
     "rules": "worker-rules",
     "schema": "index",
+    "serve": "service",
+    "guard": "training",
 }
 
 

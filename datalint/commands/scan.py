@@ -12,7 +12,7 @@ import sys
 import warnings
 from typing import Any
 
-from datalint.commands.arguments import count, positive_float, positive_int, size
+from datalint.commands.arguments import count, non_negative_float, positive_float, positive_int, size
 from datalint.errors import UsageError
 
 KIND_HELP = (
@@ -173,6 +173,14 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="per-sample limit, enforced even in C code holding the GIL (default 60)",
     )
+    engine.add_argument(
+        "--setup-timeout",
+        type=non_negative_float,
+        default=600.0,
+        metavar="SECONDS",
+        help="limit for building the dataset (import, factory, len(), keys), run isolated first "
+        "(default 600; 0: build it in the scanner directly, unwatched)",
+    )
     engine.add_argument("--rescan", action="store_true", help="measure every sample again, even if indexed")
     engine.add_argument("--chunk-size", type=positive_int, metavar="N", help=argparse.SUPPRESS)
     engine.add_argument(
@@ -243,11 +251,12 @@ def run(args: argparse.Namespace) -> int:
     from datalint.scan import api, policy
 
     description = choose_source(args)
-    if description.kind == "images" and not _announce_image_files(description):
+    if description.kind == "images" and not _announce_image_files(description, args):
         return 0
     options = api.ScanOptions(
         workers=args.workers,
         timeout=args.timeout,
+        setup_timeout=args.setup_timeout,
         labels=tuple(args.label),
         policy=policy.PolicyOptions(
             kinds=policy.parse_kinds(args.kinds),
@@ -278,11 +287,14 @@ def run(args: argparse.Namespace) -> int:
     return summary.exit_code
 
 
-def _announce_image_files(description: Any) -> bool:
+def _announce_image_files(description: Any, args: argparse.Namespace) -> bool:
     """Say how many image files will be scanned (and what was skipped); False when there are none."""
+    from datalint.scan import preflight
     from datalint.scan.images import listing_note
     from datalint.scan.sources import build_source
 
+    if args.setup_timeout > 0 and preflight.runs_user_code(description):  # its code runs watched first
+        preflight.inspect_source(description, args.setup_timeout)
     source = build_source(description)  # built once: the scan reuses it
     print(f"datalint: {listing_note(source)}", file=sys.stderr)
     return len(source) > 0

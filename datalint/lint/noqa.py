@@ -80,8 +80,8 @@ class Directives:
     covers: Mapping[
         int, int
     ]  # physical line -> the last line of its statement, where a directive also counts
-    file_codes: frozenset[str] | None  # file-level codes; None: no file directive; empty: every code
-    file_directive: bool
+    file_codes: frozenset[str] | None  # what a file directive silences; None: every code
+    file_directive: bool  # the file has a `# datalint: noqa` directive
 
     def for_line(self, line: int) -> Directive | None:
         """The directive that applies to a finding starting on `line`, if any."""
@@ -100,6 +100,25 @@ class Directives:
 NO_DIRECTIVES = Directives({}, {}, None, False)
 
 
+class _FileCodes:
+    """The file directives of one file, gathered comment by comment into one `Directives`."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.codes: set[str] | None = set()  # None once a bare `# datalint: noqa` silences every code
+
+    def add(self, directive: re.Match[str]) -> None:
+        self.seen = True
+        codes = directive.group("codes")
+        if codes is None:
+            self.codes = None
+        elif self.codes is not None:
+            self.codes.update(c.upper() for c in CODE.findall(codes))
+
+    def directives(self, by_line: dict[int, Directive], covers: Mapping[int, int]) -> Directives:
+        return Directives(by_line, covers, None if self.codes is None else frozenset(self.codes), self.seen)
+
+
 def parse_noqa(text: str) -> Noqa | None:
     """The `# noqa` directive in one comment (or line) of text, if any."""
     match = NOQA.search(text)
@@ -116,8 +135,7 @@ def read_directives(source: str) -> Directives:
         return NO_DIRECTIVES
     by_line: dict[int, Directive] = {}
     covers: dict[int, int] = {}
-    file_codes: set[str] | None = set()
-    file_directive = False
+    file_codes = _FileCodes()
     statement_start: int | None = None
     try:
         for token in _tokens(source):
@@ -127,12 +145,7 @@ def read_directives(source: str) -> Directives:
             if kind == tokenize.COMMENT:
                 whole = FILE_NOQA.match(text)
                 if whole is not None:
-                    file_directive = True
-                    codes = whole.group("codes")
-                    if codes is None:
-                        file_codes = None
-                    elif file_codes is not None:
-                        file_codes.update(c.upper() for c in CODE.findall(codes))
+                    file_codes.add(whole)
                     continue
                 directive = _directive(text, row, column, line_text.rstrip("\r\n"))
                 if directive is not None:
@@ -145,9 +158,7 @@ def read_directives(source: str) -> Directives:
                 statement_start = None
     except (tokenize.TokenError, SyntaxError):
         pass  # keep what was read: the parser reports the real problem
-    return Directives(
-        by_line, covers, frozenset(file_codes) if file_codes is not None else None, file_directive
-    )
+    return file_codes.directives(by_line, covers)
 
 
 def read_directives_parsed(source: str, tree: ast.Module, strings: Iterable[ast.expr]) -> Directives:
@@ -159,8 +170,7 @@ def read_directives_parsed(source: str, tree: ast.Module, strings: Iterable[ast.
     candidates = [number for number, text in enumerate(lines, start=1) if "noqa" in text.lower()]
     inside = _string_spans(strings, candidates, lines)
     by_line: dict[int, Directive] = {}
-    file_codes: set[str] | None = set()
-    file_directive = False
+    file_codes = _FileCodes()
     for number in candidates:
         text = lines[number - 1]
         start = _comment_start(text, inside.get(number, ()))
@@ -169,20 +179,13 @@ def read_directives_parsed(source: str, tree: ast.Module, strings: Iterable[ast.
         comment = text[start:]
         whole = FILE_NOQA.match(comment)
         if whole is not None:
-            file_directive = True
-            codes = whole.group("codes")
-            if codes is None:
-                file_codes = None
-            elif file_codes is not None:
-                file_codes.update(c.upper() for c in CODE.findall(codes))
+            file_codes.add(whole)
             continue
         directive = _directive(comment, number, start, text)
         if directive is not None:
             by_line[number] = directive
     covers: Mapping[int, int] = _StatementEnds(tree, lines) if by_line else {}
-    return Directives(
-        by_line, covers, frozenset(file_codes) if file_codes is not None else None, file_directive
-    )
+    return file_codes.directives(by_line, covers)
 
 
 _NO_END = 1 << 30  # a string that goes on past the end of the line

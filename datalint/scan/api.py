@@ -26,10 +26,10 @@ from typing import Any
 from datalint.errors import UsageError
 from datalint.extras import require as require_extra
 from datalint.limits import effective_cpu_count
-from datalint.scan import dask_backend, policy, runner, store
+from datalint.scan import dask_backend, policy, preflight, runner, store
 from datalint.scan.policy import PolicyOptions, QuarantineEntry
 from datalint.scan.progress import Progress
-from datalint.scan.sources import SourceDescription, adopt_dataset, build_source, fingerprint
+from datalint.scan.sources import SourceDescription, adopt_dataset, build_source, fingerprint, is_built
 
 DEFAULT_INDEX_DIR = Path(".datalint")
 WORST_SHOWN = 10
@@ -48,6 +48,7 @@ class ScanOptions:
     progress: str = "none"
     progress_interval: float = 30.0
     backend: str = "local"  # "dask": shards on a dask cluster (docs/distributed.md)
+    setup_timeout: float = preflight.DEFAULT_SETUP_TIMEOUT  # building the dataset, len(), the keys
     scheduler: str | None = None  # dask scheduler address; None: a LocalCluster of `workers` processes
 
     def __post_init__(self) -> None:
@@ -175,12 +176,21 @@ def scan_source(
     """Scan any registered source kind (datasets, image files) into an index and a quarantine list."""
     require_extra("scan", "datalint.scan()")  # the index, the decoders: named before any work
     started = time.monotonic()
+    # The dataset's own code runs in a watched child first: this process builds it only once that
+    # is known to finish (docs/scan.md, "What a scan survives").
+    facts = (
+        preflight.inspect_source(description, options.setup_timeout)
+        if options.setup_timeout > 0
+        and preflight.runs_user_code(description)
+        and _not_yet_proven(description)
+        else None
+    )
     source = build_source(description)
     stream = bool(getattr(source, "is_stream", False))
     if options.backend == "dask":
         dask_backend.check_source(description, stream)
     length = None if stream else len(source)
-    print_ = fingerprint(source)
+    print_ = facts.fingerprint if facts is not None else fingerprint(source)
     index_path = Path(db) if db is not None else default_index_path(description.spec, description.kind)
     quarantine_path = Path(quarantine) if quarantine is not None else default_quarantine_path(index_path)
     index = store.open_index(index_path)
@@ -237,6 +247,17 @@ def scan_source(
 
 # ----------------------------------------------------------------------------------------------
 # Steps
+
+
+def _not_yet_proven(description: SourceDescription) -> bool:
+    # A source this process built already needs no second check (the CLI's image listing ran it
+    # first; a dataset object handed to the API was built by the caller, its len() already read),
+    # unless its keys are the dataset's own code (`datalint_key`): they are read next, for the
+    # fingerprint.
+    if not is_built(description):
+        return True
+    dataset = getattr(build_source(description), "dataset", None)
+    return description.option("object_id") is not None and callable(getattr(dataset, "datalint_key", None))
 
 
 def _plan(
@@ -361,7 +382,8 @@ def _measure(
                 if rows:
                     stamp = store.utc_now()
                     for row in rows:
-                        row["key"] = None if length is None else source.key(row["idx"])
+                        if "key" not in row:  # workers key what they measure; the parent keys the rest
+                            row["key"] = None if length is None else source.key(row["idx"])
                         row["measured_at"] = stamp
                         highest = max(highest, row["idx"])
                     writer.add(rows)

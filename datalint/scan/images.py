@@ -372,12 +372,27 @@ def probe_image_file(path: str | Path, options: ImageOptions, capture: StderrCap
     return probe_image_bytes(data, Path(path).suffix.lower(), options, capture)
 
 
+# A file is read whole into a worker's memory; past this size it is reported instead of read, so a
+# multi-gigabyte file named .jpg is one finding, not a MemoryError (or an OOM kill) in every worker.
+MAX_FILE_BYTES = 1 << 30
+
+
 def read_image_bytes(path: Path) -> bytes:
     try:
-        mode = path.stat().st_mode
-        if not stat.S_ISREG(mode):
-            raise _Unreadable(f"not a regular file ({_file_type(mode)})")
-        return path.read_bytes()
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise _Unreadable(f"not a regular file ({_file_type(info.st_mode)})")
+        if info.st_size > MAX_FILE_BYTES:
+            raise _Unreadable(_too_large(info.st_size))
+        with path.open("rb") as handle:
+            # read(n) allocates n bytes first: ask for the size stat gave (one more shows growth), and
+            # for the rest only up to the limit, so a file growing while it is read stays bounded.
+            data = handle.read(info.st_size + 1)
+            if len(data) > info.st_size:
+                data += handle.read(MAX_FILE_BYTES + 1 - len(data))
+        if len(data) > MAX_FILE_BYTES:
+            raise _Unreadable(_too_large(len(data)))
+        return data
     except FileNotFoundError:
         if path.is_symlink():
             raise _Unreadable(f"broken symbolic link (to {os.readlink(path)})") from None
@@ -386,6 +401,13 @@ def read_image_bytes(path: Path) -> bytes:
         raise _Unreadable("permission denied: the scanning user cannot read it") from None
     except OSError as exc:
         raise _Unreadable(f"{type(exc).__name__}: {exc.strerror or exc}") from None
+
+
+def _too_large(size: int) -> str:
+    return (
+        f"{size / (1 << 30):.1f} GiB, over the {MAX_FILE_BYTES >> 30} GiB limit for one image file: not read "
+        "(no image in a training set is expected to be this large)"
+    )
 
 
 def _file_type(mode: int) -> str:

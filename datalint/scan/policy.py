@@ -47,6 +47,9 @@ KINDS: dict[str, Kind] = {
         Kind("dtype_mismatch", False, "dtype differs from the majority (the batch is silently promoted)"),
         Kind("slow", False, "far slower than its peers"),
         Kind("fd_leak", False, "left file descriptors open"),
+        Kind(
+            "side_effect", False, "changed its worker: left a child process, moved the working directory, ..."
+        ),
         Kind("corrupt", True, "an image file that does not decode"),
         Kind("empty", True, "an empty file"),
         Kind("decompression_bomb", True, "an image whose header claims more pixels than --max-pixels"),
@@ -60,7 +63,7 @@ DEFAULT_KINDS: tuple[str, ...] = tuple(name for name, kind in KINDS.items() if k
 SEVERITY: tuple[str, ...] = (
     "crash", "timeout", "error", "corrupt", "unreadable", "decompression_bomb", "empty", "unsupported",
     "uncollatable", "missing_field", "shape_mismatch", "label_out_of_range", "non_finite", "requires_grad",
-    "non_cpu_tensor", "oversized", "dtype_mismatch", "slow", "fd_leak",
+    "non_cpu_tensor", "oversized", "dtype_mismatch", "slow", "fd_leak", "side_effect",
 )  # fmt: skip
 
 

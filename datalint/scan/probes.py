@@ -20,6 +20,16 @@ from typing import Any
 # one by one: signatures stay small even for a sample holding a list of 10,000 boxes.
 MAX_DEPTH = 8
 MAX_FIELDS = 32
+# At most this many values of one sample are visited; containers past it keep their type and
+# length only ("truncated"). It bounds the walk of a pathological sample (dicts of dicts of dicts);
+# lists are summarised (below), so real samples stay far under it.
+MAX_NODES = 4096
+# A list is a collection: its signature is its length and one element signature, field "*" (the
+# elements' common structure, lengths as a range; for a mixed list, its least common kind of
+# element, so an odd one is judged against its peers). Tuples and namedtuples are records and keep
+# one field per position.
+ITEMS = "*"
+MAX_NAME = 100  # characters of a dict key kept in a signature
 # Label fields with more distinct values than this keep the lowest and highest half of them.
 MAX_LABEL_VALUES = 256
 ROOT = ""  # the path of the sample itself
@@ -115,12 +125,14 @@ class _Walk:
     def __init__(self) -> None:
         torch = sys.modules.get("torch")
         self.tensor = torch.Tensor if torch is not None else None
+        self.nodes = 0
         self.nbytes = 0
         self.non_finite: dict[str, int] = {}
         self.grad_paths: list[str] = []
         self.device_paths: list[str] = []
 
     def visit(self, value: Any, path: str, depth: int) -> dict[str, Any]:
+        self.nodes += 1
         cls = type(value)
         name = _SCALARS.get(cls)
         if name is not None:
@@ -139,8 +151,17 @@ class _Walk:
                 sig: dict[str, Any] = {"type": _type_name(value)}
                 if _is_sequence(value):
                     sig["length"] = len(value)
+                if self.nodes > MAX_NODES:
+                    sig.update(fields={}, truncated=True)
+                    return sig
                 prefix = f"{path}." if path else ""
-                sig["fields"] = {key: self.visit(item, prefix + key, depth + 1) for key, item in fields}
+                described = [(key, self.visit(item, prefix + key, depth + 1)) for key, item in fields]
+                if cls is list:
+                    sig["fields"], mixed = _summarise(described)
+                    if mixed:
+                        sig["mixed"] = mixed
+                else:
+                    sig["fields"] = dict(described)
                 return sig
         self.nbytes += leaf_nbytes(value)
         count = leaf_non_finite(value)
@@ -158,6 +179,65 @@ class _Walk:
         if value.device.type != "cpu":
             self.device_paths.append(path)
         return leaf_signature(value)
+
+
+def _summarise(described: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], int]:
+    """({"*": element signature}, number of element kinds when more than one, else 0)."""
+    kinds: list[list[Any]] = []  # [signature, count], in order of first appearance
+    for _, item in described:
+        for kind in kinds:
+            merged = unify(kind[0], item)
+            if merged is not None:
+                kind[0] = merged
+                kind[1] += 1
+                break
+        else:
+            kinds.append([item, 1])
+    if not kinds:
+        return {}, 0
+    if len(kinds) == 1:
+        return {ITEMS: kinds[0][0]}, 0
+    odd = min(reversed(kinds), key=lambda kind: kind[1])  # the rarest; on a tie, the later one
+    return {ITEMS: odd[0]}, len(kinds)
+
+
+_RANGES = frozenset({"length", "min_length", "fields"})
+
+
+def unify(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    """One signature for two values of the same structure whose lengths may differ, or None.
+
+    Lengths become a range: `length` the longest, `min_length` the shortest (when they differ).
+    """
+    if a == b:
+        return a
+    if a.keys() - _RANGES != b.keys() - _RANGES or any(a[k] != b[k] for k in a.keys() - _RANGES):
+        return None
+    merged = dict(a)
+    if "length" in a and "length" in b:
+        shortest = min(a.get("min_length", a["length"]), b.get("min_length", b["length"]))
+        merged["length"] = max(a["length"], b["length"])
+        merged.pop("min_length", None)
+        if shortest != merged["length"]:
+            merged["min_length"] = shortest
+    elif "length" in a or "length" in b:
+        return None
+    mine, theirs = a.get("fields"), b.get("fields")
+    if mine is None or theirs is None:
+        return merged if mine is theirs else None
+    if mine.keys() != theirs.keys():
+        if "length" in a and not (mine and theirs):  # an empty list is like any list of its peers
+            merged["fields"] = mine or theirs
+            return merged
+        return None
+    children = {}
+    for key, child in mine.items():
+        both = unify(child, theirs[key])
+        if both is None:
+            return None
+        children[key] = both
+    merged["fields"] = children
+    return merged
 
 
 # ----------------------------------------------------------------------------------------------
@@ -205,13 +285,19 @@ def _child(value: Any, part: str) -> Any:
 def _fields(value: Any) -> list[tuple[str, Any]] | None:
     """The named children of a container, or None for a leaf. Capped at MAX_FIELDS."""
     if isinstance(value, Mapping):
-        return [(str(key), item) for key, item in list(value.items())[:MAX_FIELDS]]
+        return [(_name(key), item) for key, item in list(value.items())[:MAX_FIELDS]]
     if _is_sequence(value):
         names = getattr(value, "_fields", None)  # namedtuple: its field names read better than positions
         if names is not None:
             return list(zip(names, value, strict=False))[:MAX_FIELDS]
         return [(str(position), item) for position, item in enumerate(value[:MAX_FIELDS])]
     return None
+
+
+def _name(key: Any) -> str:
+    # A key is a name; a 10 MB string used as a key must not make every row of the index 10 MB.
+    text = key if type(key) is str else str(key)
+    return text if len(text) <= MAX_NAME else text[: MAX_NAME - 3] + "..."
 
 
 def _is_sequence(value: Any) -> bool:

@@ -17,6 +17,9 @@ How (see docs/scan.md, "The engine"):
   culprit's unfinished chunk-mates are handed out again.
 * The parent is the watchdog: a sample running past the timeout gets SIGUSR1 (faulthandler dumps
   the hung stack, even from C code holding the GIL), then SIGKILL.
+* Each worker runs under a keeper process (its parent, in its own process group) that ignores the
+  signals a sample might send its parent and leaves with the worker's exit status; the scanner
+  kills a dead worker's whole group, so what a sample started does not outlive it.
 * Workers die with the scanner (PR_SET_PDEATHSIG, or a watcher thread where that is missing), raise
   their own oom_score_adj so the OOM killer picks a worker, and ignore SIGINT (Ctrl-C stops the
   scanner, which stops them).
@@ -24,6 +27,7 @@ How (see docs/scan.md, "The engine"):
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import ctypes
 import faulthandler
@@ -32,6 +36,7 @@ import mmap
 import os
 import re
 import resource
+import select
 import signal
 import struct
 import sys
@@ -52,6 +57,12 @@ from datalint.scan.probes import open_fd_count
 from datalint.scan.sources import SourceDescription, build_source
 
 Row = dict[str, Any]
+
+# Bound once: a sample that replaces time.monotonic or time.perf_counter (a patched clock, a test
+# double left in place) must not change how the engine times every later sample.
+_monotonic = time.monotonic
+_perf_counter = time.perf_counter
+_time = time.time
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)
 MAX_TEXT = 20_000  # characters of a traceback / dump kept per sample
@@ -110,23 +121,23 @@ def run(
 
 def measure_outcome(source: Any, index: int, *, catch_interrupt: bool = True) -> Row:
     """Row for one sample: its probe results, or the error it raised (any BaseException)."""
-    started = time.perf_counter()
+    started = _perf_counter()
     try:
         result = source.measure(index)
     except KeyboardInterrupt as exc:
         if not catch_interrupt:
             raise
-        return error_row(index, exc, time.perf_counter() - started)
+        return error_row(index, exc, _perf_counter() - started)
     except BaseException as exc:  # isolation boundary: the sample's own failure, SystemExit included
-        return error_row(index, exc, time.perf_counter() - started)
+        return error_row(index, exc, _perf_counter() - started)
     row = {"idx": index, "status": "ok", **result}
-    row.setdefault("duration", time.perf_counter() - started)
+    row.setdefault("duration", _perf_counter() - started)
     return row
 
 
 def _measure_next(fetch: Any, index: int, *, catch_interrupt: bool = True) -> Row | None:
     """Like measure_outcome for the next sample of a stream; None when the stream is exhausted."""
-    started = time.perf_counter()
+    started = _perf_counter()
     try:
         result = fetch()
     except StopIteration:
@@ -134,11 +145,11 @@ def _measure_next(fetch: Any, index: int, *, catch_interrupt: bool = True) -> Ro
     except KeyboardInterrupt as exc:
         if not catch_interrupt:
             raise
-        return error_row(index, exc, time.perf_counter() - started)
+        return error_row(index, exc, _perf_counter() - started)
     except BaseException as exc:  # isolation boundary, as above
-        return error_row(index, exc, time.perf_counter() - started)
+        return error_row(index, exc, _perf_counter() - started)
     row = {"idx": index, "status": "ok", **result}
-    row.setdefault("duration", time.perf_counter() - started)
+    row.setdefault("duration", _perf_counter() - started)
     return row
 
 
@@ -236,13 +247,13 @@ def _truncate(text: str, limit: int, keep: str = "head") -> str:
 
 def _run_in_process(source: Any, todo: Iterable[int], stream: bool) -> Iterator[list[Row]]:
     batch: list[Row] = []
-    last = time.monotonic()
+    last = _monotonic()
     for row in _in_process_rows(source, todo, stream):
         row["worker"] = os.getpid()
         batch.append(row)
-        if len(batch) >= 64 or time.monotonic() - last > 0.1:
+        if len(batch) >= 64 or _monotonic() - last > 0.1:
             yield batch
-            batch, last = [], time.monotonic()
+            batch, last = [], _monotonic()
     yield batch
 
 
@@ -266,24 +277,52 @@ def _in_process_rows(source: Any, todo: Iterable[int], stream: bool) -> Iterator
 class JournalEntry:
     sequence: int  # samples started by this worker so far
     index: int  # the sample in flight, or -1 between samples
-    started: float  # time.monotonic() when it started (CLOCK_MONOTONIC is system-wide on Linux)
+    started: float  # _monotonic() when it started (CLOCK_MONOTONIC is system-wide on Linux)
     output_offset: int  # size of the worker's output file when it started
+    suspect: int = -1  # a sample that started a thread still running in this worker, or -1
+    cause: int = 0  # CAUSE_*: what the worker found wrong after the sample, when it left for that reason
+
+
+CAUSE_CHANNELS = 1  # the sample closed or replaced the descriptors the worker talks to the scanner on
 
 
 class Journal:
-    RECORD = struct.Struct("<qqdq")
+    RECORD = struct.Struct("<qqdqqq")
+
+    PID = struct.Struct("<q")
 
     def __init__(self, slots: int) -> None:
-        self._map = mmap.mmap(-1, self.RECORD.size * max(1, slots))  # MAP_SHARED | MAP_ANONYMOUS
+        self.slots = max(1, slots)
+        # MAP_SHARED | MAP_ANONYMOUS: one record per slot, then one pid per slot (the worker's, written
+        # by its keeper once; the records are the worker's own).
+        self._map = mmap.mmap(-1, (self.RECORD.size + self.PID.size) * self.slots)
 
-    def write(self, slot: int, sequence: int, index: int, started: float, output_offset: int) -> None:
-        self.RECORD.pack_into(self._map, slot * self.RECORD.size, sequence, index, started, output_offset)
+    def set_pid(self, slot: int, pid: int) -> None:
+        self.PID.pack_into(self._map, self.RECORD.size * self.slots + slot * self.PID.size, pid)
+
+    def pid(self, slot: int) -> int:
+        return int(self.PID.unpack_from(self._map, self.RECORD.size * self.slots + slot * self.PID.size)[0])
+
+    def write(
+        self,
+        slot: int,
+        sequence: int,
+        index: int,
+        started: float,
+        output_offset: int,
+        suspect: int = -1,
+        cause: int = 0,
+    ) -> None:
+        self.RECORD.pack_into(
+            self._map, slot * self.RECORD.size, sequence, index, started, output_offset, suspect, cause
+        )
 
     def read(self, slot: int) -> JournalEntry:
         return JournalEntry(*self.RECORD.unpack_from(self._map, slot * self.RECORD.size))
 
     def clear(self, slot: int) -> None:
         self.write(slot, 0, -1, 0.0, 0)
+        self.set_pid(slot, 0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -293,6 +332,11 @@ class Journal:
 def _worker_main(
     source: Any, slot: int, journal: Journal, tasks: Connection, results: Connection, options: RunnerOptions
 ) -> None:
+    os.register_at_fork(after_in_child=_note_forked)
+    channels = _Channels((tasks.fileno(), results.fileno(), 1, 2))
+    threads = _LingeringThreads()
+    children = _StrayChildren()
+    state = _ProcessState()
     sequence = 0
     fd_state: tuple[int, int | None] | None = None
     while True:
@@ -304,7 +348,7 @@ def _worker_main(
             return
         _reset_load_truncated_images()
         batch: list[Row] = []
-        flushed = time.monotonic()
+        flushed = _monotonic()
         stream = message == "stream"
         positions = _stream_positions(source) if stream else ((i, None) for i in message)
         # A stream cannot hand out a lost sample again, so each row leaves as soon as it is measured.
@@ -312,27 +356,254 @@ def _worker_main(
         failures_in_a_row = 0
         for index, fetch in positions:
             sequence += 1
-            journal.write(slot, sequence, index, time.monotonic(), os.lseek(1, 0, os.SEEK_CUR))
+            started, offset = _monotonic(), _output_offset()
+            journal.write(slot, sequence, index, started, offset, threads.suspect)
             if fetch is None:
                 row = measure_outcome(source, index)
+                row["key"] = _key_of(source, index)  # user code too: measured under the same watch
             else:
                 stream_row = _measure_next(fetch, index)
                 failures_in_a_row = (
                     failures_in_a_row + 1 if stream_row and stream_row["status"] != "ok" else 0
                 )
                 if stream_row is None or failures_in_a_row > MAX_STREAM_FAILURES:
+                    _leave_if_a_copy()
                     break  # exhausted, or an iterator that only raises any more
                 row = stream_row
+            _leave_if_a_copy()
+            if not channels.open():
+                # Nothing can reach the scanner any more; the journal says which sample did it.
+                journal.write(slot, sequence, index, started, offset, threads.suspect, CAUSE_CHANNELS)
+                os._exit(EXIT_CHANNELS)
+            threads.after(index)
+            side_effects = [*state.restore(), *children.after()]
+            if side_effects:
+                found = {"kind": "side_effect", "detail": "; ".join(side_effects)}
+                row["findings"] = [*(row.get("findings") or ()), found]
+            row["started"] = started
             fd_state, row["fd_delta"] = _fd_delta(fd_state)
             batch.append(_encode_json_columns(row))
-            if len(batch) >= flush_rows or time.monotonic() - flushed >= options.flush_interval:
-                journal.write(
-                    slot, sequence, -1, time.monotonic(), 0
-                )  # a death while sending blames no sample
+            if len(batch) >= flush_rows or _monotonic() - flushed >= options.flush_interval:
+                if not channels.intact():  # closed and reopened on another file: this sample, most likely
+                    journal.write(slot, sequence, index, started, offset, threads.suspect, CAUSE_CHANNELS)
+                    os._exit(EXIT_CHANNELS)
+                # a death while sending blames no sample (but a thread's suspect stays named)
+                journal.write(slot, sequence, -1, _monotonic(), 0, threads.suspect)
                 results.send((batch, False))
-                batch, flushed = [], time.monotonic()
-        journal.write(slot, sequence, -1, time.monotonic(), 0)
+                batch, flushed = [], _monotonic()
+        journal.write(slot, sequence, -1, _monotonic(), 0, threads.suspect)
         results.send((batch, True))
+
+
+EXIT_CHANNELS = 75  # the worker left because a sample closed or replaced its channels
+OUTPUT_LIMIT = 1 << 20  # bytes of a worker's output kept between samples (a crash needs the last ones)
+
+
+def leave_if_forked(worker_pid: int) -> None:
+    # A sample that forks and returns in both processes hands its copy back to this loop; the copy
+    # would read the worker's tasks and answer on its pipe. It leaves at once, touching nothing.
+    if _FORKED or os.getpid() != worker_pid:
+        os._exit(0)
+
+
+# Set in a process os.fork() made from a worker: the check after each sample is a list read, where a
+# getpid() would be a system call. leave_if_forked also compares pids (forks made outside Python).
+_FORKED: list[bool] = []
+
+
+def _note_forked() -> None:
+    _FORKED.append(True)
+
+
+def _leave_if_a_copy() -> None:
+    if _FORKED:
+        os._exit(0)
+
+
+def _key_of(source: Any, index: int) -> str | None:
+    try:
+        return source.key(index)
+    except BaseException:  # a key the dataset cannot give (even SystemExit) is no reason to stop
+        return None
+
+
+def _output_offset() -> int:
+    """Where this sample's output starts; the file is emptied first once it has grown past the limit."""
+    offset = os.lseek(1, 0, os.SEEK_CUR)
+    if offset <= OUTPUT_LIMIT:
+        return offset
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os.ftruncate(1, 0)  # fds 1 and 2 share one open file: one offset, one size
+    os.lseek(1, 0, os.SEEK_SET)
+    return 0
+
+
+class _Channels:
+    """The descriptors a worker needs: its two pipes and its output (stdout, stderr).
+
+    A sample that closes descriptors it does not own (`os.closerange(3, 4096)`) leaves the worker
+    unable to report. One poll() after each sample (about a microsecond) sees a closed one; before
+    each send, fstat also catches one closed and reopened on another file. Either way the loss is
+    that sample's crash, not a silent death.
+    """
+
+    def __init__(self, fds: tuple[int, ...]) -> None:
+        self.fds = fds
+        self.identities = tuple(self._identity(fd) for fd in fds)
+        self.poller = select.poll()
+        for fd in fds:
+            self.poller.register(fd, 0)  # no events asked for: only POLLNVAL (closed) and errors come back
+
+    @staticmethod
+    def _identity(fd: int) -> tuple[int, int] | None:
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            return None
+        return info.st_dev, info.st_ino
+
+    def open(self) -> bool:
+        return not any(events & select.POLLNVAL for _, events in self.poller.poll(0))
+
+    def intact(self) -> bool:
+        return self.open() and all(
+            self._identity(fd) == known for fd, known in zip(self.fds, self.identities, strict=True)
+        )
+
+
+class _LingeringThreads:
+    """The sample that left a Python thread running in this worker (it may kill the worker later).
+
+    `_thread._count()` is a read of one counter. While a thread some sample started is alive, that
+    sample stays the suspect the journal names, so a later death is not simply pinned on whichever
+    sample happened to be in flight.
+    """
+
+    def __init__(self) -> None:
+        self.baseline = _thread_count()
+        self.suspect = -1
+
+    def after(self, index: int) -> None:
+        count = _thread_count()
+        if count <= self.baseline:
+            self.suspect = -1
+        elif self.suspect < 0:
+            self.suspect = index
+
+
+class _ProcessState:
+    """What a sample can change in its worker that would make later, innocent samples fail there:
+    the working directory, sys.stdout / sys.stderr (replaced or closed), a pending alarm (SIGALRM
+    would kill the worker in some later sample). Put back after each sample, for about 2 us."""
+
+    def __init__(self) -> None:
+        self.cwd = _cwd()
+        self.stdout, self.stderr = sys.stdout, sys.stderr
+
+    def restore(self) -> list[str]:
+        restored = []
+        if self.cwd is not None and _cwd() != self.cwd:
+            with contextlib.suppress(OSError):
+                os.chdir(self.cwd)
+                restored.append(f"changed the working directory (put back to {self.cwd})")
+        if (
+            sys.stdout is not self.stdout
+            or sys.stderr is not self.stderr
+            or self.stdout.closed
+            or self.stderr.closed
+        ):
+            if self.stdout.closed or self.stderr.closed:
+                self.stdout, self.stderr = _worker_streams()
+            sys.stdout, sys.stderr = self.stdout, self.stderr
+            restored.append("replaced or closed sys.stdout / sys.stderr (put back)")
+        if signal.getitimer(signal.ITIMER_REAL)[0]:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            restored.append("left an alarm pending (cancelled)")
+        if (
+            time.monotonic is not _monotonic
+            or time.perf_counter is not _perf_counter
+            or time.time is not _time
+        ):
+            time.monotonic, time.perf_counter, time.time = _monotonic, _perf_counter, _time
+            restored.append("replaced time.monotonic, time.perf_counter or time.time (put back)")
+        return restored
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+def _worker_streams() -> tuple[Any, Any]:
+    return (
+        open(1, "w", buffering=1, closefd=False, errors="backslashreplace"),
+        open(2, "w", buffering=1, closefd=False, errors="backslashreplace"),
+    )
+
+
+class _StrayChildren:
+    """Processes a sample started (fork, subprocess) and left behind: running, or exited unreaped.
+
+    One waitid() per sample answers "no children" in the common case; only then is /proc read to
+    name them. Exited ones are reaped here; running ones end with the worker's process group.
+    """
+
+    def __init__(self) -> None:
+        self.known: set[int] = set()
+
+    def after(self) -> list[str]:
+        try:
+            os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            self.known.clear()
+            return []
+        described = []
+        for pid in _child_pids():
+            if pid in self.known:
+                continue
+            exited = _reap_if_exited(pid)
+            if not exited:
+                self.known.add(pid)
+            described.append(f"pid {pid} ({'exited, never waited for' if exited else _command_of(pid)})")
+        if not described:
+            return []
+        return [f"left {len(described)} child process(es) behind: {', '.join(described)}"]
+
+
+def _child_pids() -> list[int]:
+    pids: list[int] = []
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as children:
+                pids.extend(int(pid) for pid in children.read().split())
+    except OSError:
+        return pids
+    return pids
+
+
+def _reap_if_exited(pid: int) -> bool:
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:
+        return True
+
+
+def _command_of(pid: int) -> str:
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "running"
+    command = " ".join(word.decode("utf-8", "backslashreplace") for word in words if word)[:120]
+    return f"running: {command}" if command else "running"
+
+
+def _thread_count() -> int:
+    counter = getattr(_thread, "_count", None)
+    return int(counter()) if counter is not None else threading.active_count()
 
 
 def _encode_json_columns(row: Row) -> Row:
@@ -368,23 +639,55 @@ def _fd_delta(previous: tuple[int, int | None] | None) -> tuple[tuple[int, int |
     return (probe, count), count - previous[1]
 
 
-def _become_worker(parent_pid: int, output_fd: int) -> None:
+def become_worker(parent_pid: int, output_fd: int, own_group: bool = True) -> None:
+    # Its own process group: a sample signalling its group (`os.killpg(0, SIGTERM)`) reaches only its
+    # worker and what that worker started, never the scanner, and the scanner can end the whole tree.
+    if own_group:
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the scanner's to handle; it stops us
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for default in _KEEPER_IGNORES[1:]:  # a keeper ignores them; a worker dies of them as any process
+        signal.signal(default, signal.SIG_DFL)
     _die_with_parent(parent_pid)
+    _no_stdin()
     _prefer_for_oom_killer()
     _no_core_files()
     # The sample's prints, warnings and native libraries' messages, and faulthandler's dumps, all go
     # to this worker's own file: the parent reads the part written during a sample that crashed.
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
-    sys.stdout = open(1, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
-    sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
+    sys.stdout, sys.stderr = _worker_streams()
     faulthandler.enable(file=2, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=2, all_threads=True)
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)  # as a DataLoader worker does: N workers must not each use all cores
+
+
+# Signals a worker's keeper ignores: a sample that signals its parent (`os.kill(os.getppid(), ...)`)
+# reaches the keeper, never the scanner. SIGKILL cannot be ignored: the keeper then dies, its worker
+# with it (PR_SET_PDEATHSIG), and the scanner reads the journal as for any other death.
+_KEEPER_IGNORES = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGUSR2,
+    signal.SIGALRM,
+    signal.SIGQUIT,
+)
+
+
+def _keep(worker: int) -> int:
+    """Wait for the worker; the exit code to leave with, after dying of the worker's signal if it had one."""
+    status = os.waitpid(worker, 0)[1]
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP keep their default anyway
+            signal.signal(number, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {number})
+        os.kill(os.getpid(), number)  # the scanner reads the same status as from the worker itself
+        return 128 + number
+    return os.waitstatus_to_exitcode(status)
 
 
 def _reset_load_truncated_images() -> None:
@@ -423,6 +726,15 @@ def _prctl() -> Any:
     return _PRCTL[0]
 
 
+def _no_stdin() -> None:
+    # A sample that reads stdin gets end-of-file: a worker outside the terminal's foreground group
+    # reading the terminal would be stopped (SIGTTIN) and look hung.
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+
+
 def _no_core_files() -> None:
     # A crashing sample is expected here; a core file per crash would litter the working directory.
     with contextlib.suppress(ValueError, OSError):
@@ -438,6 +750,12 @@ def _prefer_for_oom_killer() -> None:
 
 # ----------------------------------------------------------------------------------------------
 # Parent side
+
+# Two looks of the watchdog are ~0.1 s apart; a gap longer than this means the scanner itself was not
+# running (SIGSTOP, Ctrl-Z, a suspended VM or job). Time in such a gap is no sample's time.
+STALL_GAP = 1.0
+HANGUP_GRACE = 1.0  # seconds a worker whose pipe closed between samples gets to exit by itself
+MAX_REMEASURE = 2  # a sample whose timeout a pause may have caused is measured again at most this often
 
 
 @dataclass
@@ -463,11 +781,29 @@ class _Worker:
     dump: _Dump | None = None
     stopping: bool = False
     lost: bool = False  # a message to it failed: it is dead, and _collect buries it like any other death
+    hung_up: float | None = None  # when its results pipe closed while the process lived on
+    punched: int = 0  # leading bytes of its output file already handed back to the file system
+    stopped: tuple[int, int] | None = None  # (sequence, index) of a sample it was seen stopped in
 
     def close(self) -> None:
         for closable in (self.tasks, self.results, self.output):
             with contextlib.suppress(OSError):
                 closable.close()
+
+
+@dataclass(frozen=True)
+class _Suspicion:
+    """A worker died in sample `interrupted` while a thread that sample `suspect` started was running.
+
+    The interrupted sample is measured again alone: if it passes, the death is the suspect's.
+    """
+
+    suspect: int
+    interrupted: int
+    status: int
+    text: str
+    worker: int
+    suspect_had_row: bool  # the suspect's own (ok) row had already arrived
 
 
 class _Pool:
@@ -485,6 +821,10 @@ class _Pool:
         self.mean_duration: float | None = None
         self.unattributed_deaths = 0
         self.remaining = 0
+        self.last_look = _monotonic()
+        self.stalls: list[tuple[float, float]] = []  # (from, to) on CLOCK_MONOTONIC: the scanner was stopped
+        self.remeasured: dict[int, int] = {}
+        self.suspicions: dict[int, _Suspicion] = {}  # by the interrupted sample
 
     # -- the loop
 
@@ -513,7 +853,7 @@ class _Pool:
 
     def _hand_out(self) -> None:
         for worker in list(self.workers.values()):
-            if worker.stopping or worker.lost:
+            if worker.stopping or worker.lost or worker.hung_up is not None:
                 continue
             while worker.chunks < 2 and not self.stream:
                 chunk = self._next_chunk()
@@ -564,15 +904,27 @@ class _Pool:
 
     def _collect(self) -> list[Row]:
         rows: list[Row] = []
-        by_connection: dict[Any, _Worker] = {worker.results: worker for worker in self.workers.values()}
-        for connection in wait(list(by_connection), timeout=0.1):
+        by_connection: dict[Any, _Worker] = {w.results: w for w in self.workers.values() if w.hung_up is None}
+        ready = wait(list(by_connection), timeout=0.1)
+        self._look()  # before judging any row: a stop of this scanner shows as a gap here
+        for connection in ready:
             worker = by_connection[connection]
             if not self._drain(worker, rows):
+                worker.hung_up = _monotonic()
+        now = _monotonic()
+        for worker in list(self.workers.values()):
+            if _exited(worker.pid):  # also a death the pipe did not show (a grandchild holds it)
+                if worker.hung_up is None:
+                    self._drain(worker, rows)
                 rows.extend(self._bury(worker))
-        for worker in list(self.workers.values()):  # a death the pipe did not show (a grandchild holds it)
-            if worker.pid in self.workers and _exited(worker.pid):
-                self._drain(worker, rows)
-                rows.extend(self._bury(worker, reaped=True))
+            elif (
+                worker.hung_up is not None
+                and now - worker.hung_up > HANGUP_GRACE
+                and self.journal.read(worker.slot).index < 0
+            ):
+                send_signal(
+                    self._worker_pid(worker), signal.SIGKILL
+                )  # no channel left and no sample running: it cannot go on
         return rows
 
     def _drain(self, worker: _Worker, rows: list[Row]) -> bool:
@@ -588,92 +940,247 @@ class _Pool:
         return True
 
     def _received(self, worker: _Worker, batch: list[Row], rows: list[Row]) -> None:
-        pid = worker.pid
+        pid = self._worker_pid(worker)
+        kept: list[Row] = []
         for row in batch:
+            started = row.pop("started", None)
             row["worker"] = pid
-            worker.outstanding.pop(row["idx"], None)
+            index = row["idx"]
+            worker.outstanding.pop(index, None)
             if row["status"] == "ok" and float(row.get("duration") or 0.0) > self.options.timeout:
-                dump = worker.dump if worker.dump is not None and worker.dump.index == row["idx"] else None
+                if self._paused_during(worker, row, started):
+                    self.requeued.append(index)  # a pause, not a slow sample: measure it again
+                    continue
+                dump = worker.dump if worker.dump is not None and worker.dump.index == index else None
                 late_row(
-                    row, self.options.timeout, _read_from(worker.output, dump.output_offset) if dump else ""
+                    row, self.options.timeout, read_output(worker.output, dump.output_offset) if dump else ""
                 )
-            rows.append(row)
-        self.remaining -= len(batch)
-        if batch:
-            mean = sum(float(row.get("duration") or 0.0) for row in batch) / len(batch)
+            kept.append(row)
+        self.remaining -= len(kept)
+        rows.extend(kept)
+        rows.extend(self._settle_suspicions(kept))
+        if kept:
+            mean = sum(float(row.get("duration") or 0.0) for row in kept) / len(kept)
             self.mean_duration = mean if self.mean_duration is None else 0.8 * self.mean_duration + 0.2 * mean
+
+    # -- pauses
+
+    def _look(self) -> None:
+        now = _monotonic()
+        if now - self.last_look > STALL_GAP:
+            self.stalls.append((self.last_look, now))
+            del self.stalls[:-256]
+        self.last_look = now
+
+    def _stalled(self, start: float, end: float) -> float:
+        """Seconds of [start, end] during which this scanner was not running."""
+        return sum(max(0.0, min(end, to) - max(start, since)) for since, to in self.stalls)
+
+    def _paused_during(self, worker: _Worker, row: Row, started: float | None) -> bool:
+        """Whether a late sample's time includes a pause of the scan (then it is measured again)."""
+        index = row["idx"]
+        if self.stream or self.remeasured.get(index, 0) >= MAX_REMEASURE:
+            return False
+        seen_stopped = worker.stopped is not None and worker.stopped[1] == index
+        duration = float(row.get("duration") or 0.0)
+        if not seen_stopped and (started is None or self._stalled(started, started + duration) <= 0.0):
+            return False
+        self.remeasured[index] = self.remeasured.get(index, 0) + 1
+        return True
 
     # -- the watchdog
 
     def _watch(self) -> list[Row]:
-        now = time.monotonic()
+        self._look()
+        now = _monotonic()
         for worker in list(self.workers.values()):
+            self._bound_output(worker)
             entry = self.journal.read(worker.slot)
             dump = worker.dump
             if dump is None:
-                if entry.index >= 0 and now - entry.started > self.options.timeout:
+                if entry.index >= 0 and self._overdue(worker, entry, now):
                     offset = os.fstat(worker.output.fileno()).st_size
                     worker.dump = _Dump(entry.sequence, entry.index, now, offset)
-                    _signal(worker.pid, signal.SIGUSR1)  # faulthandler writes the hung stack
+                    send_signal(
+                        self._worker_pid(worker), signal.SIGUSR1
+                    )  # faulthandler writes the hung stack
             elif not dump.killed and now - dump.requested >= self.options.dump_grace:
                 if entry.sequence == dump.sequence and entry.index == dump.index:
                     dump.killed = True
-                    _signal(worker.pid, signal.SIGKILL)
+                    send_signal(self._worker_pid(worker), signal.SIGKILL)
                 else:
                     worker.dump = None  # it finished during the grace period: not a timeout
         return []
 
+    def _overdue(self, worker: _Worker, entry: JournalEntry, now: float) -> bool:
+        """Past the timeout, not counting time this scanner or this worker was stopped."""
+        if now - entry.started <= self.options.timeout:
+            return False
+        if now - entry.started - self._stalled(entry.started, now) <= self.options.timeout:
+            return False
+        if _is_stopped(self._worker_pid(worker)):
+            # Stopped on its own (SIGSTOP, a debugger): a pause, not a hang. Its clock starts again
+            # when it runs again, and a result that then comes late is measured once more.
+            worker.stopped = (entry.sequence, entry.index)
+            self.stalls.append((entry.started, now))
+            return False
+        return True
+
+    def _bound_output(self, worker: _Worker) -> None:
+        """Hand back to the file system all but the last OUTPUT_LIMIT bytes of a sample that prints
+        without end (the worker itself empties the file between samples)."""
+        try:
+            size = os.fstat(worker.output.fileno()).st_size
+        except (OSError, ValueError):
+            return
+        if size < worker.punched:
+            worker.punched = 0  # the worker emptied it
+        if size - worker.punched > 2 * OUTPUT_LIMIT:
+            upto = (size - OUTPUT_LIMIT) // 4096 * 4096
+            if _punch_hole(worker.output.fileno(), worker.punched, upto - worker.punched):
+                worker.punched = upto
+
     # -- deaths
 
-    def _bury(self, worker: _Worker, reaped: bool = False) -> list[Row]:
+    def _bury(self, worker: _Worker) -> list[Row]:
         """Turn a dead worker into at most one row (its sample in flight) and requeue the rest."""
         del self.workers[worker.pid]
-        status = _reap(worker.pid) if not reaped else _REAPED.pop(worker.pid, 0)
+        end_group(worker.pid)  # what its samples started dies with it; a zombie keeps the group id
+        status = reap(worker.pid)
         entry = self.journal.read(worker.slot)
         rows: list[Row] = []
-        if worker.stopping and entry.index < 0 and not worker.outstanding:
+        held: set[int] = set()
+        clean_exit = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        if (
+            worker.stopping
+            and entry.index < 0
+            and not worker.outstanding
+            and (clean_exit or entry.suspect < 0)
+        ):
             worker.close()
             return rows  # a normal exit after "stop"
         dump = worker.dump
         if dump is not None and dump.killed and entry.sequence == dump.sequence:
             rows.append(self._timeout_row(worker, dump))
+        elif entry.suspect >= 0 and entry.suspect != entry.index and not self.stream:
+            rows.extend(self._suspect_death(worker, entry, status, held))
         elif entry.index >= 0:
             rows.append(self._crash_row(worker, entry, status))
+        elif self.stream:
+            rows.append(self._stream_end_row(worker, entry, status))
         else:
             self._unattributed_death(worker, status)
         worker.close()
-        culprit = rows[0]["idx"] if rows else None
-        self.remaining -= len(rows)
+        culprits = {row["idx"] for row in rows} | held
+        self.remaining -= sum(
+            1 for row in rows if row["idx"] in worker.outstanding or row["idx"] == entry.index
+        )
         if self.stream:
             return rows  # a stream cannot be resumed past the sample that killed it
-        self.requeued.extend(index for index in worker.outstanding if index != culprit)
+        self.requeued.extend(index for index in worker.outstanding if index not in culprits)
+        rows.extend(self._settle_suspicions(rows))
         if self.requeued or self.remaining > 0:
             self._spawn(worker.slot)
         return rows
 
-    def _crash_row(self, worker: _Worker, entry: JournalEntry, status: int) -> Row:
-        name = _status_name(status)
-        text = _read_from(worker.output, entry.output_offset)
-        cause = CRASH_CAUSES.get(name) or (
-            f"the process exited with status {os.waitstatus_to_exitcode(status)} in the middle of the sample "
-            "(os._exit(), or a C library calling exit())"
-            if os.WIFEXITED(status)
-            else f"killed by {name}"
+    def _suspect_death(self, worker: _Worker, entry: JournalEntry, status: int, held: set[int]) -> list[Row]:
+        """A death while a thread an earlier sample started was running: whose is it?"""
+        text = read_output(worker.output, 0)
+        had_row = entry.suspect not in worker.outstanding
+        if entry.index < 0:  # between samples: nothing else can have done it
+            return [self._thread_row(self._worker_pid(worker), entry.suspect, status, text, interrupted=None)]
+        held.add(entry.suspect)
+        self.suspicions[entry.index] = _Suspicion(
+            entry.suspect, entry.index, status, text, self._worker_pid(worker), suspect_had_row=had_row
         )
+        return []  # the interrupted sample goes back in the queue and is measured again
+
+    def _settle_suspicions(self, rows: list[Row]) -> list[Row]:
+        settled: list[Row] = []
+        for row in rows:
+            suspicion = self.suspicions.pop(row["idx"], None)
+            if suspicion is None:
+                continue
+            if row["status"] == "ok":  # the interrupted sample is fine alone: the death was the thread's
+                settled.append(
+                    self._thread_row(
+                        suspicion.worker,
+                        suspicion.suspect,
+                        suspicion.status,
+                        suspicion.text,
+                        interrupted=suspicion.interrupted,
+                    )
+                )
+                if not suspicion.suspect_had_row:
+                    self.remaining -= 1
+            elif not suspicion.suspect_had_row:
+                self.requeued.append(suspicion.suspect)  # the interrupted sample fails alone: its own fault
+        return settled
+
+    def _thread_row(self, pid: int, suspect: int, status: int, text: str, interrupted: int | None) -> Row:
+        name = status_name(status)
+        when = (
+            f"during sample {interrupted}, which passed when measured again in a fresh worker"
+            if interrupted is not None
+            else "between samples"
+        )
+        where = innermost_dumped_frame(text)
+        return {
+            "idx": suspect,
+            "status": "crash",
+            "duration": None,
+            "error_type": name,
+            "error_message": f"{crash_cause(status)}; uncertain: the worker died {when}, while a thread "
+            "this sample started was still running",
+            "traceback": _truncate(text, MAX_TEXT, keep="tail") or None,
+            "worker": pid,
+            "info": {"uncertain": True, "interrupted": interrupted, **({"where": where} if where else {})},
+        }
+
+    def _crash_row(self, worker: _Worker, entry: JournalEntry, status: int) -> Row:
+        name = status_name(status)
+        text = read_output(worker.output, entry.output_offset)
+        cause = crash_cause(status)
+        if entry.cause == CAUSE_CHANNELS:
+            name = "ClosedChannels"
+            cause = (
+                "the sample closed or replaced file descriptors its worker needs (the pipes to the scanner, "
+                "stdout or stderr), e.g. with os.closerange(); a sample may close only what it opened"
+            )
         where = innermost_dumped_frame(text)
         return {
             "idx": entry.index,
             "status": "crash",
-            "duration": time.monotonic() - entry.started,
+            "duration": _monotonic() - entry.started,
             "error_type": name,
             "error_message": cause,
             "traceback": _truncate(text, MAX_TEXT, keep="tail") or None,
-            "worker": worker.pid,
+            "worker": self._worker_pid(worker),
             "info": {"where": where} if where else None,
         }
 
+    def _stream_end_row(self, worker: _Worker, entry: JournalEntry, status: int) -> Row:
+        # The worker died between two positions: the stream cannot go on, and a row says where it ended.
+        text = read_output(worker.output, 0)
+        suspect = (
+            f"; position {entry.suspect} started a thread that was still running"
+            if entry.suspect >= 0
+            else ""
+        )
+        return {
+            "idx": entry.sequence,
+            "status": "crash",
+            "duration": None,
+            "error_type": status_name(status),
+            "error_message": f"{crash_cause(status)}; the stream's worker died between positions, so the "
+            f"stream ends here{suspect}",
+            "traceback": _truncate(text, MAX_TEXT, keep="tail") or None,
+            "worker": self._worker_pid(worker),
+            "info": {"uncertain": True},
+        }
+
     def _timeout_row(self, worker: _Worker, dump: _Dump) -> Row:
-        text = _read_from(worker.output, dump.output_offset)
+        text = read_output(worker.output, dump.output_offset)
         where = innermost_dumped_frame(text)
         message = f"no result within {self.options.timeout:g} s" + (f"; hung in {where}" if where else "")
         return {
@@ -683,16 +1190,16 @@ class _Pool:
             "error_type": "Timeout",
             "error_message": message,
             "traceback": _truncate(text, MAX_TEXT, keep="tail") or None,
-            "worker": worker.pid,
+            "worker": self._worker_pid(worker),
             "info": {"where": where} if where else None,
         }
 
     def _unattributed_death(self, worker: _Worker, status: int) -> None:
         self.unattributed_deaths += 1
         if self.unattributed_deaths > self.options.max_unattributed_deaths:
-            output = _read_from(worker.output, 0)[-2000:]
+            output = read_output(worker.output, 0)[-2000:]
             raise EngineError(
-                f"scan workers keep dying outside any sample ({_status_name(status)}); last output:\n{output}"
+                f"scan workers keep dying outside any sample ({status_name(status)}); last output:\n{output}"
             )
 
     # -- processes
@@ -712,26 +1219,57 @@ class _Pool:
             pid = os.fork()
         except OSError as exc:
             raise EngineError(f"cannot start a scan worker: {exc}") from exc
-        if pid == 0:  # the worker
-            code = 0
+        if pid == 0:  # the keeper: the worker's parent, waiting for it, so a sample never signals the scanner
+            code = 70
             try:
                 for other in self.workers.values():
                     other.close()
                 tasks_writer.close()
                 results_reader.close()
                 del prctl
-                _become_worker(parent_pid, output.fileno())
-                _worker_main(source, slot, self.journal, tasks_reader, results_writer, self.options)
-            except BaseException:  # the last resort of a worker: say why, with a status the parent sees
+                with contextlib.suppress(OSError):
+                    os.setpgid(0, 0)
+                for ignored in _KEEPER_IGNORES:
+                    signal.signal(ignored, signal.SIG_IGN)
+                _die_with_parent(parent_pid)
+                _no_core_files()
+                _prefer_for_oom_killer()  # the OOM killer takes a keeper or its worker, never the scanner
+                keeper = os.getpid()
+                worker = os.fork()
+                if worker == 0:
+                    self._work(keeper, slot, source, output, tasks_reader, results_writer)
+                self.journal.set_pid(slot, worker)
+                for end in (tasks_reader, results_writer, output):
+                    end.close()  # the pipes' ends are the worker's alone: its death closes them
+                code = _keep(worker)
+            except BaseException:  # the keeper's last resort: a status the scanner sees
                 code = 70
-                with contextlib.suppress(BaseException):
-                    traceback.print_exc()
-                    sys.stderr.flush()
             finally:
                 os._exit(code)
+        with contextlib.suppress(OSError):
+            os.setpgid(pid, pid)  # also here, so no signal to its group can come before the child's own call
         tasks_reader.close()
         results_writer.close()
         self.workers[pid] = _Worker(pid, slot, tasks_writer, results_reader, output)
+
+    def _work(
+        self, keeper: int, slot: int, source: Any, output: IO[bytes], tasks: Connection, results: Connection
+    ) -> None:
+        code = 0
+        try:
+            become_worker(keeper, output.fileno(), own_group=False)
+            _worker_main(source, slot, self.journal, tasks, results, self.options)
+        except BaseException:  # the last resort of a worker: say why, with a status the parent sees
+            code = 70
+            with contextlib.suppress(BaseException):
+                traceback.print_exc()
+                sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+    def _worker_pid(self, worker: _Worker) -> int:
+        """The pid of the process running the samples (its keeper's until the keeper has written it)."""
+        return self.journal.pid(worker.slot) or worker.pid
 
     def _stop(self, worker: _Worker) -> None:
         worker.stopping = True
@@ -740,42 +1278,51 @@ class _Pool:
 
     def _shutdown(self) -> None:
         # Normal end: workers were told to stop and exit by themselves. Any other end (an error, Ctrl-C,
-        # the caller abandoning the generator): kill them now, never leave one behind.
+        # the caller abandoning the generator): kill them and what they started now, never leave one behind.
         for worker in list(self.workers.values()):
-            _signal(worker.pid, signal.SIGKILL)
+            end_group(worker.pid)
+            send_signal(worker.pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(worker.pid, 0)
             worker.close()
         self.workers.clear()
 
 
-_REAPED: dict[int, int] = {}
-
-
 def _exited(pid: int) -> bool:
+    """Whether a worker has exited, without reaping it: until it is reaped its process group id cannot
+    be reused, so its group can still be ended safely."""
     try:
-        reaped, status = os.waitpid(pid, os.WNOHANG)
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
         return True
-    if reaped == 0:
-        return False
-    _REAPED[pid] = status
-    return True
 
 
-def _reap(pid: int) -> int:
+def reap(pid: int) -> int:
     try:
         return os.waitpid(pid, 0)[1]
     except ChildProcessError:
-        return _REAPED.pop(pid, 0)
+        return 0
 
 
-def _signal(pid: int, signum: int) -> None:
+def end_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _is_stopped(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in (b"T", b"t")
+
+
+def send_signal(pid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signum)
 
 
-def _status_name(status: int) -> str:
+def status_name(status: int) -> str:
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
         try:
@@ -785,11 +1332,40 @@ def _status_name(status: int) -> str:
     return f"EXIT({os.waitstatus_to_exitcode(status)})"
 
 
-def _read_from(output: IO[bytes], offset: int) -> str:
+def crash_cause(status: int) -> str:
+    name = status_name(status)
+    known = CRASH_CAUSES.get(name)
+    if known:
+        return known
+    if os.WIFEXITED(status):
+        return (
+            f"the process exited with status {os.waitstatus_to_exitcode(status)} in the middle of the sample "
+            "(os._exit(), or a C library calling exit())"
+        )
+    return f"killed by {name}"
+
+
+_FALLOCATE: list[Any] = []
+_PUNCH_HOLE = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE (Linux): offsets stay valid
+
+
+def _punch_hole(fd: int, offset: int, length: int) -> bool:
+    if not _FALLOCATE:
+        try:
+            function = ctypes.CDLL(None, use_errno=True).fallocate
+            function.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+            _FALLOCATE.append(function)
+        except (OSError, AttributeError):
+            _FALLOCATE.append(None)
+    function = _FALLOCATE[0]
+    return function is not None and length > 0 and function(fd, _PUNCH_HOLE, offset, length) == 0
+
+
+def read_output(output: IO[bytes], offset: int) -> str:
     try:
         size = os.fstat(output.fileno()).st_size
         start = max(offset, size - 4 * MAX_TEXT)  # the tail is what explains a crash
         data = os.pread(output.fileno(), size - start, start)
     except (OSError, ValueError):
         return ""
-    return data.decode("utf-8", "backslashreplace").strip()
+    return data.replace(b"\0", b"").decode("utf-8", "backslashreplace").strip()

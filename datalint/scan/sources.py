@@ -26,6 +26,8 @@ from datalint.errors import UsageError
 from datalint.scan import probes
 from datalint.scan.specs import SpecError, innermost_user_frame, resolve_spec
 
+_perf_counter = time.perf_counter  # bound once: a sample replacing time.perf_counter times only itself
+
 SOURCE_KINDS: dict[str, str] = {
     "dataset": "datalint.scan.sources:DatasetSource",
     "images": "datalint.scan.images:ImageFilesSource",
@@ -99,6 +101,11 @@ def build_source(description: SourceDescription) -> Any:
     return source
 
 
+def is_built(description: SourceDescription) -> bool:
+    """Whether this process already holds the source (built here, or a dataset object handed over)."""
+    return description in _BUILT
+
+
 def adopt_dataset(dataset: Any, labels: tuple[str, ...] = ()) -> SourceDescription:
     """Describe a dataset object handed to the Python API and keep it for this process.
 
@@ -119,12 +126,20 @@ def _source_factory(kind: str) -> Callable[[SourceDescription], Any]:
     return factory
 
 
-def fingerprint(source: Any) -> str | None:
-    """sha256 over the keys when the source names its samples, so a stale quarantine list is caught."""
-    if getattr(source, "is_stream", False) or len(source) == 0 or source.key(0) is None:
+def fingerprint(source: Any, on_key: Callable[[int], None] | None = None) -> str | None:
+    """sha256 over the keys when the source names its samples, so a stale quarantine list is caught.
+
+    `on_key(i)` is called before key `i` is read (the isolated set-up step names a key that hangs)."""
+    if getattr(source, "is_stream", False) or len(source) == 0:
+        return None
+    if on_key is not None:
+        on_key(0)
+    if source.key(0) is None:
         return None
     digest = hashlib.sha256()
     for index in range(len(source)):
+        if on_key is not None:
+            on_key(index)
         digest.update(f"{index}\t{source.key(index)}\n".encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
@@ -157,32 +172,50 @@ class DatasetSource:
             return None
         try:
             return str(self._keys(index))
-        except Exception:  # a key the dataset cannot give is no reason to stop the scan
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # a key the dataset cannot give (SystemExit too) is no reason to stop the scan
             return None
 
     def measure(self, index: int) -> dict[str, Any]:
-        started = time.perf_counter()
+        started = _perf_counter()
         sample = self.dataset[index]
-        duration = time.perf_counter() - started
+        duration = _perf_counter() - started
         return {**probes.describe(sample, self.labels), "duration": duration}
 
     def stream(self) -> Iterator[Callable[[], dict[str, Any]]]:
-        iterator = iter(self.dataset)
+        iterator: Iterator[Any] | None = None
         exhausted = False
 
         def fetch_and_measure() -> dict[str, Any]:
-            nonlocal exhausted
-            started = time.perf_counter()
+            nonlocal exhausted, iterator
+            started = _perf_counter()
+            if iterator is None:
+                # `iter()` is the dataset's own code: it runs inside position 0's measurement, so a
+                # failure there is position 0's error (or crash), never an empty stream that passes.
+                exhausted = True
+                iterator = _start_iteration(self.dataset)
+                exhausted = False
             try:
                 sample = next(iterator)
             except StopIteration:
                 exhausted = True
                 raise
-            duration = time.perf_counter() - started
+            duration = _perf_counter() - started
             return {**probes.describe(sample, self.labels), "duration": duration}
 
         while not exhausted:
             yield fetch_and_measure
+
+
+def _start_iteration(dataset: Any) -> Iterator[Any]:
+    iterator = iter(dataset)
+    if not callable(getattr(type(iterator), "__next__", None)):
+        raise TypeError(
+            f"iter() of the dataset returned a {type(iterator).__name__}, not an iterator: "
+            f"{type(dataset).__name__}.__iter__ must return an iterator (or be a generator)"
+        )
+    return iterator
 
 
 def _is_iterable_dataset(dataset: Any) -> bool:

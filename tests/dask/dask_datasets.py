@@ -24,8 +24,13 @@ def _sigkill():
 
 
 def _kill_worker():
-    # Kills the parent of the process measuring the sample: with --backend dask, the dask worker.
-    os.kill(os.getppid(), signal.SIGKILL)
+    # Kills the dask worker running the shard. The process measuring the sample is the child of an
+    # engine keeper (which shields its own parent from the sample's signals), the keeper the dask
+    # worker's child: the dask worker is the parent's parent.
+    keeper = os.getppid()
+    with open(f"/proc/{keeper}/stat") as stat:
+        dask_worker = int(stat.read().rpartition(")")[2].split()[1])
+    os.kill(dask_worker, signal.SIGKILL)
     time.sleep(60)
 
 

@@ -35,6 +35,7 @@ def test_every_flag_is_documented(command: str) -> None:
 DATASET_KINDS = (
     "error", "crash", "timeout", "missing_field", "uncollatable", "shape_mismatch", "non_finite",
     "label_out_of_range", "requires_grad", "non_cpu_tensor", "oversized", "dtype_mismatch", "slow", "fd_leak",
+    "side_effect",
 )  # fmt: skip
 
 

@@ -9,7 +9,7 @@ import pytest
 from scan_support import load_json, samples, spec
 
 import datalint
-from datalint.scan import api
+from datalint.scan import api, runner
 from datalint.scan.sources import SourceDescription
 
 HERE = Path(__file__).resolve().parent
@@ -153,13 +153,17 @@ def test_a_worker_that_dies_just_before_it_is_handed_a_chunk_costs_only_its_own_
     # dying_worker.py orders the race deterministically: the engine writes a chunk to the pipe of a
     # worker that died (in sample 1) after it was last seen alive. The failed send is that worker's
     # death: sample 1 is its crash, and the chunk goes to the replacement worker.
+    import dying_worker
+
     dataset = f"{HERE / 'dying_worker.py'}:make(6, {str(tmp_path)!r})"
-    options = api.ScanOptions(workers=1, chunk_size=1, timeout=30)
-    summary = api.scan_source(SourceDescription.make("dataset", dataset), options, db=tmp_path / "d.db")
-    rows = samples(tmp_path / "d.db")
+    description = SourceDescription.make("dataset", dataset)
+    options = runner.RunnerOptions(workers=1, chunk_size=1, timeout=30)
+    rows: dict[int, dict] = {}
+    for batch in runner.run(description, iter(range(6)), 6, options):
+        rows.update((row["idx"], row) for row in batch)
+        dying_worker.stage_the_race(str(tmp_path), batch)
     assert (tmp_path / "parent-waiting").exists()  # the race really was staged
     assert sorted(rows) == list(range(6))
     assert (rows[1]["status"], rows[1]["error_type"]) == ("crash", "EXIT(3)")
     assert all(rows[i]["status"] == "ok" for i in (0, 2, 3, 4, 5))
     assert rows[2]["key"] == "sample-2" and rows[2]["worker"] != rows[0]["worker"]  # the replacement
-    assert [entry.index for entry in summary.worst] == [1]

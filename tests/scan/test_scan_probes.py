@@ -56,4 +56,6 @@ def test_labels_by_key_position_and_dotted_path() -> None:
 
 def test_long_lists_are_summarised_not_exploded() -> None:
     sig = probes.signature(list(range(1000)))
-    assert sig["length"] == 1000 and len(sig["fields"]) == probes.MAX_FIELDS
+    assert sig == {"type": "list", "length": 1000, "fields": {"*": {"type": "int"}}}
+    records = probes.signature(tuple(range(100)))  # a tuple is a record: one field per position
+    assert records["length"] == 100 and len(records["fields"]) == probes.MAX_FIELDS

@@ -152,6 +152,9 @@ def test_rank_outside_the_world_is_refused() -> None:
 
 def _rank_in_process_group(init_file: str, rank: int, results: Any) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    # Both ranks finish connecting before either can tear the group down (a fast rank 0 closing its
+    # side while rank 1 is still meshing is "Connection closed by peer" on a loaded machine).
+    dist.barrier()
     try:
         sampler = DistributedQuarantineSampler(IndexDataset(20), Quarantine.from_indices([5], length=20))
         results.put((rank, sampler.rank, sampler.num_replicas, list(sampler)))

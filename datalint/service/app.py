@@ -1,0 +1,626 @@
+"""The HTTP routes of `datalint serve` (FastAPI): thin handlers over registry, jobs, ingest and auth.
+
+FastAPI because the API's contract is its request models: pydantic validates every body and
+parameter into a clear 422 before a handler runs, and the same models publish the OpenAPI schema
+(`/openapi.json`) that clients and the schemathesis fuzzing tests are generated from. It runs on
+uvicorn (Starlette underneath, so plain ASGI middleware works for the request-size limit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request, Response
+from fastapi.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    StreamingResponse,
+)
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from datalint import __version__
+from datalint.service import overview
+from datalint.service.auth import Authenticator
+from datalint.service.config import NAME_PATTERN, ConfigError, ServiceConfig
+from datalint.service.ingest import IncomingFailure, IngestWriter
+from datalint.service.jobs import MODES, Job, JobManager
+from datalint.service.registry import Registry
+
+logger = logging.getLogger("datalint.service")
+COOKIE = "datalint_token"
+_BEARER = HTTPBearer(auto_error=False, description="a token from `datalint serve token add`")
+_CSP_META = re.compile(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">')
+
+DatasetName = Annotated[str, Path(pattern=NAME_PATTERN.pattern, description="a registered dataset")]
+JobId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="a scan job's id")]
+
+
+# ---- models (the published contract) ------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _encodable(self) -> _Strict:
+        for name, value in self.__dict__.items():
+            if isinstance(value, str):
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise ValueError(f"{name}: not valid Unicode text (a lone surrogate)") from None
+        return self
+
+
+class FailureIn(_Strict):
+    index: int = Field(ge=0, le=2**62, description="the sample's index in the dataset")
+    key: str | None = Field(None, max_length=4096, description="the sample's key (a path), if known")
+    error_type: str = Field(min_length=1, max_length=256, description="the exception's class name")
+    message: str = Field(max_length=16_384)
+    traceback: str | None = Field(None, max_length=65_536)
+    host: str | None = Field(None, max_length=256)
+    pid: int | None = Field(None, ge=0, le=2**31)
+    worker: int | None = Field(None, ge=0, le=2**31)
+    time: str | None = Field(None, max_length=64, description="when it failed (ISO 8601)")
+    run: str | None = Field(None, max_length=128, description="the training run's id")
+    id: str | None = Field(None, max_length=128, description="the client's id of this failure")
+    duration: float | None = Field(None, ge=0, le=1e9)
+
+
+class FailureBatch(_Strict):
+    failures: list[FailureIn] = Field(max_length=10_000)
+
+
+class FailuresAccepted(BaseModel):
+    accepted: int
+    committed: bool
+
+
+class ScanRequest(_Strict):
+    mode: Literal["resume", "full", "incremental"] = Field(
+        "resume", description="resume: measure what the index lacks; full: rescan all; incremental: changes"
+    )
+
+
+class ProgressOut(BaseModel):
+    done: int
+    total: int | None
+    rate: float | None
+    eta: float | None
+    findings: int
+
+
+class JobOut(BaseModel):
+    id: str
+    dataset: str
+    mode: str
+    state: str
+    created: str
+    reason: str
+    started: str | None
+    finished: str | None
+    pid: int | None
+    returncode: int | None
+    error: str | None
+    resumed: bool
+    summary: dict[str, Any] | None
+    progress: ProgressOut
+
+
+class JobList(BaseModel):
+    scans: list[JobOut]
+
+
+class DatasetIn(_Strict):
+    name: str = Field(pattern=NAME_PATTERN.pattern)
+    images: str | None = Field(None, min_length=1, max_length=4096)
+    dataset: str | None = Field(None, min_length=1, max_length=4096)
+    workers: int | None = Field(None, ge=0, le=4096)
+    timeout: float | None = Field(None, gt=0, le=86_400)
+    kinds: str | None = Field(None, max_length=1024)
+    interval: float | None = Field(None, gt=0, le=10**9)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DatasetIn:
+        if (self.images is None) == (self.dataset is None):
+            raise ValueError("give exactly one of images (a folder) or dataset (a spec)")
+        return self
+
+
+class DatasetOut(BaseModel):
+    name: str
+    source: str
+    samples: int
+    quarantined: int
+    guard_failures: int
+    last_scan: dict[str, Any] | None
+    interval: float | None
+    watch: bool
+
+
+class DatasetList(BaseModel):
+    datasets: list[DatasetOut]
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+
+
+class QuarantineSample(BaseModel):
+    index: int
+    key: str | None
+    kinds: list[str]
+    detail: str | None
+
+
+class QuarantineList(BaseModel):
+    format: str
+    dataset: str | None
+    length: int | None
+    fingerprint: str | None
+    created: str
+    policy: list[str] | None
+    samples: list[QuarantineSample]
+
+
+class ErrorOut(BaseModel):
+    detail: Any
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorOut, "description": "no valid token"},
+    403: {"model": ErrorOut, "description": "the token lacks the scope"},
+    404: {"model": ErrorOut, "description": "no such dataset or scan"},
+}
+
+
+# ---- the service's state --------------------------------------------------------------------------
+
+
+@dataclass
+class Service:
+    config: ServiceConfig
+    auth: Authenticator
+    registry: Registry
+    jobs: JobManager
+    writers: dict[str, IngestWriter] = field(default_factory=dict)
+    ingested: dict[str, int] = field(default_factory=dict)
+    stopping: bool = False
+
+    def writer(self, name: str) -> IngestWriter:
+        if name not in self.writers:
+            self.writers[name] = IngestWriter(name, self.registry.index_path(name), self._committed)
+        return self.writers[name]
+
+    def _committed(self, name: str, count: int) -> None:
+        self.ingested[name] = self.ingested.get(name, 0) + count
+        self.registry.changed(name)
+
+    def dataset_out(self, name: str) -> DatasetOut:
+        dataset = self.registry.get(name)
+        assert dataset is not None
+        stats = self.registry.stats(name)
+        source = f"images {dataset.images}" if dataset.images else f"dataset {dataset.dataset}"
+        return DatasetOut(
+            name=name,
+            source=source,
+            samples=stats.samples,
+            quarantined=stats.quarantined,
+            guard_failures=stats.guard_failures,
+            last_scan=stats.last_scan,
+            interval=dataset.interval,
+            watch=dataset.watch,
+        )
+
+
+def _job_out(job: Job) -> JobOut:
+    return JobOut.model_validate(job.to_dict())
+
+
+# ---- request size limit (plain ASGI, before any parsing) -----------------------------------------
+
+
+class BodyLimit:
+    """Refuse request bodies over `limit` bytes with 413, by the header or while reading them."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await _too_large(send, self.limit)
+            return
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                await _too_large(send, self.limit)
+                return
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _too_large(send: Any, limit: int) -> None:
+    body = json.dumps({"detail": f"request body over the limit of {limit} bytes"}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+# ---- the app ----------------------------------------------------------------------------------------
+
+
+def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool = True) -> FastAPI:
+    registry = Registry(config)
+    service = Service(config=config, auth=auth, registry=registry, jobs=JobManager(registry))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if start_jobs:
+            service.jobs.start()
+        registry.warm()  # the first GET of a big list should not pay for building it
+        logger.info("serving %d datasets from %s", len(registry.names()), config.data_dir)
+        yield
+        service.stopping = True
+        logger.info("draining: checkpointing running scans")
+        await asyncio.to_thread(service.jobs.shutdown)
+        for writer in service.writers.values():
+            await asyncio.to_thread(writer.close)
+        logger.info("stopped")
+
+    app = FastAPI(
+        title="datalint service",
+        version=__version__,
+        description="Datasets, scans as jobs, quarantine lists and guard failures over HTTP.",
+        lifespan=lifespan,
+        docs_url=None,  # the interactive pages load scripts from a CDN; the schema is at /openapi.json
+        redoc_url=None,
+    )
+    app.state.service = service
+    app.add_middleware(BodyLimit, limit=config.max_request_bytes)
+
+    def token_of(
+        request: Request, credentials: HTTPAuthorizationCredentials | None, cookie_ok: bool
+    ) -> str | None:
+        if credentials is not None:
+            return credentials.credentials
+        return request.cookies.get(COOKIE) if cookie_ok else None
+
+    def scope(name: str, cookie_ok: bool = False) -> Any:
+        async def check(
+            request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
+        ) -> None:
+            verdict = auth.allows(token_of(request, credentials, cookie_ok), name)
+            if verdict is None:
+                raise HTTPException(
+                    401,
+                    "a valid token is required (Authorization: Bearer TOKEN)",
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+            if verdict is False:
+                raise HTTPException(403, f"this token lacks the {name!r} scope")
+
+        return Depends(check)
+
+    read, write, admin = scope("read", cookie_ok=True), scope("write"), scope("admin")
+
+    def known(name: str) -> str:
+        if registry.get(name) is None:
+            raise HTTPException(
+                404, f"no dataset named {name!r} (registered: {', '.join(registry.names()) or 'none'})"
+            )
+        return name
+
+    @app.exception_handler(ConfigError)
+    async def config_error(request: Request, exc: ConfigError) -> JSONResponse:
+        # the shape of FastAPI's own 422, so one schema describes every validation answer
+        detail = [{"loc": ["body"], "msg": str(exc), "type": "value_error"}]
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.get("/healthz", response_model=Health, tags=["service"])
+    def healthz() -> Health:
+        return Health(status="draining" if service.stopping else "ok", version=__version__)
+
+    @app.get(
+        "/", response_class=HTMLResponse, tags=["pages"], responses={303: {"description": "sign in first"}}
+    )
+    def overview_page(request: Request) -> Response:
+        if auth.enabled and not auth.allows(request.cookies.get(COOKIE), "read"):
+            return RedirectResponse("/login", status_code=303)
+        datasets = [service.dataset_out(name).model_dump() for name in registry.names()]
+        running = [
+            _job_out(job).model_dump() for job in service.jobs.jobs() if job.state in ("queued", "running")
+        ]
+        html = overview.render_overview(datasets, running, __version__)
+        return HTMLResponse(html, headers={"Content-Security-Policy": overview.CSP})
+
+    @app.get("/login", response_class=HTMLResponse, tags=["pages"])
+    def login_page() -> HTMLResponse:
+        return HTMLResponse(overview.render_login(), headers={"Content-Security-Policy": overview.CSP})
+
+    @app.post(
+        "/login", response_class=HTMLResponse, tags=["pages"], responses={303: {"description": "signed in"}}
+    )
+    async def login(request: Request) -> Response:
+        from urllib.parse import parse_qs
+
+        form = parse_qs((await request.body()).decode("utf-8", errors="replace"))
+        token = (form.get("token") or [""])[0]
+        if not auth.allows(token, "read"):
+            return HTMLResponse(
+                overview.render_login("That token is not valid here."),
+                status_code=401,
+                headers={"Content-Security-Policy": overview.CSP},
+            )
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(
+            COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https"
+        )
+        return response
+
+    @app.get(
+        "/metrics", response_class=PlainTextResponse, tags=["service"], dependencies=[read], responses=_ERRORS
+    )
+    def metrics() -> PlainTextResponse:
+        return PlainTextResponse(_metrics_text(service), media_type="text/plain; version=0.0.4")
+
+    @app.get(
+        "/v1/datasets", response_model=DatasetList, tags=["datasets"], dependencies=[read], responses=_ERRORS
+    )
+    def list_datasets() -> DatasetList:
+        return DatasetList(datasets=[service.dataset_out(name) for name in registry.names()])
+
+    @app.post(
+        "/v1/datasets",
+        response_model=DatasetOut,
+        status_code=201,
+        tags=["datasets"],
+        dependencies=[admin],
+        responses={**_ERRORS, 409: {"model": ErrorOut}},
+    )
+    def register_dataset(body: DatasetIn) -> DatasetOut:
+        if registry.get(body.name) is not None:
+            raise HTTPException(409, f"dataset {body.name!r} is registered already")
+        registry.register({k.replace("_", "-"): v for k, v in body.model_dump().items() if v is not None})
+        return service.dataset_out(body.name)
+
+    @app.get(
+        "/v1/datasets/{name}",
+        response_model=DatasetOut,
+        tags=["datasets"],
+        dependencies=[read],
+        responses=_ERRORS,
+    )
+    def get_dataset(name: DatasetName) -> DatasetOut:
+        return service.dataset_out(known(name))
+
+    @app.get(
+        "/v1/datasets/{name}/quarantine",
+        tags=["lists"],
+        dependencies=[read],
+        responses={
+            **_ERRORS,
+            200: {"model": QuarantineList, "description": "the list (datalint-quarantine/1)"},
+            304: {"description": "the list is the one the client has (If-None-Match)"},
+        },
+    )
+    def quarantine_list(name: DatasetName, request: Request) -> Response:
+        served = registry.served_list(known(name))
+        if served is None:
+            raise HTTPException(
+                404, f"dataset {name!r} has no list yet: start a scan (POST /v1/datasets/{name}/scans)"
+            )
+        headers = {"ETag": served.etag, "Cache-Control": "no-cache"}
+        headers["Vary"] = "Accept-Encoding"
+        if served.etag in _etags(request.headers.get("if-none-match", "")):
+            return Response(status_code=304, headers=headers)
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            headers["Content-Encoding"] = "gzip"
+            return Response(served.gzipped, media_type="application/json", headers=headers)
+        return Response(served.body, media_type="application/json", headers=headers)
+
+    @app.get(
+        "/v1/datasets/{name}/report",
+        response_class=HTMLResponse,
+        tags=["datasets"],
+        dependencies=[read],
+        responses=_ERRORS,
+    )
+    def report(name: DatasetName) -> HTMLResponse:
+        from datalint.report import ReportOptions, build_report
+
+        index = registry.index_path(known(name))
+        if not index.is_file():
+            raise HTTPException(404, f"dataset {name!r} has not been scanned yet")
+        html, _ = build_report(index, ReportOptions(title=f"datalint report: {name}"))
+        match = _CSP_META.search(html)
+        csp = match.group(1).replace("&#x27;", "'") if match else "default-src 'none'"
+        return HTMLResponse(html, headers={"Content-Security-Policy": csp})
+
+    @app.post(
+        "/v1/datasets/{name}/failures",
+        response_model=FailuresAccepted,
+        tags=["failures"],
+        dependencies=[write],
+        responses={**_ERRORS, 413: {"model": ErrorOut}},
+    )
+    async def post_failures(name: DatasetName, batch: FailureBatch) -> FailuresAccepted:
+        known(name)
+        if len(batch.failures) > config.max_batch:
+            raise HTTPException(
+                413, f"{len(batch.failures)} failures in one batch; the limit is {config.max_batch}"
+            )
+        if not batch.failures:
+            return FailuresAccepted(accepted=0, committed=True)
+        rows = [IncomingFailure(**failure.model_dump()) for failure in batch.failures]
+        try:
+            accepted = await asyncio.wrap_future(service.writer(name).submit(rows))
+        except Exception as exc:  # the index could not take them: the client keeps them in its spool
+            raise HTTPException(503, f"could not commit the failures: {exc}") from None
+        return FailuresAccepted(accepted=accepted, committed=True)
+
+    @app.post(
+        "/v1/datasets/{name}/scans",
+        response_model=JobOut,
+        status_code=202,
+        tags=["scans"],
+        dependencies=[admin],
+        responses=_ERRORS,
+    )
+    def start_scan(name: DatasetName, body: ScanRequest | None = None) -> JobOut:
+        mode = body.mode if body is not None else "resume"
+        assert mode in MODES
+        return _job_out(service.jobs.submit(known(name), mode))
+
+    @app.get(
+        "/v1/datasets/{name}/scans",
+        response_model=JobList,
+        tags=["scans"],
+        dependencies=[read],
+        responses=_ERRORS,
+    )
+    def dataset_scans(name: DatasetName) -> JobList:
+        return JobList(scans=[_job_out(job) for job in service.jobs.jobs(known(name))])
+
+    @app.get("/v1/scans", response_model=JobList, tags=["scans"], dependencies=[read], responses=_ERRORS)
+    def all_scans(
+        state: Annotated[
+            Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"] | None, Query()
+        ] = None,
+    ) -> JobList:
+        return JobList(scans=[_job_out(j) for j in service.jobs.jobs() if state is None or j.state == state])
+
+    def job_named(job_id: str) -> Job:
+        job = service.jobs.get(job_id)
+        if job is None:
+            raise HTTPException(404, f"no scan with id {job_id!r}")
+        return job
+
+    @app.get(
+        "/v1/scans/{job_id}", response_model=JobOut, tags=["scans"], dependencies=[read], responses=_ERRORS
+    )
+    def get_scan(job_id: JobId) -> JobOut:
+        return _job_out(job_named(job_id))
+
+    @app.post(
+        "/v1/scans/{job_id}/cancel",
+        response_model=JobOut,
+        tags=["scans"],
+        dependencies=[admin],
+        responses=_ERRORS,
+    )
+    def cancel_scan(job_id: JobId) -> JobOut:
+        job_named(job_id)
+        job = service.jobs.cancel(job_id)
+        assert job is not None
+        return _job_out(job)
+
+    @app.get(
+        "/v1/scans/{job_id}/events",
+        tags=["scans"],
+        dependencies=[read],
+        responses={**_ERRORS, 200: {"content": {"text/event-stream": {}}, "description": "progress events"}},
+    )
+    async def scan_events(job_id: JobId, request: Request) -> StreamingResponse:
+        job_named(job_id)
+
+        async def events() -> AsyncIterator[str]:
+            last = None
+            while True:
+                job = service.jobs.get(job_id)
+                if job is None:
+                    return
+                data = _job_out(job).model_dump_json()
+                if data != last:
+                    last = data
+                    yield f"event: progress\ndata: {data}\n\n"
+                if job.state not in ("queued", "running") or service.stopping:
+                    yield f"event: end\ndata: {json.dumps({'state': job.state})}\n\n"
+                    return
+                if await request.is_disconnected():
+                    return
+                await asyncio.sleep(0.5)
+
+        return StreamingResponse(
+            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
+
+    return app
+
+
+def _etags(header: str) -> set[str]:
+    return {part.strip().removeprefix("W/") for part in header.split(",") if part.strip()}
+
+
+def _metrics_text(service: Service) -> str:
+    jobs = service.jobs.jobs()
+    lines = [
+        "# HELP datalint_scans_running Scan jobs running now.",
+        "# TYPE datalint_scans_running gauge",
+        f"datalint_scans_running {sum(j.state == 'running' for j in jobs)}",
+        "# HELP datalint_scans_queued Scan jobs waiting for their dataset's running scan.",
+        "# TYPE datalint_scans_queued gauge",
+        f"datalint_scans_queued {sum(j.state == 'queued' for j in jobs)}",
+        "# HELP datalint_scan_samples_per_second Samples measured per second by all running scans.",
+        "# TYPE datalint_scan_samples_per_second gauge",
+        f"datalint_scan_samples_per_second {service.jobs.samples_per_second:.1f}",
+        "# HELP datalint_failures_ingested_total Guard failures committed since the service started.",
+        "# TYPE datalint_failures_ingested_total counter",
+    ]
+    names = service.registry.names()
+    lines += [
+        f'datalint_failures_ingested_total{{dataset="{n}"}} {service.ingested.get(n, 0)}' for n in names
+    ]
+    lines += [
+        "# HELP datalint_quarantined_samples Samples on each dataset's list.",
+        "# TYPE datalint_quarantined_samples gauge",
+    ]
+    lines += [
+        f'datalint_quarantined_samples{{dataset="{n}"}} {service.registry.stats(n).quarantined}'
+        for n in names
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def app_from_config(path: str) -> FastAPI:
+    """For `uvicorn --factory`: the app of a config file (tokens read from the file it names)."""
+    from datalint.service.auth import load_tokens
+    from datalint.service.config import load_config
+
+    config = load_config(path)
+    return create_app(config, Authenticator(load_tokens(config.tokens) if config.tokens else ()))

@@ -1,0 +1,278 @@
+"""`datalint-service.toml`, read and validated strictly: every mistake names the key and the file.
+
+[service]
+data-dir = "state"          # relative paths are relative to the config file
+host = "127.0.0.1"
+port = 8765
+tokens = "tokens.toml"
+
+[[datasets]]
+name = "train"
+images = "/data/train"      # or: dataset = "mypkg.data:train_ds"
+workers = 2                 # scan options: workers, timeout, kinds, label, num-classes, ...
+interval = "6h"             # rescan every 6 hours (or watch = true: rescan when files change)
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datalint.errors import UsageError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+# A dataset name is one path segment and one URL segment: no dots first, no slashes, no spaces.
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+NAME_RULE = "1-64 letters, digits, '-' or '_', starting with a letter or digit"
+
+_SERVICE_KEYS = {
+    "data-dir",
+    "host",
+    "port",
+    "tokens",
+    "max-request-bytes",
+    "max-batch",
+    "log-level",
+    "scheduler",
+}
+_DATASET_KEYS = {
+    "name",
+    "images",
+    "dataset",
+    "workers",
+    "timeout",
+    "kinds",
+    "label",
+    "num-classes",
+    "ignore-index",
+    "max-bytes",
+    "watch",
+    "interval",
+    "backend",
+}
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class ConfigError(UsageError):
+    """A service config file that cannot be used as written (exit 2)."""
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """One registered dataset: what to scan and how."""
+
+    name: str
+    images: Path | None = None
+    dataset: str | None = None
+    scan_options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of datalint.scan()
+    watch: bool = False
+    interval: float | None = None  # seconds between scheduled rescans
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "images": str(self.images) if self.images else None,
+            "dataset": self.dataset,
+            "scan_options": self.scan_options,
+            "watch": self.watch,
+            "interval": self.interval,
+        }
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    data_dir: Path
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    tokens: Path | None = None
+    max_request_bytes: int = 8 * 1024 * 1024
+    max_batch: int = 10_000
+    log_level: str = "info"
+    scheduler: str | None = None  # a dask scheduler address for every scan
+    datasets: tuple[DatasetConfig, ...] = ()
+    source: Path | None = None
+
+    def dataset(self, name: str) -> DatasetConfig | None:
+        return next((d for d in self.datasets if d.name == name), None)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def valid_name(name: object) -> bool:
+    return isinstance(name, str) and NAME_PATTERN.fullmatch(name) is not None
+
+
+def load_config(path: str | Path) -> ServiceConfig:
+    """Read and validate the file; a ConfigError names the file and the key."""
+    source = Path(path)
+    try:
+        document = tomllib.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: no such service config file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: cannot read the service config: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    return parse_config(document, source)
+
+
+def parse_config(document: dict[str, Any], source: Path) -> ServiceConfig:
+    unknown = set(document) - {"service", "datasets"}
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown table {sorted(unknown)[0]!r} (expected [service], [[datasets]])"
+        )
+    service = document.get("service", {})
+    if not isinstance(service, dict):
+        raise ConfigError(f"{source}: [service] must be a table")
+    _no_unknown(service, _SERVICE_KEYS, source, "service")
+    base = source.resolve().parent
+    data_dir = _path(service, "data-dir", source, base) or base / "datalint-service"
+    host = _typed(service, "host", str, source, "service", DEFAULT_HOST)
+    port = _typed(service, "port", int, source, "service", DEFAULT_PORT)
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{source}: service.port: expected 0-65535, got {port}")
+    tokens = _path(service, "tokens", source, base)
+    max_request = _typed(service, "max-request-bytes", int, source, "service", 8 * 1024 * 1024)
+    max_batch = _typed(service, "max-batch", int, source, "service", 10_000)
+    for key, value in (("max-request-bytes", max_request), ("max-batch", max_batch)):
+        if value < 1:
+            raise ConfigError(f"{source}: service.{key}: expected a positive integer, got {value}")
+    log_level = _typed(service, "log-level", str, source, "service", "info")
+    if log_level not in ("debug", "info", "warning", "error"):
+        raise ConfigError(f"{source}: service.log-level: expected debug, info, warning or error")
+    raw_datasets = document.get("datasets", [])
+    if not isinstance(raw_datasets, list):
+        raise ConfigError(f"{source}: datasets: use [[datasets]] tables")
+    datasets = tuple(_dataset(entry, n, source, base) for n, entry in enumerate(raw_datasets))
+    names = [d.name for d in datasets]
+    for name in names:
+        if names.count(name) > 1:
+            raise ConfigError(f"{source}: datasets: the name {name!r} is registered twice")
+    return ServiceConfig(
+        data_dir=data_dir,
+        host=host,
+        port=port,
+        tokens=tokens,
+        max_request_bytes=max_request,
+        max_batch=max_batch,
+        log_level=log_level,
+        scheduler=_typed(service, "scheduler", str, source, "service", None),
+        datasets=datasets,
+        source=source,
+    )
+
+
+def parse_dataset(entry: Any, where: str, base: Path) -> DatasetConfig:
+    """One dataset (a [[datasets]] table, or the body of a registration request); errors name `where`."""
+    return _dataset(entry, None, Path(where), base)
+
+
+def _dataset(entry: Any, n: int | None, source: Path, base: Path) -> DatasetConfig:
+    table = f"datasets[{n}]" if n is not None else "dataset"
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{source}: {table}: expected a table")
+    _no_unknown(entry, _DATASET_KEYS, source, table)
+    name = entry.get("name")
+    if name is None:
+        raise ConfigError(f"{source}: {table}.name: missing (every dataset needs a name)")
+    if not valid_name(name):
+        raise ConfigError(f"{source}: {table}.name: {name!r} is not a valid dataset name ({NAME_RULE})")
+    table = f"datasets[{n}] ({name})" if n is not None else f"dataset {name}"
+    images = _path(entry, "images", source, base, table)
+    spec = _typed(entry, "dataset", str, source, table, None)
+    if (images is None) == (spec is None):
+        raise ConfigError(f"{source}: {table}: give exactly one of images = DIR or dataset = SPEC")
+    options: dict[str, Any] = {}
+    for key, kind in (("workers", int), ("num-classes", int), ("ignore-index", int), ("max-bytes", int)):
+        value = _typed(entry, key, kind, source, table, None)
+        if value is not None:
+            if value < 0 and key != "ignore-index":
+                raise ConfigError(f"{source}: {table}.{key}: expected a non-negative integer, got {value}")
+            options[key.replace("-", "_")] = value
+    timeout = entry.get("timeout")
+    if timeout is not None:
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+            raise ConfigError(f"{source}: {table}.timeout: expected a positive number of seconds")
+        options["timeout"] = float(timeout)
+    kinds = entry.get("kinds")
+    if kinds is not None:
+        if isinstance(kinds, list) and all(isinstance(k, str) for k in kinds):
+            kinds = ",".join(kinds)
+        if not isinstance(kinds, str):
+            raise ConfigError(f"{source}: {table}.kinds: expected a string or a list of strings")
+        options["kinds"] = kinds
+    labels = entry.get("label")
+    if labels is not None:
+        if isinstance(labels, str):
+            labels = [labels]
+        if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+            raise ConfigError(f"{source}: {table}.label: expected a string or a list of strings")
+        options["label"] = list(labels)
+    backend = _typed(entry, "backend", str, source, table, None)
+    if backend is not None:
+        if backend not in ("local", "dask"):
+            raise ConfigError(f"{source}: {table}.backend: expected 'local' or 'dask', got {backend!r}")
+        options["backend"] = backend
+    watch = _typed(entry, "watch", bool, source, table, False)
+    interval = _interval(entry.get("interval"), source, table)
+    return DatasetConfig(
+        name=name, images=images, dataset=spec, scan_options=options, watch=watch, interval=interval
+    )
+
+
+def _interval(value: Any, source: Path, table: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", value)
+        if match and float(match[1]) > 0:
+            return float(match[1]) * _UNITS[match[2]]
+    raise ConfigError(
+        f"{source}: {table}.interval: expected seconds or a duration such as '30m', '6h', got {value!r}"
+    )
+
+
+def _no_unknown(table: dict[str, Any], known: set[str], source: Path, where: str) -> None:
+    import difflib
+
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{source}: {where}.{key}: unknown key{hint}")
+
+
+def _typed(table: dict[str, Any], key: str, kind: type, source: Path, where: str, default: Any) -> Any:
+    value = table.get(key, default)
+    if value is None:
+        return None
+    wrong = isinstance(value, bool) != (kind is bool) or not isinstance(value, kind)
+    if wrong:
+        names = {int: "an integer", str: "a string", bool: "true or false"}
+        raise ConfigError(f"{source}: {where}.{key}: expected {names[kind]}, got {value!r}")
+    return value
+
+
+def _path(table: dict[str, Any], key: str, source: Path, base: Path, where: str = "service") -> Path | None:
+    value = _typed(table, key, str, source, where, None)
+    if value is None:
+        return None
+    if not value.strip() or "\x00" in value:
+        raise ConfigError(f"{source}: {where}.{key}: expected a path, got {value!r}")
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
