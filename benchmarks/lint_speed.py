@@ -7,8 +7,14 @@ Compares, on the same files, in the same run:
 and times `datalint check one_file.py` from a fresh interpreter (cold start) against
 `python -c pass` and `ruff check` on the same file.
 
+The project model (`lint_paths`: summaries of every file, cross-file facts, the summary cache) is
+timed on the same files copied into a project folder: cold (empty cache), warm (every summary
+cached), with `--jobs N`; then a pre-commit run, `datalint check CHANGED.py` in a fresh
+interpreter, after one file of that project changed; and the peak RSS of the whole-project lint.
+
     .venv/bin/python benchmarks/lint_speed.py                 # the installed torch package
     .venv/bin/python benchmarks/lint_speed.py --tree PATH --no-flake8 --repeat 1
+    .venv/bin/python benchmarks/lint_speed.py --project-only --jobs 2
     .venv/bin/python benchmarks/lint_speed.py --cold-only --cold-runs 31 --import-profile 15
     .venv/bin/python benchmarks/lint_speed.py --cold-only --baseline ../other-checkout
 """
@@ -19,7 +25,9 @@ import argparse
 import ast
 import compileall
 import importlib.util
+import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -185,6 +193,88 @@ def import_profile(top: int) -> list[tuple[float, str]]:
     return ranked[:top]
 
 
+def project_copy(tree: Path, folder: Path) -> Path:
+    """The tree's `.py` files under a fresh project root (a `pyproject.toml` marks it)."""
+    target = folder / "project"
+    for path in sorted(tree.rglob("*.py")):
+        destination = target / tree.name / path.relative_to(tree)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, destination)
+    (target / "pyproject.toml").write_text("[project]\nname = 'bench'\n", encoding="utf-8")
+    return target
+
+
+_PROJECT_RUN = """\
+import json, sys, time
+from pathlib import Path
+from datalint.config import Config
+from datalint.lint.engine import lint_paths
+from datalint.lint.project import peak_rss_mib
+start = time.perf_counter()
+cache = None if sys.argv[2] == "-" else Path(sys.argv[2])
+report = lint_paths([sys.argv[1]], Config(), cache_dir=cache, jobs=int(sys.argv[3]))
+seconds = time.perf_counter() - start
+print(json.dumps([seconds, report.files, len(report.findings), peak_rss_mib()]))
+"""
+
+
+def time_project(project: Path, cache: Path | None, jobs: int) -> tuple[float, int, int, float]:
+    """(seconds, files, findings, peak RSS MiB) of a whole-project lint, in a child process."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-c", _PROJECT_RUN, str(project), str(cache) if cache else "-", str(jobs)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    seconds, files, findings, rss = json.loads(done.stdout.strip().splitlines()[-1])
+    return seconds, files, findings, rss
+
+
+def precommit_run(project: Path, cache: Path, changed: Path, runs: int) -> tuple[float, float]:
+    """Median wall and CPU time of `python -m datalint check CHANGED.py` (fresh interpreter,
+    warm cache) after CHANGED.py was edited; CPU time does not grow when the machine is busy."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DATALINT_CACHE_DIR": str(cache)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    command = [sys.executable, "-m", "datalint", "check", "--isolated", "--exit-zero", str(changed)]
+    changed.write_text(changed.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    subprocess.run(command, capture_output=True, env=env, cwd=project)  # summarizes the edit once
+    walls, cpus = [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run(command, capture_output=True, env=env, cwd=project)
+        walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def speed(bare: float, seconds: float) -> str:
+    return f"{seconds:7.2f} s  {bare / seconds:.2f}x the bare parse's speed"
+
+
+def project_figures(tree: Path, bare: float, jobs: int, runs: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        project = project_copy(tree, Path(folder))
+        cache = Path(folder) / "cache"
+        cold, files, findings, rss = time_project(project, cache, 1)
+        warm, _, _, _ = time_project(project, cache, 1)
+        print(f"project model, {files:,} files ({findings} findings), one process:")
+        print(f"  cold cache: {speed(bare, cold)}  (peak RSS {rss:.0f} MiB)")
+        print(f"  warm cache: {speed(bare, warm)}")
+        if jobs > 1:
+            parallel, _, _, _ = time_project(project, cache, jobs)
+            print(f"  --jobs {jobs}, warm cache: {speed(bare, parallel)}")
+        files_by_name = {p.name: p for p in sorted(project.rglob("*.py"))}
+        for name in ("distributed.py", "dataloader.py"):
+            changed = files_by_name.get(name)
+            if changed is None:
+                continue
+            wall, cpu = precommit_run(project, cache, changed, runs)
+            lines = changed.read_bytes().count(b"\n")
+            print(
+                f"pre-commit, one changed file ({changed.relative_to(project)}, {lines:,} lines) "
+                f"of {files:,}, warm cache: median {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", type=Path, help="folder to lint (default: the installed torch package)")
@@ -195,6 +285,8 @@ def main() -> None:
         "--flake8-files", type=int, default=300, help="flake8 is slow: compare on the first N files (0: all)"
     )
     parser.add_argument("--cold-runs", type=int, default=15)
+    parser.add_argument("--jobs", type=int, default=2, help="processes for the --jobs figure")
+    parser.add_argument("--project-only", action="store_true", help="only the project-model figures")
     parser.add_argument("--cold-only", action="store_true", help="only the cold-start comparison")
     parser.add_argument("--baseline", type=Path, help="another checkout to time the cold start of too")
     parser.add_argument(
@@ -211,9 +303,12 @@ def main() -> None:
     print(f"tree: {tree}\nfiles: {len(sources):,}  lines: {lines:,}")
 
     bare = min(time_bare(sources) for _ in range(args.repeat))
+    print(f"bare ast.parse + ast.walk: {bare:7.2f} s  {lines / bare:>10,.0f} lines/s")
+    project_figures(tree, bare, args.jobs, max(3, args.cold_runs // 3))
+    if args.project_only:
+        return
     runs = [time_datalint(sources) for _ in range(args.repeat)]
     ours, findings = min(runs)
-    print(f"bare ast.parse + ast.walk: {bare:7.2f} s  {lines / bare:>10,.0f} lines/s")
     print(
         f"datalint (all rules):      {ours:7.2f} s  {lines / ours:>10,.0f} lines/s  "
         f"{ours / bare:.2f}x the bare parse  ({findings} findings)"

@@ -96,7 +96,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--show-settings", action="store_true", help="print the settings the first file is checked with"
     )
+    parser.add_argument(
+        "--jobs", "-j", type=_jobs, default=1, metavar="N", help="lint in N processes (default: 1)"
+    )
+    parser.add_argument(
+        "--no-cache", action="store_true", help="do not read or write the per-file summary cache"
+    )
     parser.set_defaults(run=run)
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of processes, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 process, got {value}")
+    return value
 
 
 def _codes(text: str) -> list[str]:
@@ -189,7 +205,11 @@ def _check_files(args: argparse.Namespace, linters: LinterCache, files: list[Pat
     from datalint.lint.engine import lint_paths
 
     resolver = linters.resolver
-    report = lint_paths(files, linters.default.config, linters.default.catalog, resolver=resolver)
+    config, catalog = linters.default.config, linters.default.catalog
+    if args.no_cache:
+        report = lint_paths(files, config, catalog, resolver=resolver, jobs=args.jobs, cache_dir=None)
+    else:
+        report = lint_paths(files, config, catalog, resolver=resolver, jobs=args.jobs)
     findings = list(report.findings)
     if args.add_noqa:
         return _add_noqa(findings)

@@ -14,13 +14,14 @@ import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from datalint.config import Config, ConfigResolver
 from datalint.errors import DatalintError
 from datalint.files import read_regular_file
 from datalint.lint.catalog import Catalog, Matcher, Rule, load_catalog
-from datalint.lint.module import Match, Module, parse_noqa
+from datalint.lint.module import Match, Module, Related, parse_noqa
+from datalint.lint.project import Project, default_cache_dir
 
 if TYPE_CHECKING:
     from datalint.lint.fixes import Fix
@@ -42,6 +43,9 @@ class Finding:
     name: str = field(compare=False)
     severity: str = field(compare=False)
     message: str = field(compare=False)
+    # Other places the finding rests on (a base class in another file): `note:` lines, JSON
+    # `related`, SARIF `relatedLocations`.
+    related: tuple[Related, ...] = field(default=(), compare=False)
     fix: Fix | None = field(default=None, compare=False)  # the edits that would remove it, if any
     cell: int | None = field(default=None, compare=False)  # a notebook's 1-based cell; lines count in it
 
@@ -75,8 +79,12 @@ class _ActiveRule:
 class Linter:
     """The selected rules with their bound parameters, ready to check many files."""
 
-    def __init__(self, config: Config | None = None, catalog: Catalog | None = None) -> None:
+    def __init__(
+        self, config: Config | None = None, catalog: Catalog | None = None, project: Project | None = None
+    ) -> None:
         self.config = config or Config()
+        # The project the checked files belong to (cross-file facts); None: each text alone.
+        self.project = project
         self.catalog = catalog or load_catalog(self.config.rule_paths)
         self.rules = tuple(
             _ActiveRule(rule, rule.matcher_function(), rule.bind(self.config.rule_options.get(rule.id)))
@@ -93,15 +101,21 @@ class Linter:
         else:
             text = source
         try:
-            module = Module.parse(text, path, self.config.start_method)
+            module = Module.parse(text, path, self.config.start_method, self.project)
+            if self.project is not None and path != "<string>" and os.path.isfile(path):
+                raw = source if isinstance(source, bytes) else text.encode("utf-8")
+                self.project.learn(Path(path), raw, module.tree)  # the same tree: parsed once
         except SyntaxError as exc:
             reason = f"syntax error: {exc.msg}"
             return self._unparsable(rules, path, text, reason, exc.lineno or 1, exc.offset or 1)
         except (ValueError, RecursionError, MemoryError) as exc:
             # NUL bytes (ValueError before 3.12) or nesting too deep for the parser.
             return self._unparsable(rules, path, text, f"cannot parse: {exc or type(exc).__name__}", 1, 1)
-        findings = [f for active in rules for f in self._run(active, module)]
-        return sorted(apply_noqa(module, findings, rules, self.catalog))
+        # One place, one rule, one message, once: a base class's method reached through three
+        # subclasses is one pitfall, not three.
+        found = (f for active in rules for f in self._run(active, module))
+        unique = {(f.line, f.column, f.code, f.message): f for f in found}
+        return sorted(apply_noqa(module, list(unique.values()), rules, self.catalog))
 
     def check_file(self, path: Path, shown_as: str | None = None) -> list[Finding]:
         name = shown_as or str(path)
@@ -279,9 +293,12 @@ def _unused_noqa_finding(
 class LinterCache:
     """One Linter per configuration a resolver hands out (rules bound once per config)."""
 
-    def __init__(self, default: Linter, resolver: ConfigResolver | None = None) -> None:
+    def __init__(
+        self, default: Linter, resolver: ConfigResolver | None = None, project: Project | None = None
+    ) -> None:
         self.default = default
         self.resolver = resolver
+        self.project = project if project is not None else default.project  # shared by every Linter
         self._linters: dict[int, Linter] = {}
 
     def for_path(self, path: Path | str) -> Linter:
@@ -291,7 +308,7 @@ class LinterCache:
         linter = self._linters.get(id(config))
         if linter is None:
             catalog = self.default.catalog if config.rule_paths == self.default.config.rule_paths else None
-            linter = self._linters[id(config)] = Linter(config, catalog)
+            linter = self._linters[id(config)] = Linter(config, catalog, self.project)
         return linter
 
 
@@ -368,8 +385,22 @@ def _finding(module: Module, rule: Rule, match: Match) -> Finding:
     severity = rule.severity_for(match.start_method or module.effective_start_method)
     if end_line == line and end_column <= column:
         end_column = column + 1
+    related = tuple(
+        Related(display_path(Path(r.path)), r.line, r.message)
+        for r in (*match.related, *module.related_for(node))
+        if Path(r.path).resolve() != Path(module.path).resolve() or r.line != line
+    )
     return Finding(
-        module.path, line, column + 1, rule.id, end_line, end_column + 1, rule.name, severity, message
+        module.path,
+        line,
+        column + 1,
+        rule.id,
+        end_line,
+        end_column + 1,
+        rule.name,
+        severity,
+        message,
+        related,
     )
 
 
@@ -408,24 +439,76 @@ def lint_paths(
     catalog: Catalog | None = None,
     *,
     resolver: ConfigResolver | None = None,
+    project: Project | None = None,
+    jobs: int = 1,
+    cache_dir: Path | Literal["default"] | None = "default",
 ) -> LintReport:
-    """Lint files and folders. Per-file isolation: one file's failure never stops the others.
+    """Lint files and folders as one project. Per-file isolation: one file's failure never stops the others.
 
-    With a `resolver`, each file is checked with its own nearest configuration.
+    With a `resolver`, each file is checked with its own nearest configuration. The project
+    (found above the paths) gives the cross-file facts: a Dataset in one file makes the reader
+    it holds in another file worker code. `jobs` > 1 lints in that many processes.
     """
-    linter = Linter(config, catalog)
-    linters = LinterCache(linter, resolver)
+    config = config or Config()
+    files_to_lint = list(iter_python_files(paths, config, resolver))
+    if project is None:
+        folder = default_cache_dir() if cache_dir == "default" else cache_dir
+        project = Project.for_paths(paths or ["."], folder)
+    linters = LinterCache(Linter(config, catalog, project), resolver, project)
+    if jobs > 1 and len(files_to_lint) > 1:
+        from datalint.lint.parallel import lint_in_processes
+
+        note_holdings(project, files_to_lint)  # every worker starts knowing the whole project
+        findings, errors = lint_in_processes(files_to_lint, config, catalog, project, jobs, resolver)
+    else:
+        findings, errors = _lint_in_one_pass(linters, files_to_lint)
+    return LintReport(tuple(sorted(findings, key=sort_key)), len(files_to_lint), tuple(errors))
+
+
+def _lint_in_one_pass(linters: LinterCache, paths: Sequence[Path]) -> tuple[list[Finding], list[FileError]]:
+    """Each file parsed once: its summary comes from the tree its rules read.
+
+    A file's rules may ask what later files will tell (a subclass elsewhere, a Dataset holding
+    one of its classes); the project records those answers, and a file whose answers changed by
+    the end is linted again (few are: only files whose classes other files extend or hold).
+    """
+    project = linters.project
+    results: dict[Path, tuple[list[Finding], list[FileError], list[Any]]] = {}
+    for path in paths:
+        if project is not None:
+            project.start_log()
+        found, failed = _lint_serially(linters, [path])
+        log = project.stop_log() if project is not None else []
+        results[path] = (found, failed, log)
     findings: list[Finding] = []
     errors: list[FileError] = []
-    files = 0
-    for path in iter_python_files(paths, linter.config, resolver):
-        files += 1
+    for path, (found, failed, log) in results.items():
+        if project is not None and log and not project.still_true(log):
+            found, failed = _lint_serially(linters, [path])
+        findings.extend(found)
+        errors.extend(failed)
+    return findings, errors
+
+
+def _lint_serially(linters: LinterCache, paths: Sequence[Path]) -> tuple[list[Finding], list[FileError]]:
+    findings: list[Finding] = []
+    errors: list[FileError] = []
+    for path in paths:
         shown = display_path(path)
         try:
             findings.extend(linters.for_path(path).check_file(path, shown))
         except Exception as exc:  # isolation boundary: per file
             errors.append(FileError(shown, str(exc) if isinstance(exc, MatcherError) else repr(exc)))
-    return LintReport(tuple(sorted(findings, key=sort_key)), files, tuple(errors))
+    return findings, errors
+
+
+def note_holdings(project: Project, paths: Sequence[Path]) -> None:
+    """Tell the project what every linted file says about the others, before any is linted."""
+    for path in paths:
+        try:
+            project.learn(path)
+        except Exception:  # isolation boundary: per file (the file itself is reported when linted)
+            continue
 
 
 def display_path(path: Path) -> str:

@@ -41,9 +41,11 @@ def location(finding: Finding) -> str:
 
 
 def format_text(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineSource | None = None) -> str:
-    """`path:line:col: DL001 [error] message (rule-name)`, one per line."""
+    """`path:line:col: DL001 [error] message (rule-name)`, one per line; a `note:` line per related place."""
     return "".join(
-        f"{location(f)}: {f.code} [{f.severity}] {printable(f.message)} ({f.name})\n" for f in findings
+        f"{location(f)}: {f.code} [{f.severity}] {printable(f.message)} ({f.name})\n"
+        + "".join(f"{printable(r.path)}:{r.line}: note: {printable(r.message)}\n" for r in f.related)
+        for f in findings
     )
 
 
@@ -84,6 +86,8 @@ def finding_row(f: Finding) -> dict[str, Any]:
     }
     if f.cell is not None:
         row["cell"] = f.cell
+    if f.related:  # the other files the finding rests on; the key is left out when there are none
+        row["related"] = [{"path": r.path, "line": r.line, "message": r.message} for r in f.related]
     if f.fix is not None:
         row["fix"] = {
             "applicability": f.fix.applicability,
@@ -339,6 +343,26 @@ def _sarif_result(finding: Finding, rule_index: int, fingerprint: str) -> dict[s
             }
         ],
         "partialFingerprints": {"primaryLocationLineHash": fingerprint},
+        **_sarif_related(finding),
+    }
+
+
+def _sarif_related(finding: Finding) -> dict[str, Any]:
+    """SARIF `relatedLocations` for the other files a finding rests on (omitted when none)."""
+    if not finding.related:
+        return {}
+    return {
+        "relatedLocations": [
+            {
+                "id": index,
+                "physicalLocation": {
+                    "artifactLocation": {"uri": _uri(r.path)},
+                    "region": {"startLine": r.line},
+                },
+                "message": {"text": r.message},
+            }
+            for index, r in enumerate(finding.related)
+        ]
     }
 
 

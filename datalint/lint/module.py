@@ -22,10 +22,12 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from datalint.lint.noqa import Directives, Noqa
+    from datalint.lint.project import DatasetFact, Link, Project
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
@@ -46,21 +48,22 @@ CANONICAL_MODULES: dict[str, str] = {
 }
 
 LOADER_CLASSES: frozenset[str] = frozenset({"torch.utils.data.DataLoader"})
-DATASET_BASES: frozenset[str] = frozenset(
-    {
-        "torch.utils.data.Dataset",
-        "torch.utils.data.IterableDataset",
-        "torch.utils.data.TensorDataset",
-        "torch.utils.data.ConcatDataset",
-        "torch.utils.data.ChainDataset",
-        "torch.utils.data.Subset",
-        "torch.utils.data.StackDataset",
-        "torch.utils.data.IterDataPipe",
-        "torch.utils.data.MapDataPipe",
-    }
-)
+# torch's own Dataset bases and their kind; the catalog adds third-party ones
+# (`rules/bases/dataset-bases.toml`, read by `datalint.lint.project.known_dataset_bases`).
+TORCH_DATASET_BASES: Mapping[str, Literal["map", "iterable"]] = {
+    "torch.utils.data.Dataset": "map",
+    "torch.utils.data.TensorDataset": "map",
+    "torch.utils.data.ConcatDataset": "map",
+    "torch.utils.data.Subset": "map",
+    "torch.utils.data.StackDataset": "map",
+    "torch.utils.data.MapDataPipe": "map",
+    "torch.utils.data.IterableDataset": "iterable",
+    "torch.utils.data.ChainDataset": "iterable",
+    "torch.utils.data.IterDataPipe": "iterable",
+}
+DATASET_BASES: frozenset[str] = frozenset(TORCH_DATASET_BASES)
 ITERABLE_DATASET_BASES: frozenset[str] = frozenset(
-    {"torch.utils.data.IterableDataset", "torch.utils.data.ChainDataset", "torch.utils.data.IterDataPipe"}
+    name for name, kind in TORCH_DATASET_BASES.items() if kind == "iterable"
 )
 DATASET_METHODS: tuple[str, ...] = ("__getitem__", "__getitems__", "__iter__", "__len__")
 START_METHOD_CALLS: frozenset[str] = frozenset(
@@ -219,6 +222,10 @@ class WorkerFunction:
 
     node: FunctionNode
     reason: str  # e.g. "MyDataset.__getitem__", "collate_fn of the DataLoader at line 12"
+    # The loader whose hook this is (collate_fn / worker_init_fn, and what they call); else None.
+    loader: LoaderCall | None = None
+    # A Dataset in another file that holds this function's class (a reader, a transform).
+    held_by: Link | None = None
 
 
 @dataclass(frozen=True)
@@ -233,7 +240,14 @@ class StartMethodSite:
 class Module:
     """One parsed file. Build it with `Module.parse(source, path)`; matchers only read it."""
 
-    def __init__(self, tree: ast.Module, source: str, path: str, default_start_method: str = "spawn") -> None:
+    def __init__(
+        self,
+        tree: ast.Module,
+        source: str,
+        path: str,
+        default_start_method: str = "spawn",
+        project: Project | None = None,
+    ) -> None:
         self.tree = tree
         self.source = source
         self.path = path
@@ -241,11 +255,26 @@ class Module:
         self.lines: list[str] = source.splitlines()
         self._nodes, self._parents = _index(tree)
         self._qualnames: dict[ast.AST, str | None] = {}
+        # The project the file belongs to: cross-file facts come from it; None for a lone text.
+        self.project = project
+        self.module_name = ""
+        self.is_package = False
+        self.source_root: Path | None = None
+        if project is not None and path != "<string>" and Path(path).is_file():
+            from datalint.lint.project import module_name
+
+            self.module_name, self.source_root, self.is_package = module_name(Path(path))
 
     @classmethod
-    def parse(cls, source: str, path: str = "<string>", default_start_method: str = "spawn") -> Module:
+    def parse(
+        cls,
+        source: str,
+        path: str = "<string>",
+        default_start_method: str = "spawn",
+        project: Project | None = None,
+    ) -> Module:
         """Parse `source`; raises SyntaxError (or ValueError for NUL bytes) like `ast.parse`."""
-        return cls(ast.parse(source, filename=path), source, path, default_start_method)
+        return cls(ast.parse(source, filename=path), source, path, default_start_method, project)
 
     # ---- raw nodes -------------------------------------------------------------------------
 
@@ -443,6 +472,26 @@ class Module:
             while isinstance(scope, ast.ClassDef):
                 scope = self.scope_of(scope)
 
+    def assigned_values(self, name: ast.Name) -> list[ast.expr]:
+        """The values of every `name = value` in the nearest scope that binds the name (if/else
+        branches, reassignments); [] when any binding there is something else (a loop, a parameter)."""
+        bound = self.binding(name)
+        if isinstance(bound, ast.expr):
+            return [bound]
+        sites = self._binding_sites.get(name.id)
+        if not sites:
+            return []
+        scope = self.scope_of(name)
+        mine = [site for site in sites if self.scope_of(site) is scope]
+        if not mine or name.id in self._declared_outside.get(scope, ()):
+            return []
+        values = [self._bound_value(site) for site in mine]
+        return (
+            [v for v in values if isinstance(v, ast.expr)]
+            if all(isinstance(v, ast.expr) for v in values)
+            else []
+        )
+
     def _bound_value(self, site: ast.AST) -> ast.AST | None:
         """`expr` for `x = expr` / `x: T = expr`; the def or class; None for opaque bindings."""
         if isinstance(site, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -582,10 +631,13 @@ class Module:
 
     @cached_property
     def dataset_classes(self) -> tuple[ClassInfo, ...]:
-        """Classes that are Datasets: by their bases, or because the file passes one to a DataLoader."""
-        if not self.imports_torch:
-            return ()
-        by_base = [c for c in self.classes if self._external_bases(c) & DATASET_BASES]
+        """Classes that are Datasets: by their bases, or because the file passes one to a DataLoader.
+
+        This is the one "is a Dataset" answer every rule uses. A base counts when it resolves,
+        through in-file classes, the project's other files (any depth, re-exports, aliases) or
+        the catalog's known third-party bases, to a torch Dataset; an unresolvable base does not.
+        """
+        by_base = [c for c in self.classes if c.bases and self.dataset_fact(c) is not None]
         passed = [c for c in (self._loader_dataset_class(call) for call in self.loader_calls) if c]
         unique = {id(c.node): c for c in (*by_base, *passed)}
         return tuple(unique.values())
@@ -594,8 +646,208 @@ class Module:
         return any(info.node is c.node for c in self.dataset_classes)
 
     def is_iterable_dataset(self, info: ClassInfo) -> bool:
-        """True when the class derives (maybe through in-file classes) from IterableDataset."""
-        return bool(self._external_bases(info) & ITERABLE_DATASET_BASES)
+        """True when the class derives (any depth of classes, across files) from an IterableDataset."""
+        fact = self.dataset_fact(info)
+        return fact is not None and fact.is_iterable
+
+    def loaders_of(self, info: ClassInfo) -> tuple[LoaderCall, ...]:
+        """The file's DataLoader calls whose dataset is an instance of `info`."""
+        return tuple(
+            loader
+            for loader in self.loader_calls
+            if (dataset := self._loader_dataset_class(loader)) is not None and dataset.node is info.node
+        )
+
+    def read_only_without_workers(self, info: ClassInfo) -> bool:
+        """The one "does the loader that reaches this have workers" answer for a Dataset class.
+
+        True when the file builds loaders of `info` and every one certainly has `num_workers=0`:
+        then nothing is pickled and nothing crosses a process boundary. No loader in the file, or
+        one with unknown workers, is False: each rule documents what it does on that unknown.
+        """
+        loaders = self.loaders_of(info)
+        if loaders:
+            return all(loader.workers_known_zero for loader in loaders)
+        return self._used_only_in_process(info)
+
+    def _used_only_in_process(self, info: ClassInfo) -> bool:
+        """The file builds `info` and only iterates, indexes or measures the objects itself, and no
+        other linted file of the project imports the class: no loader ever receives it.
+
+        A data-preparation script that walks its own Dataset with `for x in tqdm(ds)` is the case.
+        """
+        constructions = [c for c in self.calls if self.resolve_class(c.func) is info]
+        if not constructions or (self.project is not None and self._imported_elsewhere(info)):
+            return False
+        return all(self._in_process_use(call) for call in constructions)
+
+    def _imported_elsewhere(self, info: ClassInfo) -> bool:
+        assert self.project is not None
+        if not self.module_name:
+            return True  # not importable: other files may reach it in ways not followed
+        return self.project.is_imported(self.qualified_prefix + info.name, self.module_name)
+
+    def constructed_for_this_process(self, construction: ast.Call) -> bool:
+        """No loader reads this constructed object: it is only iterated, indexed or measured here."""
+        for loader in self.loader_calls:
+            node = loader.arg("dataset").node
+            if node is not None and self.resolve(node) is construction:
+                return False
+        return self._in_process_use(construction)
+
+    def _in_process_use(self, construction: ast.Call) -> bool:
+        parent = self.parent(construction)
+        if self._iterated_in_process(construction):
+            return True
+        if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
+            return False
+        target = parent.targets[0]
+        if not isinstance(target, ast.Name):
+            return False
+        scope = self.scope_of(parent)
+        uses = [
+            n
+            for n in self.nodes_of(ast.Name)
+            if n.id == target.id and isinstance(n.ctx, ast.Load) and self.scope_of(n) is scope
+        ]
+        return bool(uses) and all(self._iterated_in_process(use) or self._inspected(use) for use in uses)
+
+    def _iterated_in_process(self, node: ast.expr) -> bool:
+        """`for x in node`, `for x in tqdm(node)` / `enumerate(node)`, `iter(node)`, `list(node)`."""
+        current: ast.AST = node
+        parent = self.parent(current)
+        while isinstance(parent, ast.Call) and current in parent.args and isinstance(parent.func, ast.Name):
+            if parent.func.id not in _IN_PROCESS_WRAPPERS:
+                return False
+            current, parent = parent, self.parent(parent)
+            if current is not node and cast_name(current) in {"iter", "list", "next", "sorted"}:
+                return True
+        return isinstance(parent, ast.For | ast.AsyncFor | ast.comprehension) and parent.iter is current
+
+    def _inspected(self, name: ast.Name) -> bool:
+        """`len(ds)`, `ds[i]`, `ds.attr`, `print(ds)`: the object stays in this process."""
+        parent = self.parent(name)
+        if isinstance(parent, ast.Subscript) and parent.value is name:
+            return True
+        if isinstance(parent, ast.Attribute) and parent.value is name:
+            # `ds.method(...)` and `ds.size == 3` stay here; `f(ds.inner)` hands a part on.
+            above = self.parent(parent)
+            if isinstance(above, ast.keyword):
+                return False
+            return not (isinstance(above, ast.Call) and above.func is not parent)
+        return (
+            isinstance(parent, ast.Call)
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id in {"len", "print", "repr", "str", "type", "isinstance"}
+        )
+
+    @property
+    def has_data_code(self) -> bool:
+        """Whether the file may hold data-loading code: it imports torch, or defines a Dataset."""
+        return self.imports_torch or bool(self.dataset_classes) or bool(self._held_classes)
+
+    def dataset_fact(self, info: ClassInfo) -> DatasetFact | None:
+        """Why `info` is a Dataset by its bases (kind, deciding base, chain in other files), else None."""
+        if info.node in self._dataset_facts:
+            return self._dataset_facts[info.node]
+        self._dataset_facts[info.node] = None  # cycle guard
+        found: DatasetFact | None = None
+        for candidate in (info, *self.base_classes(info)):
+            for base in candidate.bases:
+                expr = base.value if isinstance(base, ast.Subscript) else base
+                if self.resolve_class(expr) is not None:
+                    continue  # an in-file base: its own bases are visited in turn
+                fact = self._external_dataset_fact(expr)
+                if fact is not None and (found is None or (fact.is_iterable and not found.is_iterable)):
+                    found = fact
+        self._dataset_facts[info.node] = found
+        return found
+
+    @cached_property
+    def _dataset_facts(self) -> dict[ast.ClassDef, DatasetFact | None]:
+        return {}
+
+    def absolute_qualname(self, node: ast.AST) -> str | None:
+        """`qualname`, with relative imports (`from .base import X`) made absolute where possible."""
+        qualified = self.qualname(node)
+        if qualified is None or not qualified.startswith("."):
+            return qualified
+        from datalint.lint.project import absolute_module
+
+        level = len(qualified) - len(qualified.lstrip("."))
+        rest = qualified[level:]
+        package = (
+            absolute_module(self.module_name, self.is_package, level, None) if self.module_name else None
+        )
+        if package is None:
+            return None
+        return f"{package}.{rest}" if package else rest
+
+    def _external_dataset_fact(self, expr: ast.expr) -> DatasetFact | None:
+        from datalint.lint.project import DatasetFact, known_dataset_bases
+
+        qualified = self.absolute_qualname(expr)
+        if qualified is None:
+            return None
+        qualified = canonical(qualified)
+        known = known_dataset_bases()
+        if qualified in known:
+            return DatasetFact(known[qualified], qualified)
+        if self.project is None or self.source_root is None:
+            return None
+        return self.project.dataset_fact(qualified, self.source_root)
+
+    def related_for(self, node: ast.AST) -> tuple[Related, ...]:
+        """Places in other files that a finding at `node` rests on: the base that makes its class a
+        Dataset, or the Dataset that holds the class whose method runs in workers."""
+        found: list[Related] = []
+        owner = node if isinstance(node, ast.ClassDef) else self.enclosing_class(node)
+        if owner is not None and owner in self._classes_by_node:
+            info = self.class_of(owner)
+            fact = self.dataset_fact(info)
+            if fact is not None and fact.chain:
+                link = fact.chain[0]
+                message = f"`{info.name}` is a Dataset through `{link.name}` (from `{fact.base}`)"
+                found.append(Related(link.path, link.line, message))
+        worker = self.worker_function_of(node) if self._worker_nodes else None
+        if worker is not None and worker.held_by is not None:
+            link = worker.held_by
+            message = f"`{worker.reason}` runs in workers: the Dataset `{link.name}` holds it"
+            found.append(Related(link.path, link.line, message))
+        return tuple(found)
+
+    def inherited_method_names(self, info: ClassInfo) -> frozenset[str]:
+        """Methods `info` defines or inherits, from in-file bases and project bases in other files."""
+        names: set[str] = set()
+        for candidate in (info, *self.base_classes(info)):
+            names.update(candidate.methods)
+            if self.project is None or self.source_root is None:
+                continue
+            for base in candidate.bases:
+                expr = base.value if isinstance(base, ast.Subscript) else base
+                if self.resolve_class(expr) is None and (qualified := self.absolute_qualname(expr)):
+                    names |= self.project.method_names(qualified, self.source_root)
+        return frozenset(names)
+
+    def unpicklable_return(self, call: ast.Call) -> tuple[Link, str] | None:
+        """For `factory()` of a function in another project file: where it is, and the unpicklable
+        callable it returns ("a lambda", "the nested function `f`"); None when unknown or fine."""
+        if self.project is None or self.source_root is None:
+            return None
+        qualified = self.absolute_qualname(call.func)
+        if qualified is None or (qualified.startswith(self.qualified_prefix) and self.module_name):
+            return None  # unknown, or defined in this file (the file's own analysis covers it)
+        return self.project.unpicklable_return(qualified, self.source_root)
+
+    def subclassed_elsewhere(self, info: ClassInfo) -> bool:
+        """Whether a class in another linted file of the project derives from `info`."""
+        if self.project is None or not self.module_name or self.enclosing_class(info.node) is not None:
+            return False
+        return self.project.is_subclassed(self.qualified_prefix + info.name)
+
+    @property
+    def qualified_prefix(self) -> str:
+        return f"{self.module_name}." if self.module_name else ""
 
     # ---- DataLoader calls ----------------------------------------------------------------------
 
@@ -607,6 +859,7 @@ class Module:
         # Only a call whose last name could be a DataLoader is resolved: the cheap test first.
         names = {"DataLoader", *(c.name for c in self.loader_classes)}
         names.update(local for local, target in self.imports.items() if canonical(target) in LOADER_CLASSES)
+        names.update(self._chosen_loader_names(names))
         found = []
         for call in self.calls:
             func = call.func
@@ -623,10 +876,43 @@ class Module:
                     found.append(loader)
         return tuple(found)
 
+    def _chosen_loader_names(self, loader_names: set[str]) -> set[str]:
+        """Names bound to a conditional choice of loader classes (`DataLoader if x else Infinite`)."""
+        chosen: set[str] = set()
+        for assign in self.nodes_of(ast.Assign):
+            value = assign.value
+            if isinstance(value, ast.IfExp) and all(
+                _last_name(branch) in loader_names for branch in (value.body, value.orelse)
+            ):
+                chosen.update(t.id for t in assign.targets if isinstance(t, ast.Name))
+        return chosen
+
+    def _loader_class_choice(self, call: ast.Call) -> bool | None:
+        """For `cls(...)` with `cls = A if x else B`, both loader classes: whether both take
+        DataLoader's own signature (True), not (False); None when it is no such choice."""
+        if not isinstance(call.func, ast.Name):
+            return None
+        chosen = self.resolve(call.func)
+        if not isinstance(chosen, ast.IfExp):
+            return None
+        known = []
+        for branch in (chosen.body, chosen.orelse):
+            if self.qualname(branch) in LOADER_CLASSES:
+                known.append(True)
+                continue
+            local = self.resolve_class(branch)
+            if local is None or not any(local.node is c.node for c in self.loader_classes):
+                return None
+            known.append(self.method(local, "__init__") is None)
+        return all(known)
+
     def _as_loader_call(self, call: ast.Call) -> LoaderCall | None:
         qualified = self.qualname(call.func)
         if qualified in LOADER_CLASSES:
             return LoaderCall(call, qualified, self._loader_args(call, True), True)
+        choice = self._loader_class_choice(call)
+        if choice is not None:
+            return LoaderCall(call, self.segment(call.func), self._loader_args(call, choice), choice)
         if not self.loader_classes:
             return None
         local = self.resolve_class(call.func)
@@ -685,7 +971,7 @@ class Module:
         constructor; functions and lambdas passed as collate_fn / worker_init_fn. Then every
         in-file function or method those call (`helper(x)`, `self.method(x)`), transitively.
         """
-        if not self.imports_torch:
+        if not self.imports_torch and not self.dataset_classes and not self._held_classes:
             return ()
         found: dict[ast.AST, WorkerFunction] = {}
         queue: list[WorkerFunction] = list(self._worker_seeds())
@@ -724,7 +1010,25 @@ class Module:
     def _worker_nodes(self) -> frozenset[ast.AST]:
         return frozenset(self._worker_by_node)
 
+    @cached_property
+    def _held_classes(self) -> tuple[tuple[ClassInfo, Any], ...]:
+        """In-file classes that a Dataset of another linted file holds and calls into."""
+        if self.project is None or not self.module_name:
+            return ()
+        found = []
+        for info in self.classes:
+            held = self.project.held_by_dataset(self.qualified_prefix + info.name)
+            if held is not None and self.enclosing_class(info.node) is None:
+                found.append((info, held))
+        return tuple(found)
+
     def _worker_seeds(self) -> Iterator[WorkerFunction]:
+        for info, held in self._held_classes:
+            for name in sorted(held.methods):
+                method = self.method(info, name)
+                if method is not None:
+                    reason = f"{info.name}.{name} (called by {held.holder})"
+                    yield WorkerFunction(method, reason, held_by=held.link)
         for info in self.dataset_classes:
             for name in DATASET_METHODS:
                 method = self.method(info, name)
@@ -742,7 +1046,8 @@ class Module:
                 node = loader.arg(hook).node
                 if node is not None:
                     where = f"{hook} of the DataLoader at line {loader.node.lineno}"
-                    yield from self._callables_in(node, where)
+                    for found in self._callables_in(node, where):
+                        yield WorkerFunction(found.node, found.reason, loader=loader)
 
     def _stored_values(self, info: ClassInfo) -> Iterator[ast.expr]:
         """Right-hand sides of `self.x = ...` in the class's methods."""
@@ -781,12 +1086,13 @@ class Module:
             if isinstance(func, ast.Name):
                 bound = self.binding(func)
                 if isinstance(bound, ast.FunctionDef | ast.AsyncFunctionDef):
-                    yield WorkerFunction(bound, f"{bound.name} (called from {caller.reason})")
+                    where = f"{bound.name} (called from {caller.reason})"
+                    yield WorkerFunction(bound, where, caller.loader, caller.held_by)
             elif owner_info is not None and isinstance(func, ast.Attribute) and _is_self(func.value):
                 method = self.method(owner_info, func.attr)
                 if method is not None:
                     where = f"{owner_info.name}.{method.name} (called from {caller.reason})"
-                    yield WorkerFunction(method, where)
+                    yield WorkerFunction(method, where, caller.loader, caller.held_by)
 
     # ---- start method -----------------------------------------------------------------------
 
@@ -848,6 +1154,15 @@ _NEVER_NONE = (
     ast.Lambda,
     ast.JoinedStr,
 )
+
+
+# Calls that iterate their argument in the calling process (a progress bar, an index, a copy).
+_IN_PROCESS_WRAPPERS = frozenset({"tqdm", "enumerate", "iter", "list", "next", "sorted", "zip", "track"})
+
+
+def cast_name(node: ast.AST) -> str | None:
+    """`f` for a call `f(...)` of a plain name, else None."""
+    return node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else None
 
 
 def parse_noqa(text: str) -> Noqa | None:
@@ -945,6 +1260,12 @@ def _class_info(node: ast.ClassDef) -> ClassInfo:
     return ClassInfo(node, node.name, tuple(node.bases), methods)
 
 
+def _last_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
+
+
 def _is_main_guard(test: ast.expr) -> bool:
     if not isinstance(test, ast.Compare) or len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
         return False
@@ -997,3 +1318,13 @@ class Match:
     node: ast.AST
     fields: Mapping[str, Any] = field(default_factory=dict)
     start_method: str | None = None
+    related: tuple[Related, ...] = ()  # other places the finding depends on (another file's base)
+
+
+@dataclass(frozen=True)
+class Related:
+    """Another place a finding depends on, named next to it (text `note:`, JSON, SARIF)."""
+
+    path: str
+    line: int
+    message: str

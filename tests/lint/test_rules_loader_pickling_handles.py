@@ -242,13 +242,13 @@ def test_a_collate_fn_of_a_loader_without_workers_may_use_cuda() -> None:
     assert [(f.line, f.code) for f in lint(source, "DL203")] == [(9, "DL203")]
 
 
-def test_a_dataset_known_only_by_its_base_name_is_checked() -> None:
+def test_a_dataset_of_a_known_library_base_is_checked_and_an_unknown_base_is_not() -> None:
     # torchvision's LSUN kept an lmdb environment from __init__ (pytorch/vision#689).
     source = """
     import cv2
     import lmdb
 
-    from .vision import VisionDataset
+    from {origin} import VisionDataset
 
 
     class LSUNClass(VisionDataset):
@@ -259,7 +259,10 @@ def test_a_dataset_known_only_by_its_base_name_is_checked() -> None:
         def __getitem__(self, index):
             return cv2.imdecode(self.env.begin().get(b"%d" % index), cv2.IMREAD_COLOR)
     """
-    assert [(f.line, f.code) for f in lint(source, "DL2")] == [(10, "DL201"), (13, "DL202")]
+    known = source.replace("{origin}", "torchvision.datasets.vision")
+    assert [(f.line, f.code) for f in lint(known, "DL2")] == [(10, "DL201"), (13, "DL202")]
+    # A relative base in a lone text cannot be resolved: unknown, so silent (no name guessing).
+    assert lint(source.replace("{origin}", ".vision"), "DL2") == []
 
 
 def test_rule_options_change_thresholds_and_word_lists() -> None:

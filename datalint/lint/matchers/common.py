@@ -23,7 +23,6 @@ __all__ = [
     "in_file_callee",
     "is_self_attribute",
     "loaders_of",
-    "main_process_only",
     "names_in",
     "qualified_in",
     "self_assignments",
@@ -64,9 +63,15 @@ def _assignments_in(method: FunctionDef, statement: ast.AST) -> Iterator[SelfAss
                 value = statement.value if len(statement.targets) == 1 else None
                 yield SelfAssignment(method, statement, target.attr, value)
             elif isinstance(target, ast.Tuple | ast.List):
-                for element in target.elts:
+                # `self.a, self.b = a, b`: each element gets its own value when the shapes match.
+                values = statement.value.elts if isinstance(statement.value, ast.Tuple | ast.List) else None
+                paired = (
+                    values is not None and len(values) == len(target.elts) and len(statement.targets) == 1
+                )
+                for index, element in enumerate(target.elts):
                     if isinstance(element, ast.Attribute) and is_self_attribute(element):
-                        yield SelfAssignment(method, statement, element.attr, None)
+                        value = values[index] if paired and values is not None else None
+                        yield SelfAssignment(method, statement, element.attr, value)
     elif isinstance(statement, ast.AnnAssign | ast.AugAssign) and is_self_attribute(statement.target):
         assert isinstance(statement.target, ast.Attribute)
         value = statement.value if isinstance(statement, ast.AnnAssign) else None
@@ -94,17 +99,7 @@ def is_self_attribute(node: ast.AST, attr: str | None = None) -> bool:
 
 def loaders_of(module: Module, info: ClassInfo) -> list[LoaderCall]:
     """The in-file DataLoader calls whose dataset is an instance of `info`."""
-    return [
-        loader
-        for loader in module.loader_calls
-        if (dataset := module.loader_dataset_class(loader)) is not None and dataset.node is info.node
-    ]
-
-
-def main_process_only(module: Module, info: ClassInfo) -> bool:
-    """True when the file builds loaders of this dataset and every one of them has no workers."""
-    loaders = loaders_of(module, info)
-    return bool(loaders) and all(loader.workers_known_zero for loader in loaders)
+    return list(module.loaders_of(info))
 
 
 def worker_classes(module: Module) -> list[ClassInfo]:

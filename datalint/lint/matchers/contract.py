@@ -14,7 +14,6 @@ from datalint.lint.matchers.common import (
     in_file_callee,
     is_self_attribute,
     loaders_of,
-    main_process_only,
     names_in,
     self_assignments,
     walk_scope,
@@ -52,7 +51,7 @@ def iterable_without_sharding(
     plain_sources = Sources(frozenset(stream_sources), frozenset(stream_wrappers))
     for info in module.dataset_classes:
         method = info.methods.get("__iter__")
-        if method is None or not module.is_iterable_dataset(info) or main_process_only(module, info):
+        if method is None or not module.is_iterable_dataset(info) or module.read_only_without_workers(info):
             continue
         reached = _reached_functions(module, info, method)
         if any(_mentions_sharding(f, sharding_names) for f in reached):
@@ -269,6 +268,8 @@ def _default_collate(module: Module, info: ClassInfo, collate_names: Sequence[st
     loaders = loaders_of(module, info)
     if loaders:
         return any(loader.effective("collate_fn") is None for loader in loaders)
+    if any(name in collate_names or "collat" in name for name in module.inherited_method_names(info)):
+        return False  # the dataset brings its own collater (`dataset.collater`), maybe from a base elsewhere
     if any(f.name in collate_names or "collate" in f.name for f in module.functions):
         return False
     return not any(k.arg in {"collate_fn", None} for call in module.calls for k in call.keywords)
@@ -531,6 +532,7 @@ def missing_dataset_protocol(
     for info in module.dataset_classes:
         if (
             info.node in subclassed
+            or module.subclassed_elsewhere(info)
             or not _plain_map_style(module, info, map_style_bases)
             or _abstract(module, info)
         ):
@@ -565,6 +567,13 @@ def _plain_map_style(module: Module, info: ClassInfo, map_style_bases: Sequence[
 
 
 def _abstract(module: Module, info: ClassInfo) -> bool:
+    """Declared abstract, or shaped like a base: no state of its own (no `__init__` anywhere in
+    its in-file ancestry) and never built in this file, so its subclasses, maybe in other files,
+    complete it."""
+    if module.method(info, "__init__") is None and not any(
+        module.resolve_class(call.func) is info for call in module.calls
+    ):
+        return True
     for owner in (info, *module.base_classes(info)):
         for keyword in owner.node.keywords:
             if keyword.arg == "metaclass":

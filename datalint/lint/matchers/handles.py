@@ -8,19 +8,14 @@ DL206 (a handle opened at import and used by forked workers).
 from __future__ import annotations
 
 import ast
-import re
-import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from datalint.lint.matchers.pickling import (
     STATE_HOOKS,
     FunctionDefs,
-    dataset_like_classes,
-    only_without_workers,
 )
 from datalint.lint.module import (
-    DATASET_METHODS,
     ClassInfo,
     Match,
     Module,
@@ -29,76 +24,24 @@ from datalint.lint.module import (
     self_attribute_writes,
 )
 
-_HOOK_REASON = re.compile(r"(?:collate_fn|worker_init_fn) of the DataLoader at line (\d+)")
-
-
 # ---- shared helpers ------------------------------------------------------------------------------
 
 
 def runs_in_workers(module: Module, node: ast.AST) -> WorkerFunction | None:
-    """The worker function around `node`, unless it is only a hook of loaders without workers.
+    """The worker function around `node`, unless it is only reached through loaders without workers.
 
-    With `num_workers=0` a `collate_fn` runs in the training process, where CUDA and pools are fine.
+    With `num_workers=0` a `collate_fn` runs in the training process, where CUDA and pools are fine;
+    a hook knows its loader (`WorkerFunction.loader`), a method its class.
     """
-    worker = module.worker_function_of(node) or _named_dataset_worker(module, node)
+    worker = module.worker_function_of(node)
     if worker is None:
         return None
     owner = module.enclosing_class(worker.node)
-    if owner is not None and only_without_workers(module, module.class_of(owner)):
+    if owner is not None and module.read_only_without_workers(module.class_of(owner)):
         return None
-    hook = _HOOK_REASON.search(worker.reason)
-    if hook is not None:
-        line = int(hook.group(1))
-        loaders = [loader for loader in module.loader_calls if loader.node.lineno == line]
-        if loaders and all(loader.workers_known_zero for loader in loaders):
-            return None
+    if worker.loader is not None and worker.loader.workers_known_zero:
+        return None
     return worker
-
-
-# Worker code of datasets known only by their base's name, computed once per parsed file.
-_NAMED_DATASET_WORKERS: weakref.WeakKeyDictionary[Module, dict[ast.AST, WorkerFunction]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _named_dataset_worker(module: Module, node: ast.AST) -> WorkerFunction | None:
-    """Like `module.worker_function_of`, for the extra classes of `dataset_like_classes`."""
-    functions = _NAMED_DATASET_WORKERS.get(module)
-    if functions is None:
-        functions = _NAMED_DATASET_WORKERS[module] = _named_dataset_workers(module)
-    if not functions:
-        return None
-    for ancestor in (node, *module.ancestors(node)):
-        if ancestor in functions:
-            return functions[ancestor]
-    return None
-
-
-def _named_dataset_workers(module: Module) -> dict[ast.AST, WorkerFunction]:
-    """Sample methods of datasets known by name, and the methods and in-file functions they call."""
-    known = {id(info.node) for info in module.dataset_classes}
-    found: dict[ast.AST, WorkerFunction] = {}
-    for info in dataset_like_classes(module):
-        if id(info.node) in known:
-            continue  # the module already knows its worker code
-        queue = [(m, f"{info.name}.{name}") for name in DATASET_METHODS if (m := module.method(info, name))]
-        while queue:
-            function, reason = queue.pop()
-            if function in found:
-                continue
-            found[function] = WorkerFunction(function, reason)
-            queue.extend(_callees(module, info, function, reason))
-    return found
-
-
-def _callees(
-    module: Module, info: ClassInfo, function: ast.AST, reason: str
-) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
-    for call in ast.walk(function):
-        if isinstance(call, ast.Call):
-            callee = _called_function(module, info, call)
-            if callee is not None:
-                yield callee, f"{callee.name} (called from {reason})"
 
 
 def is_generator_function(function: ast.AST) -> bool:
@@ -120,7 +63,7 @@ def handle_opened_in_init(
     module: Module, *, calls: Sequence[str] = ("open",), npz_calls: Sequence[str] = ("numpy.load",)
 ) -> Iterator[Match]:
     """A Dataset's `__init__` (or a helper only it calls) storing a handle on self."""
-    for info in dataset_like_classes(module):
+    for info in module.dataset_classes:
         init = info.methods.get("__init__")
         if init is None or any(module.method(info, hook) for hook in STATE_HOOKS):
             continue
@@ -130,7 +73,7 @@ def handle_opened_in_init(
                 handle = _stored_handle(module, info, value, calls, npz_calls)
                 if handle is None or _released(module, init_methods, attribute, statement):
                     continue
-                if _reassigned_elsewhere(module, init_methods, attribute):
+                if _reassigned_elsewhere(module, info, init_methods, attribute):
                     continue  # re-opened lazily, in __setstate__, or by a worker_init_fn
                 yield Match(statement, {"attribute": attribute, "call": handle})
 
@@ -266,16 +209,33 @@ def _closes(node: ast.AST, attribute: str) -> bool:
     )
 
 
-def _reassigned_elsewhere(module: Module, init_methods: Sequence[ast.AST], attribute: str) -> bool:
-    """Whether code outside `__init__` sets the attribute (`self.x = ...`, `dataset.x = ...`)."""
+def _reassigned_elsewhere(
+    module: Module, info: ClassInfo, init_methods: Sequence[ast.AST], attribute: str
+) -> bool:
+    """Whether code outside `__init__` re-sets the attribute on this class's objects.
+
+    `self.x = ...` counts only in a method of the class itself or of its in-file bases and
+    subclasses: a sibling class's lazy re-open fixes that sibling, not this one. `obj.x = ...`
+    outside any class (a `worker_init_fn` setting `info.dataset.x`) counts for every class.
+    """
+    family = {info.node, *(base.node for base in module.base_classes(info))}
+    family.update(c.node for c in module.classes if info.node in {b.node for b in module.base_classes(c)})
     for node in module.nodes_of(ast.Assign, ast.AnnAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        if not any(isinstance(t, ast.Attribute) and t.attr == attribute for t in targets):
+        hits = [t for t in targets if isinstance(t, ast.Attribute) and t.attr == attribute]
+        if not hits:
             continue
         if isinstance(node.value, ast.Constant) and node.value.value is None:
             continue  # a `close()` method that clears the handle does not re-open it
         function = module.enclosing_function(node)
-        if function is not None and function not in init_methods:
+        if function is None or function in init_methods:
+            continue
+        owner = module.enclosing_class(node)
+        on_self = all(isinstance(t.value, ast.Name) and t.value.id == "self" for t in hits)
+        if on_self and owner is not None:
+            if owner in family:
+                return True
+        elif owner is None or not on_self:
             return True
     return False
 
@@ -320,7 +280,7 @@ def cuda_in_worker(
     load_calls: Sequence[str] = ("torch.load",),
 ) -> Iterator[Match]:
     """CUDA in worker code, CUDA tensors stored in a Dataset's `__init__`, loads without map_location."""
-    if not module.imports_torch:
+    if not module.has_data_code:
         return
     for call in module.calls:
         worker = runs_in_workers(module, call)
@@ -336,9 +296,9 @@ def cuda_in_worker(
                 "restores tensors on the GPU they were saved from"
             )
             yield Match(call, {"what": what, "where": where})
-    for info in dataset_like_classes(module):
+    for info in module.dataset_classes:
         init = info.methods.get("__init__")
-        if init is None or only_without_workers(module, info):
+        if init is None or module.read_only_without_workers(info):
             continue
         for attribute, value, _statement in self_attribute_writes(init):
             for node in ast.walk(value):

@@ -17,7 +17,6 @@ from datalint.lint.matchers.common import (
     imports_any,
     in_file_callee,
     is_self_attribute,
-    main_process_only,
     names_in,
     qualified_in,
     self_assignments,
@@ -52,7 +51,7 @@ def python_objects_copy_on_read(
     builders = Builders(frozenset(builder_calls), frozenset(conversion_calls), frozenset(builder_methods))
     reported: set[ast.AST] = set()  # a subclass must not report its in-file base's assignment again
     for info in module.dataset_classes:
-        if main_process_only(module, info):
+        if module.read_only_without_workers(info):
             continue
         assignments = self_assignments(module, info)
         for attr in sorted(_attrs_indexed_per_sample(module, info)):
@@ -187,12 +186,10 @@ def _container_kind(
         inner = _container_kind(module, info, function, value.value, builders, depth + 1)
         return "container" if inner and not inner.startswith("?") else None
     if isinstance(value, ast.Name):
-        bound = module.binding(value)
-        return (
-            _container_kind(module, info, function, bound, builders, depth + 1)
-            if isinstance(bound, ast.expr)
-            else None
-        )
+        # Every assignment of the name in its scope (if/else branches): all the same kind, or unknown.
+        values = module.assigned_values(value)
+        kinds = [_container_kind(module, info, function, v, builders, depth + 1) for v in values]
+        return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
     if isinstance(value, ast.Call):
         return _call_kind(module, info, function, value, builders, depth)
     return None
@@ -207,6 +204,8 @@ def _call_kind(
             # `list()`, `OrderedDict()`: empty, like `[]`; what fills it, and where, decides.
             return _filled_in_parent(module, info, function, call)
         kind = _kind_of(qualified)
+        if qualified == "list":
+            return kind  # `list(anything)` holds Python objects, whatever they are
         if qualified in builders.calls or _fresh_objects(
             module, info, function, call.args[0], builders, depth
         ):
@@ -295,7 +294,7 @@ def unbounded_cache_in_dataset(
     eviction_methods: Sequence[str] = (),
 ) -> Iterator[Match]:
     """Unbounded cache decorators/wrappers on dataset methods, and per-sample dicts never evicted."""
-    if not module.imports_torch:
+    if not module.has_data_code:
         return
     last_names = {name.rpartition(".")[2] for name in (*unbounded_caches, *sized_caches)}
     for function in module.functions:
@@ -317,7 +316,7 @@ def unbounded_cache_in_dataset(
         if wrapped and (module.in_worker_code(call) or _in_dataset(module, call)):
             yield Match(call, {"what": f"The cache around `{module.segment(wrapped)}`"})
     for info in worker_classes(module):
-        if not main_process_only(module, info):
+        if not module.read_only_without_workers(info):
             yield from _dicts_filled_in_workers(module, info, dict_factories, eviction_methods)
 
 
@@ -665,16 +664,20 @@ def batches_kept_alive(
     sharing_methods: Sequence[str] = (),
     sharing_calls: Sequence[str] = (),
     append_methods: Sequence[str] = (),
-    loader_parameter_names: Sequence[str] = (),
     file_system_strategy: Sequence[str] = (),
 ) -> Iterator[Match]:
-    """Inside `for batch in loader:`, `kept.append(batch ...)` into a list that outlives the loop."""
-    if not module.imports_torch or _uses_file_system_strategy(module, file_system_strategy):
+    """Inside `for batch in loader:`, `kept.append(batch ...)` into a list that outlives the loop.
+
+    Only a loop over a DataLoader the file builds, one that may use workers, counts: a loader
+    known only by a parameter's name is unknown (it may have no workers, or not be a loader at
+    all), and unknown is silent.
+    """
+    if not module.has_data_code or _uses_file_system_strategy(module, file_system_strategy):
         return
     sharing = Sharing(frozenset(sharing_methods), frozenset(sharing_calls), frozenset(append_methods))
     for loop in module.nodes_of(ast.For, ast.AsyncFor):
         iterable, indexed = unwrap_iterable(module, loop.iter)
-        if not _may_be_worker_loader(module, iterable, loader_parameter_names):
+        if not _may_be_worker_loader(module, iterable):
             continue
         target = loop.target
         if indexed and isinstance(target, ast.Tuple) and len(target.elts) == 2:
@@ -689,25 +692,12 @@ def _uses_file_system_strategy(module: Module, calls: Sequence[str]) -> bool:
     )
 
 
-def _may_be_worker_loader(module: Module, iterable: ast.expr, parameter_names: Sequence[str]) -> bool:
+def _may_be_worker_loader(module: Module, iterable: ast.expr) -> bool:
     resolved = module.resolve(iterable)
     for loader in module.loader_calls:
         if loader.node is resolved:
             return loader.may_use_workers()
-    if isinstance(iterable, ast.Name) and module.binding(iterable) is None:
-        # A parameter (or another opaque binding) named like a loader: it most likely is one.
-        return iterable.id in parameter_names and _is_parameter(module, iterable)
-    if isinstance(iterable, ast.Attribute) and is_self_attribute(iterable):
-        return iterable.attr in parameter_names
     return False
-
-
-def _is_parameter(module: Module, name: ast.Name) -> bool:
-    function = module.enclosing_function(name)
-    if function is None:
-        return False
-    args = function.args
-    return name.id in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
 
 
 def _kept_batches(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from datalint.lint.matchers.common import dotted
@@ -27,8 +28,10 @@ from datalint.lint.module import (
     LoaderCall,
     Match,
     Module,
+    Related,
     self_attribute_writes,
 )
+from datalint.lint.project import Link
 
 FunctionDefs = (ast.FunctionDef, ast.AsyncFunctionDef)
 # Methods through which a class decides itself what pickling keeps.
@@ -42,29 +45,6 @@ INSPECTING_CALLS: frozenset[str] = frozenset(
 
 
 # ---- shared helpers ------------------------------------------------------------------------------
-
-
-def dataset_like_classes(module: Module) -> tuple[ClassInfo, ...]:
-    """`module.dataset_classes`, plus classes deriving from a base named `...Dataset` in another module.
-
-    Real pipelines subclass their project's `BaseDataset` or torchvision's `VisionDataset`, which
-    this file cannot resolve to torch; a base class named like a dataset is evidence enough.
-    """
-    known = {id(info.node) for info in module.dataset_classes}
-    extra = tuple(
-        info for info in module.classes if id(info.node) not in known and _named_like_dataset(module, info)
-    )
-    return (*module.dataset_classes, *extra)
-
-
-def _named_like_dataset(module: Module, info: ClassInfo) -> bool:
-    for candidate in (info, *module.base_classes(info)):
-        for base in candidate.bases:
-            expr = base.value if isinstance(base, ast.Subscript) else base
-            name = module.qualname(expr) or dotted(expr) or ""
-            if name.rpartition(".")[2].endswith("Dataset"):
-                return True
-    return False
 
 
 def loader_start_method(module: Module, loader: LoaderCall) -> str | None:
@@ -119,22 +99,6 @@ def pickles_by_value(module: Module, call: ast.Call) -> bool:
     return "pickl" in name.rpartition(".")[2]
 
 
-def only_without_workers(module: Module, info: ClassInfo) -> bool:
-    """The file reads this dataset only through loaders that certainly have no workers.
-
-    Without workers nothing is pickled and nothing crosses a process boundary (a GPU-resident
-    dataset read with `num_workers=0` is a deliberate design, not a pitfall).
-    """
-    loaders = [
-        loader for loader in module.loader_calls if _is_class(module.loader_dataset_class(loader), info)
-    ]
-    return bool(loaders) and all(loader.workers_known_zero for loader in loaders)
-
-
-def _is_class(found: ClassInfo | None, info: ClassInfo) -> bool:
-    return found is not None and found.node is info.node
-
-
 def stored_leaves(
     module: Module, expr: ast.expr, storing_calls: Sequence[str], depth: int = 0
 ) -> Iterator[ast.expr]:
@@ -173,6 +137,8 @@ def stored_leaves(
         yield from stored_leaves(module, expr.value, storing_calls, depth + 1)
     elif isinstance(expr, ast.Call) and pickles_by_value(module, expr):
         return  # a wrapper such as cloudpickle's sends what it holds by value
+    elif isinstance(expr, ast.Call) and module.unpicklable_return(expr) is not None:
+        yield expr  # a factory in another file that returns a lambda or a closure
     elif isinstance(expr, ast.Call) and (
         module.qualname(expr.func) in storing_calls or looks_like_class(module, expr)
     ):
@@ -185,10 +151,31 @@ def stored_unpicklable(module: Module, expr: ast.expr, storing_calls: Sequence[s
     for leaf in stored_leaves(module, expr, storing_calls):
         if isinstance(leaf, ast.Lambda):
             return "a lambda"
+        if isinstance(leaf, ast.Call) and (made := module.unpicklable_return(leaf)) is not None:
+            link, what = made
+            return f"{what} that `{link.name}()` returns ({display(link)})"
         resolved = module.resolve(leaf)
         if isinstance(resolved, FunctionDefs) and is_nested(module, resolved):
             return f"the nested function `{resolved.name}`"
     return ""
+
+
+def factory_places(module: Module, expr: ast.expr, storing_calls: Sequence[str]) -> tuple[Related, ...]:
+    """The functions in other files whose unpicklable return value `expr` stores (related places)."""
+    places = []
+    for leaf in stored_leaves(module, expr, storing_calls):
+        if isinstance(leaf, ast.Call) and (made := module.unpicklable_return(leaf)) is not None:
+            link, what = made
+            places.append(Related(link.path, link.line, f"`{link.name}()` returns {what}"))
+    return tuple(places)
+
+
+def display(link: Link) -> str:
+    """`path:line` of a place in another file, relative to the current folder when inside it."""
+    path = Path(link.path)
+    if path.is_relative_to(Path.cwd()):
+        path = path.relative_to(Path.cwd())
+    return f"{path.as_posix()}:{link.line}"
 
 
 def main_guard_or_function(module: Module, definition: ast.AST) -> str:
@@ -238,7 +225,7 @@ def unpicklable_dataset_attribute(
 ) -> Iterator[Match]:
     """Lambdas and nested functions stored on datasets, on the transforms they hold, or passed to them."""
     for info in _dataset_holders(module, storing_calls):
-        if any(module.method(info, hook) for hook in STATE_HOOKS) or only_without_workers(module, info):
+        if any(module.method(info, hook) for hook in STATE_HOOKS) or module.read_only_without_workers(info):
             continue  # the class decides itself what is pickled, or it is never pickled
         for method in info.methods.values():
             if module.in_worker_code(method):
@@ -247,13 +234,14 @@ def unpicklable_dataset_attribute(
                 what = stored_unpicklable(module, value, storing_calls)
                 if what:
                     where = f"`self.{attribute} = ...` in `{info.name}.{method.name}`"
-                    yield Match(statement, {"where": where, "what": what})
+                    related = factory_places(module, value, storing_calls)
+                    yield Match(statement, {"where": where, "what": what}, related=related)
     yield from _constructor_arguments(module, storing_calls, stored_keywords)
 
 
 def _dataset_holders(module: Module, storing_calls: Sequence[str]) -> list[ClassInfo]:
     """The file's datasets, and the in-file classes (transforms) they store, transitively."""
-    holders = {id(info.node): info for info in dataset_like_classes(module)}
+    holders = {id(info.node): info for info in module.dataset_classes}
     queue = list(holders.values())
     while queue:
         info = queue.pop()
@@ -272,7 +260,7 @@ def _constructor_arguments(
 ) -> Iterator[Match]:
     """Dataset constructor calls given a lambda that the dataset keeps."""
     calls: dict[int, tuple[ast.Call, ClassInfo | None]] = {}
-    datasets = dataset_like_classes(module)
+    datasets = module.dataset_classes
     for call in module.calls:
         info = module.resolve_class(call.func)
         if info is not None and any(info.node is known.node for known in datasets):
@@ -283,14 +271,15 @@ def _constructor_arguments(
         if isinstance(dataset, ast.Call) and module.resolve_class(dataset.func) is None:
             calls.setdefault(id(dataset), (dataset, None))
     for call, info in calls.values():
-        if _read_only_without_workers(module, call):
+        if _read_only_without_workers(module, call) or module.constructed_for_this_process(call):
             continue
         init = module.method(info, "__init__") if info is not None else None
         for argument in _kept_arguments(module, call, init, stored_keywords, storing_calls):
             what = stored_unpicklable(module, argument, storing_calls)
             if what:
                 name = info.name if info is not None else module.segment(call.func)
-                yield Match(call, {"where": f"`{name}(...)`", "what": what})
+                related = factory_places(module, argument, storing_calls)
+                yield Match(call, {"where": f"`{name}(...)`", "what": what}, related=related)
                 break
 
 

@@ -11,7 +11,6 @@ from datalint.lint.matchers.common import (
     SelfAssignment,
     dotted,
     is_self_attribute,
-    main_process_only,
     self_assignments,
     unwrap_iterable,
     walk_scope,
@@ -43,7 +42,7 @@ def rng_created_in_init(
     if _unknown_worker_init(module):
         return
     for info in worker_classes(module):
-        if main_process_only(module, info):
+        if module.read_only_without_workers(info):
             continue
         assignments = self_assignments(module, info)
         for assignment in assignments:
@@ -155,7 +154,7 @@ def constant_worker_seed(
     module: Module, *, seed_calls: Sequence[str] = (), worker_init_names: Sequence[str] = ()
 ) -> Iterator[Match]:
     """A seed call with a constant argument in a worker_init_fn or in code the workers run."""
-    if not module.imports_torch:
+    if not module.has_data_code:
         return
     seen: set[ast.AST] = set()
     for function, where, effect in _seeded_functions(module, worker_init_names):
@@ -231,17 +230,24 @@ def _constant(module: Module, node: ast.expr) -> Any:
 def missing_set_epoch(
     module: Module, *, samplers: Sequence[str] = (), iteration_wrappers: Sequence[str] = ()
 ) -> Iterator[Match]:
-    """A shuffling DistributedSampler whose loader runs in an epoch loop, and no set_epoch anywhere."""
-    if not module.imports_torch:
+    """A shuffling DistributedSampler whose loader runs in an epoch loop, and no set_epoch for it.
+
+    The evidence is scoped to the sampler: `set_epoch` on its name (or on `<loader>.sampler`) where
+    that name can be this sampler (the same function, or the same class for `self.x`), or any other
+    mention of `set_epoch` in the sampler's own function. A fix in another function fixes that one.
+    """
+    if not module.has_data_code:
         return
     shuffling = [c for c in module.calls if module.qualname(c.func) in samplers and _shuffles(module, c)]
-    if not shuffling or _mentions_set_epoch(module):
+    if not shuffling:
         return
     for call in shuffling:
         names = _bound_names(module, call)
         loaders = [loader for loader in module.loader_calls if _uses_sampler(module, loader, call, names)]
         for loader in loaders:
             loader_names = _bound_names(module, loader.node)
+            if _sets_epoch_of(module, call, names, loader_names):
+                break
             if _iterated_in_epoch_loop(module, loader, loader_names, names, iteration_wrappers):
                 yield Match(
                     call, {"sampler": next(iter(sorted(names)), f"{_loader_label(loader_names)}.sampler")}
@@ -253,14 +259,24 @@ def _loader_label(names: set[str]) -> str:
     return next(iter(sorted(names)), "loader")
 
 
-def _mentions_set_epoch(module: Module) -> bool:
-    """set_epoch called anywhere, through a helper, a hook or a wrapper: assume it is handled."""
+def _sets_epoch_of(module: Module, sampler: ast.Call, names: set[str], loader_names: set[str]) -> bool:
+    """Whether `set_epoch` reaches this sampler: on its own name, or mentioned in its function."""
+    receivers = names | {f"{n}.{a}" for n in loader_names for a in ("sampler", "batch_sampler")}
+    home = module.enclosing_function(sampler)
     for node in module.nodes_of(ast.Attribute, ast.Name, ast.FunctionDef, ast.Constant):
         text = getattr(node, "attr", None) or getattr(node, "id", None) or getattr(node, "name", None)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             text = node.value
-        if text == "set_epoch":
+        if text != "set_epoch":
+            continue
+        receiver = dotted(node.value) if isinstance(node, ast.Attribute) else None
+        if receiver is not None and receiver in receivers and same_owner(module, node.value, sampler):
             return True
+        # A helper, a hook or getattr(..., "set_epoch") in the sampler's own function: assume handled.
+        if receiver not in receivers and module.enclosing_function(node) is home and home is not None:
+            return True
+        if home is None and receiver is None:
+            return True  # module-level code: no narrower scope to hold the evidence to
     return False
 
 
@@ -411,7 +427,7 @@ def shared_split_transform(
     module: Module, *, splitters: Sequence[str] = (), subsets: Sequence[str] = ()
 ) -> Iterator[Match]:
     """`split.dataset.attr = ...` where `split` shares its dataset with another split."""
-    if not module.imports_torch:
+    if not module.has_data_code:
         return
     for scope, groups in _split_groups(module, splitters, subsets).items():
         for names in groups:

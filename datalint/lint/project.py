@@ -1,0 +1,787 @@
+"""The project a linted file belongs to: its root, its modules, and facts that cross files.
+
+A real Dataset class seldom derives from `torch.utils.data.Dataset` in the same file: it derives
+from the project's own `BaseDataset` in `data/base.py`, or from a library base such as
+torchvision's `VisionDataset`. `Project` answers such questions across files:
+
+- the root: the nearest folder above the linted paths holding `pyproject.toml`, `setup.cfg`,
+  `setup.py` or `.git`;
+- module names: a file's dotted name (the chain of `__init__.py` folders above it), and the file
+  of a dotted name, looked up from the importing file's own top folder, the root and `root/src`;
+- one compact `FileSummary` per file (classes and their bases as qualified names, the import
+  table with relative imports made absolute, module-level aliases, which classes a class
+  constructs and stores on `self`, which of their methods it calls), built from the syntax
+  tree once and kept in a content-hash cache, so trees are never kept;
+- "is a Dataset": a class's bases followed through any depth of inheritance, across files,
+  re-exports through `__init__.py` and aliases, to torch's bases or to a known third-party base
+  (`rules/bases/dataset-bases.toml`, data, not code).
+
+What cannot be resolved stays unknown, and an unknown base makes no class a Dataset.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from datalint import __version__
+from datalint.lint.module import TORCH_DATASET_BASES, canonical
+
+DatasetKind = Literal["map", "iterable"]
+
+ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+SUMMARY_FORMAT = 3  # bumped when FileSummary's fields change: old cache entries are then ignored
+_MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
+
+# ---- values --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    """One top-level class: its bases (qualified names, "" when unresolvable) and what it holds."""
+
+    name: str
+    line: int
+    bases: tuple[str, ...]
+    methods: tuple[str, ...]
+    # `self.<attr> = Callee(...)`: (attr, qualified callee) for callees that may be project classes.
+    holds: tuple[tuple[str, str], ...] = ()
+    # `self.<attr>.<method>(...)` and `self.<attr>(...)` (method "__call__") in its methods.
+    calls_on: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class FileSummary:
+    """What other files need to know about one file; built once per content, then cached."""
+
+    module: str
+    is_package: bool
+    imports: Mapping[str, str]  # local name -> absolute qualified name
+    star_imports: tuple[str, ...]  # modules `from m import *` pulls names from
+    classes: Mapping[str, ClassSummary]
+    aliases: Mapping[str, str]  # module-level `Name = other.Name` -> qualified "other.Name"
+    # Top-level functions that return something pickle cannot send: name -> (line, what it is).
+    unpicklable_returns: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "module": self.module,
+            "is_package": self.is_package,
+            "imports": dict(self.imports),
+            "star_imports": list(self.star_imports),
+            "aliases": dict(self.aliases),
+            "unpicklable_returns": {k: list(v) for k, v in self.unpicklable_returns.items()},
+            "classes": [
+                [
+                    c.name,
+                    c.line,
+                    list(c.bases),
+                    list(c.methods),
+                    [list(h) for h in c.holds],
+                    [list(x) for x in c.calls_on],
+                ]
+                for c in self.classes.values()
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FileSummary:
+        classes = {
+            name: ClassSummary(
+                name,
+                int(line),
+                tuple(bases),
+                tuple(methods),
+                tuple((a, b) for a, b in holds),
+                tuple((a, b) for a, b in calls_on),
+            )
+            for name, line, bases, methods, holds, calls_on in data["classes"]
+        }
+        return cls(
+            str(data["module"]),
+            bool(data["is_package"]),
+            dict(data["imports"]),
+            tuple(data["star_imports"]),
+            classes,
+            dict(data["aliases"]),
+            {k: (int(v[0]), str(v[1])) for k, v in data.get("unpicklable_returns", {}).items()},
+        )
+
+
+@dataclass(frozen=True)
+class ClassRef:
+    """A class found in the project: where it is defined."""
+
+    qualname: str
+    path: Path
+    summary: ClassSummary
+    source_root: Path
+
+
+@dataclass(frozen=True)
+class Link:
+    """One step of an inheritance chain defined in another file, for related locations."""
+
+    name: str
+    path: str
+    line: int
+
+
+@dataclass(frozen=True)
+class DatasetFact:
+    """Why a class is a Dataset: its kind, the base that decides it, and the chain to it."""
+
+    kind: DatasetKind
+    base: str  # the terminal base: "torch.utils.data.Dataset", "torchvision.datasets.VisionDataset"
+    chain: tuple[Link, ...] = ()  # the project classes in between that live in other files
+
+    @property
+    def is_iterable(self) -> bool:
+        return self.kind == "iterable"
+
+
+@dataclass(frozen=True)
+class WorkerHeld:
+    """A class whose methods run in workers because a Dataset in another file holds it."""
+
+    methods: frozenset[str]
+    holder: str  # "TrainSet in data/sets.py:12"
+    link: Link
+
+
+# ---- known third-party bases -----------------------------------------------------------------------
+
+
+def bases_file() -> Path:
+    from datalint.lint.catalog import rules_dir
+
+    return rules_dir() / "bases" / "dataset-bases.toml"
+
+
+@lru_cache(maxsize=1)
+def known_dataset_bases() -> Mapping[str, DatasetKind]:
+    """torch's bases plus the catalog's third-party ones (`rules/bases/dataset-bases.toml`)."""
+    import tomllib
+
+    table: dict[str, DatasetKind] = dict(TORCH_DATASET_BASES)
+    try:
+        data = tomllib.loads(bases_file().read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return table  # the catalog's own data is missing or broken: torch's bases still count
+    for kind in ("map", "iterable"):
+        for name in data.get(kind, []):
+            table[str(name)] = kind
+    return table
+
+
+# ---- the project root and module names ------------------------------------------------------------
+
+
+def find_root(paths: Iterable[Path | str]) -> Path | None:
+    """The nearest folder above (or at) the first path that holds a project marker."""
+    for given in paths:
+        start = Path(given).resolve()
+        folder = start if start.is_dir() else start.parent
+        for candidate in (folder, *folder.parents):
+            if any((candidate / marker).exists() for marker in ROOT_MARKERS):
+                return candidate
+        return None
+    return None
+
+
+def module_name(path: Path) -> tuple[str, Path, bool]:
+    """(dotted name, the folder it is importable from, whether it is a package's `__init__.py`).
+
+    The name follows the chain of folders with `__init__.py` above the file, like the import
+    system does for a regular package found on `sys.path`.
+    """
+    path = path.resolve()
+    is_package = path.name == "__init__.py"
+    parts = [] if is_package else [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        parts.append(folder.name)
+        folder = folder.parent
+    return ".".join(reversed(parts)), folder, is_package
+
+
+# ---- summaries ----------------------------------------------------------------------------------------
+
+
+def summarize(tree: ast.Module, module: str, is_package: bool) -> FileSummary:
+    """The facts of one parsed file that other files resolve through (top-level statements only)."""
+    imports: dict[str, str] = {}
+    stars: list[str] = []
+    aliases: dict[str, str] = {}
+    class_nodes: list[ast.ClassDef] = []
+    for statement in _top_level(tree.body):
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                if alias.asname:
+                    imports[alias.asname] = alias.name
+                else:
+                    head = alias.name.partition(".")[0]
+                    imports[head] = head
+                    imports[alias.name] = alias.name  # a dotted key: never a local name, but imported
+        elif isinstance(statement, ast.ImportFrom):
+            source = absolute_module(module, is_package, statement.level, statement.module)
+            if source is None:
+                continue
+            for alias in statement.names:
+                if alias.name == "*":
+                    stars.append(source)
+                else:
+                    imports[alias.asname or alias.name] = f"{source}.{alias.name}" if source else alias.name
+        elif isinstance(statement, ast.ClassDef):
+            class_nodes.append(statement)
+    local_classes = {node.name for node in class_nodes}
+    unpicklable: dict[str, tuple[int, str]] = {}
+    for statement in _top_level(tree.body):
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+            what = _returns_unpicklable(statement)
+            if what:
+                unpicklable[statement.name] = (statement.lineno, what)
+
+    def qualify(expr: ast.AST) -> str:
+        if isinstance(expr, ast.Subscript):
+            expr = expr.value
+        name = _dotted(expr)
+        if name is None:
+            return ""
+        head, dot, rest = name.partition(".")
+        if head in local_classes:
+            return f"{module}.{name}" if module else name
+        if head in imports:
+            return imports[head] + dot + rest
+        if head in aliases:
+            return aliases[head] + dot + rest
+        return ""
+
+    for statement in _top_level(tree.body):
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target = statement.targets[0]
+            if isinstance(target, ast.Name) and (value := qualify(statement.value)):
+                aliases[target.id] = value
+    classes: dict[str, ClassSummary] = {}
+    seen: set[str] = set()
+    for node in class_nodes:
+        summary = _class_summary(node, qualify)
+        if node.name in seen:
+            classes.pop(node.name, None)  # two classes, one name: ambiguous
+            continue
+        seen.add(node.name)
+        classes[node.name] = summary
+    return FileSummary(module, is_package, imports, tuple(stars), classes, aliases, unpicklable)
+
+
+def _returns_unpicklable(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """"a lambda" / "the nested function `f`" when the function returns one (maybe inside a
+    constructor call such as `Compose([..., Lambda(lambda x: x)])`), else ""."""
+    nested = {
+        node.name: node
+        for node in ast.walk(function)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node is not function
+    }
+    local: dict[str, ast.expr] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            local[node.targets[0].id] = node.value
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        value = node.value
+        if isinstance(value, ast.Name) and value.id in local:
+            value = local[value.id]
+        if isinstance(value, ast.Lambda):
+            return "a lambda"
+        if isinstance(value, ast.Name) and value.id in nested:
+            return f"the nested function `{value.id}`"
+        if isinstance(value, ast.Call) and _capwords(value.func):
+            for part in ast.walk(value):
+                if isinstance(part, ast.Lambda):
+                    return "a lambda"
+    return ""
+
+
+def _capwords(func: ast.AST) -> bool:
+    name = _dotted(func) or ""
+    last = name.rpartition(".")[2]
+    return bool(last) and last[0].isupper() and not last.isupper()
+
+
+def absolute_module(module: str, is_package: bool, level: int, name: str | None) -> str | None:
+    """The absolute module of `from <level dots><name> import ...` written in `module`."""
+    if level == 0:
+        return name or ""
+    parts = module.split(".") if module else []
+    if not is_package:
+        parts = parts[:-1]
+    if level - 1 > len(parts):
+        return None
+    base = parts[: len(parts) - (level - 1)]
+    if name:
+        base.append(name)
+    return ".".join(base)
+
+
+# Methods a DataLoader worker calls on a Dataset; what they call on `self` runs there too.
+SAMPLE_METHODS: tuple[str, ...] = ("__getitem__", "__getitems__", "__iter__", "__next__")
+
+
+def _class_summary(node: ast.ClassDef, qualify: Any) -> ClassSummary:
+    methods = [item for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)]
+    holds: dict[str, str] = {}
+    own_calls: dict[str, set[str]] = {}  # method -> methods of self it calls
+    attr_calls: dict[str, set[tuple[str, str]]] = {}  # method -> (attr, method) called on self.attr
+    for method in methods:
+        own = own_calls.setdefault(method.name, set())
+        on = attr_calls.setdefault(method.name, set())
+        for sub in ast.walk(method):
+            if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
+                callee = qualify(sub.value.func)
+                if callee:
+                    for target in sub.targets:
+                        if isinstance(target, ast.Attribute) and _is_self_attr(target):
+                            holds[target.attr] = callee
+            elif isinstance(sub, ast.Call):
+                func = sub.func
+                if isinstance(func, ast.Attribute) and _is_self_attr(func):
+                    own.add(func.attr)
+                    on.add((func.attr, "__call__"))
+                elif (
+                    isinstance(func, ast.Attribute)
+                    and isinstance(func.value, ast.Attribute)
+                    and _is_self_attr(func.value)
+                ):
+                    on.add((func.value.attr, func.attr))
+    # Only calls made from the sample methods (and what they call on self) run in workers.
+    reached: set[str] = set()
+    pending = [name for name in SAMPLE_METHODS if name in own_calls]
+    while pending:
+        name = pending.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        pending.extend(callee for callee in own_calls.get(name, ()) if callee in own_calls)
+    calls_on = {pair for name in reached for pair in attr_calls.get(name, ())}
+    return ClassSummary(
+        node.name,
+        node.lineno,
+        tuple(qualify(base) for base in node.bases),
+        tuple(m.name for m in methods),
+        tuple(sorted(holds.items())),
+        tuple(sorted(calls_on)),
+    )
+
+
+def _is_self_attr(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Module-level statements, including those under `if`/`try` (version and import guards)."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, ast.If | ast.Try):
+            yield from _top_level(statement.body)
+            yield from _top_level(statement.orelse)
+            for handler in getattr(statement, "handlers", []):
+                yield from _top_level(handler.body)
+            yield from _top_level(getattr(statement, "finalbody", []))
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+# ---- the summary cache ------------------------------------------------------------------------------
+
+
+def default_cache_dir() -> Path:
+    """`$DATALINT_CACHE_DIR`, else the user cache folder (`$XDG_CACHE_HOME/datalint/summaries`)."""
+    explicit = os.environ.get("DATALINT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "datalint" / "summaries"
+
+
+class SummaryCache:
+    """Per-file summaries on disk, keyed by the file's bytes, its module name and datalint's version.
+
+    A key is a hash of exactly what the summary depends on, so an entry is never stale: a changed
+    file, a moved file or a new datalint reads a different key. The folder is safe to delete.
+    Writes go through a temporary file and a rename, so concurrent runs never read half an entry.
+    """
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(data: bytes, module: str, is_package: bool) -> str:
+        digest = hashlib.blake2b(digest_size=20)
+        digest.update(f"{__version__}\0{SUMMARY_FORMAT}\0{module}\0{int(is_package)}\0".encode())
+        digest.update(data)
+        return digest.hexdigest()
+
+    def _path(self, key: str) -> Path | None:
+        return None if self.folder is None else self.folder / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> FileSummary | None:
+        path = self._path(key)
+        if path is None:
+            return None
+        try:
+            summary = FileSummary.from_json(json.loads(path.read_bytes()))
+        except (OSError, ValueError, KeyError, TypeError):
+            self.misses += 1
+            return None  # missing or unreadable: recomputed
+        self.hits += 1
+        return summary
+
+    def put(self, key: str, summary: FileSummary) -> None:
+        path = self._path(key)
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = path.with_suffix(f".{os.getpid()}.tmp")
+            temporary.write_text(json.dumps(summary.to_json(), separators=(",", ":")), encoding="utf-8")
+            os.replace(temporary, path)
+        except OSError:
+            pass  # a read-only or full cache folder costs speed, never a result
+
+
+# ---- the project --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Project:
+    """The files of one project, summarized on demand; every query is memoized."""
+
+    root: Path | None
+    cache: SummaryCache = field(default_factory=lambda: SummaryCache(None))
+    _summaries: dict[Path, FileSummary | None] = field(default_factory=dict, repr=False)
+    _files: dict[tuple[Path, str], Path | None] = field(default_factory=dict, repr=False)
+    _facts: dict[tuple[Path, str], DatasetFact | None] = field(default_factory=dict, repr=False)
+    _held: dict[str, WorkerHeld] = field(default_factory=dict, repr=False)
+    # Project classes that a class of a linted file derives from (abstract bases are not pitfalls).
+    subclassed: set[str] = field(default_factory=set, repr=False)
+    # Everything the linted files import (qualified names and modules): a class or module not in
+    # it is used by no other linted file.
+    imported: set[str] = field(default_factory=set, repr=False)
+    _learnt: set[Path] = field(default_factory=set, repr=False)
+    _log: list[tuple[tuple[str, ...], Any]] | None = field(default=None, repr=False)
+
+    @classmethod
+    def for_paths(cls, paths: Iterable[Path | str], cache_dir: Path | None = None) -> Project:
+        return cls(find_root(paths), SummaryCache(cache_dir))
+
+    # -- files and summaries
+
+    def source_roots(self, importer_root: Path) -> tuple[Path, ...]:
+        """Where absolute imports are looked up from a file importable from `importer_root`."""
+        roots = [importer_root]
+        if self.root is not None:
+            roots.extend((self.root, self.root / "src"))
+        return tuple(dict.fromkeys(roots))
+
+    def file_of(self, module: str, importer_root: Path) -> Path | None:
+        """The file that defines `module`, inside the project (never site-packages)."""
+        key = (importer_root, module)
+        if key in self._files:
+            return self._files[key]
+        found = None
+        if module:
+            relative = Path(*module.split("."))
+            for folder in self.source_roots(importer_root):
+                if not self._inside(folder):
+                    continue
+                for candidate in (folder / relative / "__init__.py", folder / relative.with_suffix(".py")):
+                    if candidate.is_file():
+                        found = candidate.resolve()
+                        break
+                if found is not None:
+                    break
+        self._files[key] = found
+        return found
+
+    def _inside(self, folder: Path) -> bool:
+        if self.root is None:
+            return True
+        try:
+            folder.resolve().relative_to(self.root)
+        except ValueError:
+            return False
+        return True
+
+    def summary_of(
+        self, path: Path, data: bytes | None = None, tree: ast.Module | None = None
+    ) -> FileSummary | None:
+        """The file's summary: from memory, from the cache (same bytes), or parsed now."""
+        path = path.resolve()
+        if path in self._summaries and data is None:
+            return self._summaries[path]
+        module, _root, is_package = module_name(path)
+        try:
+            raw = data if data is not None else path.read_bytes()
+        except OSError:
+            self._summaries[path] = None
+            return None
+        key = SummaryCache.key(raw, module, is_package)
+        summary = self.cache.get(key)
+        if summary is None:
+            try:
+                parsed = tree if tree is not None else ast.parse(raw, filename=str(path))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self._summaries[path] = None
+                return None
+            summary = summarize(parsed, module, is_package)
+            self.cache.put(key, summary)
+        self._summaries[path] = summary
+        return summary
+
+    # -- resolution
+
+    def find_class(self, qualname: str, importer_root: Path, depth: int = 0) -> ClassRef | None:
+        """The project class a qualified name refers to, through re-exports and aliases."""
+        if not qualname or depth > _MAX_DEPTH:
+            return None
+        parts = qualname.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module, name, rest = ".".join(parts[:cut]), parts[cut], parts[cut + 1 :]
+            path = self.file_of(module, importer_root)
+            if path is None:
+                continue
+            summary = self.summary_of(path)
+            if summary is None:
+                return None
+            _name, root, _package = module_name(path)
+            return self._member(summary, path, root, name, rest, depth)
+        return None
+
+    def _member(
+        self, summary: FileSummary, path: Path, root: Path, name: str, rest: list[str], depth: int
+    ) -> ClassRef | None:
+        tail = "." + ".".join(rest) if rest else ""
+        if not rest and name in summary.classes:
+            qualname = f"{summary.module}.{name}" if summary.module else name
+            return ClassRef(qualname, path, summary.classes[name], root)
+        target = summary.imports.get(name) or summary.aliases.get(name)
+        if target is not None:
+            if target == f"{summary.module}.{name}":
+                return None  # `from . import x` of itself: a submodule, handled by file_of
+            return self.find_class(target + tail, root, depth + 1)
+        for star in summary.star_imports:
+            found = self.find_class(f"{star}.{name}{tail}", root, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def unpicklable_return(
+        self, qualname: str, importer_root: Path, depth: int = 0
+    ) -> tuple[Link, str] | None:
+        """(where, what) when the project function `qualname` returns an unpicklable callable."""
+        parts = qualname.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module, name = ".".join(parts[:cut]), parts[cut]
+            path = self.file_of(module, importer_root)
+            if path is None:
+                continue
+            summary = self.summary_of(path)
+            if summary is None or cut != len(parts) - 1:
+                return None
+            if name in summary.unpicklable_returns:
+                line, what = summary.unpicklable_returns[name]
+                return Link(name, str(path), line), what
+            target = summary.imports.get(name) or summary.aliases.get(name)
+            if target and depth < _MAX_DEPTH and target != f"{summary.module}.{name}":
+                return self.unpicklable_return(target, module_name(path)[1], depth + 1)
+            return None
+        return None
+
+    def dataset_fact(self, qualname: str, importer_root: Path) -> DatasetFact | None:
+        """Whether the class named `qualname` is a Dataset, through any depth of inheritance."""
+        return self._fact(qualname, importer_root, 0, frozenset())
+
+    def _fact(
+        self, qualname: str, importer_root: Path, depth: int, seen: frozenset[str]
+    ) -> DatasetFact | None:
+        known = known_dataset_bases()
+        qualname = canonical(qualname)
+        if qualname in known:
+            return DatasetFact(known[qualname], qualname)
+        key = (importer_root, qualname)
+        if key in self._facts:
+            return self._facts[key]
+        self._facts[key] = None  # a cycle resolves to unknown
+        result = None
+        ref = self.find_class(qualname, importer_root) if depth <= _MAX_DEPTH else None
+        if ref is not None and ref.qualname not in seen:
+            if ref.qualname in known:
+                result = DatasetFact(known[ref.qualname], ref.qualname)
+            else:
+                link = Link(ref.summary.name, str(ref.path), ref.summary.line)
+                for base in ref.summary.bases:
+                    inner = (
+                        self._fact(base, ref.source_root, depth + 1, seen | {ref.qualname}) if base else None
+                    )
+                    if inner is not None:
+                        result = DatasetFact(inner.kind, inner.base, (link, *inner.chain))
+                        if inner.is_iterable:
+                            break
+        self._facts[key] = result
+        return result
+
+    def method_names(self, qualname: str, importer_root: Path, depth: int = 0) -> frozenset[str]:
+        """Methods a project class defines or inherits from other project classes (unknown: none)."""
+        ref = self.find_class(qualname, importer_root) if depth <= _MAX_DEPTH else None
+        if ref is None:
+            return frozenset()
+        names = set(ref.summary.methods)
+        for base in ref.summary.bases:
+            if base:
+                names |= self.method_names(base, ref.source_root, depth + 1)
+        return frozenset(names)
+
+    # -- classes held by datasets of other files
+
+    def note_dataset_holdings(self, path: Path, dataset_classes: Iterable[str]) -> None:
+        """Record the project classes that datasets of `path` construct, store and call into."""
+        summary = self.summary_of(path)
+        if summary is None:
+            return
+        _module, root, _package = module_name(path)
+        for name in dataset_classes:
+            info = summary.classes.get(name)
+            if info is None:
+                continue
+            called: dict[str, set[str]] = {}
+            for attribute, method in info.calls_on:
+                called.setdefault(attribute, set()).add(method)
+            for attribute, callee in info.holds:
+                methods = called.get(attribute)
+                if not methods:
+                    continue
+                ref = self.find_class(callee, root)
+                if ref is None or ref.path == path.resolve():
+                    continue  # unknown, or in the same file (the file's own analysis covers it)
+                holder = f"{name} in {path}:{info.line}"
+                previous = self._held.get(ref.qualname)
+                merged = methods | (previous.methods if previous else set())
+                self._held[ref.qualname] = WorkerHeld(
+                    frozenset(merged), holder, Link(name, str(path), info.line)
+                )
+
+    def note_subclasses(self, path: Path) -> None:
+        """Record the project classes that the classes of `path` derive from, and what it imports."""
+        summary = self.summary_of(path)
+        if summary is None:
+            return
+        for target in summary.imports.values():
+            self.imported.add(target)
+            self.imported.add(target.rpartition(".")[0])  # `from pkg.mod import X`: pkg.mod is used
+        self.imported.update(summary.star_imports)
+        _module, root, _package = module_name(path)
+        for info in summary.classes.values():
+            for base in info.bases:
+                ref = self.find_class(base, root) if base else None
+                if ref is not None:
+                    self.subclassed.add(ref.qualname)
+
+    def held_by_dataset(self, qualname: str) -> WorkerHeld | None:
+        return self._logged(("held", qualname), self._held.get(qualname))
+
+    def is_subclassed(self, qualname: str) -> bool:
+        return self._logged(("subclassed", qualname), qualname in self.subclassed)
+
+    def is_imported(self, qualname: str, module: str) -> bool:
+        answer = qualname in self.imported or module in self.imported
+        return self._logged(("imported", qualname, module), answer)
+
+    # -- one pass over many files: facts learnt as files are read, answers checked at the end
+
+    def learn(self, path: Path, data: bytes | None = None, tree: ast.Module | None = None) -> None:
+        """Add what `path` tells about other files (what it subclasses, imports and holds)."""
+        if path.resolve() in self._learnt:
+            return
+        self._learnt.add(path.resolve())
+        summary = self.summary_of(path, data, tree)
+        if summary is None:
+            return
+        self.note_subclasses(path)
+        if not summary.classes:
+            return
+        _module, root, _package = module_name(path)
+        prefix = f"{summary.module}." if summary.module else ""
+        datasets = [
+            name
+            for name, info in summary.classes.items()
+            if info.holds and self.dataset_fact(prefix + name, root) is not None
+        ]
+        if datasets:
+            self.note_dataset_holdings(path, datasets)
+
+    def start_log(self) -> None:
+        """Record the cross-file answers the next file's rules rely on."""
+        self._log = []
+
+    def stop_log(self) -> list[tuple[tuple[str, ...], Any]]:
+        log, self._log = self._log or [], None
+        return log
+
+    def still_true(self, log: list[tuple[tuple[str, ...], Any]]) -> bool:
+        """Whether every recorded answer is still what the project says now (else lint again)."""
+        for question, answer in log:
+            kind = question[0]
+            if kind == "held":
+                now: Any = self._held.get(question[1])
+            elif kind == "subclassed":
+                now = question[1] in self.subclassed
+            else:
+                now = question[1] in self.imported or question[2] in self.imported
+            if now != answer:
+                return False
+        return True
+
+    def _logged(self, question: tuple[str, ...], answer: Any) -> Any:
+        if self._log is not None:
+            self._log.append((question, answer))
+        return answer
+
+
+def summaries_of(project: Project, paths: Iterable[Path]) -> dict[Path, FileSummary]:
+    """Summaries of many files (cached ones read back, the rest parsed), for a whole-tree run."""
+    found: dict[Path, FileSummary] = {}
+    for path in paths:
+        summary = project.summary_of(path)
+        if summary is not None:
+            found[path.resolve()] = summary
+    return found
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory in MiB (Linux and macOS; 0 where unknown)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return 0.0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024

@@ -1,0 +1,208 @@
+"""The project model: Dataset-ness, worker code and evidence across the files of one project.
+
+Every fixture project under `fixtures/lint/projects/` is linted as a whole tree; its `# expect:`
+markers (the corpus's convention) must be exactly what is reported. Linting any of its files
+alone must never report something the project view does not (what one file cannot resolve is
+unknown, and unknown is silent). The summary cache is checked against the changes that must
+invalidate it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from datalint.config import Config
+from datalint.lint import project as project_module
+from datalint.lint.catalog import EXPECT_MARKER
+from datalint.lint.engine import Finding, lint_paths, lint_source
+from datalint.lint.formats import format_json, format_sarif, format_text
+from datalint.lint.project import Project, SummaryCache, find_root, module_name
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECTS = ROOT / "fixtures" / "lint" / "projects"
+PROJECT_NAMES = sorted(p.name for p in PROJECTS.iterdir() if p.is_dir())
+
+Place = tuple[str, int, str]
+
+
+def expected(project: Path) -> Counter[Place]:
+    found: Counter[Place] = Counter()
+    for path in sorted(project.rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            marker = EXPECT_MARKER.search(line)
+            if marker:
+                for code in marker.group("codes").split(","):
+                    found[(path.relative_to(project).as_posix(), number, code.strip())] += 1
+    return found
+
+
+def places(findings: tuple[Finding, ...] | list[Finding], project: Path) -> Counter[Place]:
+    return Counter(
+        (Path(f.path).resolve().relative_to(project).as_posix(), f.line, f.code) for f in findings
+    )
+
+
+def lint_project(project: Path, cache: Path | None = None, jobs: int = 1) -> tuple[Finding, ...]:
+    report = lint_paths([project], Config(), cache_dir=cache, jobs=jobs)
+    assert report.errors == ()
+    return report.findings
+
+
+@pytest.mark.parametrize("name", PROJECT_NAMES)
+def test_a_fixture_project_reports_exactly_its_markers(name: str) -> None:
+    project = PROJECTS / name
+    found = places(lint_project(project), project)
+    marked = expected(project)
+    assert marked, f"{name} has no `# expect:` markers"
+    assert found - marked == Counter(), f"reported but not marked in {name}"
+    assert marked - found == Counter(), f"marked but not reported in {name}"
+
+
+@pytest.mark.parametrize("name", PROJECT_NAMES)
+def test_one_file_alone_never_reports_what_the_project_does_not(name: str) -> None:
+    project = PROJECTS / name
+    whole = places(lint_project(project), project)
+    for path in sorted(project.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        alone = places(lint_source(text, str(path)), project)  # no project: a lone text
+        assert alone - whole == Counter(), f"{path.name} alone reports more than its project"
+        single = places(lint_paths([path], Config(), cache_dir=None).findings, project)
+        assert single - whole == Counter(), f"{path.name} as the only path reports more than its project"
+
+
+def test_a_base_in_another_file_is_named_as_related_location_in_every_format() -> None:
+    project = PROJECTS / "shapes_pkg"
+    findings = [f for f in lint_project(project) if f.code == "DL501"]
+    assert len(findings) == 1 and findings[0].related
+    related = findings[0].related[0]
+    assert Path(related.path).name == "base.py" and related.line == 9
+    assert "through `Stream`" in related.message
+    text = format_text(findings, [])
+    assert f"{related.path}:9: note: `Lines` is a Dataset through `Stream`" in text
+    rows = json.loads(format_json(findings, []))
+    assert rows[0]["related"] == [{"path": related.path, "line": 9, "message": related.message}]
+    sarif = json.loads(format_sarif(findings, []))
+    location = sarif["runs"][0]["results"][0]["relatedLocations"][0]
+    assert location["physicalLocation"]["region"]["startLine"] == 9
+    assert location["physicalLocation"]["artifactLocation"]["uri"].endswith("shapes/data/base.py")
+
+
+def test_a_reader_held_by_a_dataset_in_another_file_runs_in_workers() -> None:
+    project = PROJECTS / "shapes_pkg"
+    reader = [f for f in lint_project(project) if f.code == "DL202"]
+    assert [Path(f.path).name for f in reader] == ["readers.py"]
+    assert "the Dataset `TrainSet` holds it" in reader[0].related[0].message
+    # The reader's module alone cannot know a Dataset holds it: silent, not guessed.
+    alone = lint_paths([project / "shapes" / "data" / "readers.py"], Config(), cache_dir=None)
+    assert [f.code for f in alone.findings] == []
+
+
+def test_imports_resolve_through_src_layout_relative_imports_reexports_and_aliases(tmp_path: Path) -> None:
+    project = Project(PROJECTS / "shapes_pkg", SummaryCache(tmp_path))
+    sets = (PROJECTS / "shapes_pkg" / "shapes" / "data" / "sets.py").resolve()
+    name, root, package = module_name(sets)
+    assert (name, root, package) == ("shapes.data.sets", (PROJECTS / "shapes_pkg").resolve(), False)
+    alias = project.find_class("shapes.data.Base", root)  # `from .base import BaseDataset as Base`
+    assert alias is not None and alias.qualname == "shapes.data.base.BaseDataset"
+    fact = project.dataset_fact("shapes.data.sets.ShardedLines", root)
+    assert fact is not None and fact.kind == "iterable"
+    assert [link.name for link in fact.chain] == ["ShardedLines", "ShardedStream", "Stream"]
+    src = Project(PROJECTS / "src_layout", SummaryCache(None))
+    script_root = (PROJECTS / "src_layout" / "scripts").resolve()
+    tiles = src.dataset_fact("tiles.sets.Tiles", script_root)
+    assert tiles is not None and tiles.base == "torch.utils.data.Dataset"
+    folder = src.dataset_fact("tiles.sets.CachedFolder", script_root)
+    assert folder is not None and folder.base == "torchvision.datasets.ImageFolder"
+    assert src.find_class("tiles.nowhere.Missing", script_root) is None
+
+
+def test_the_root_is_the_nearest_folder_with_a_project_marker(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n", encoding="utf-8")
+    nested = tmp_path / "a" / "b"
+    nested.mkdir(parents=True)
+    assert find_root([nested]) == tmp_path.resolve()
+    assert find_root([PROJECTS / "siblings" / "pairs.py"]) == (PROJECTS / "siblings").resolve()
+
+
+def test_jobs_give_the_same_findings_as_one_process() -> None:
+    project = PROJECTS / "shapes_pkg"
+    assert lint_project(project, jobs=2) == lint_project(project)
+
+
+# ---- the summary cache -------------------------------------------------------------------------------
+
+
+def copy_project(tmp_path: Path) -> Path:
+    target = tmp_path / "shapes_pkg"
+    shutil.copytree(PROJECTS / "shapes_pkg", target)
+    return target
+
+
+def codes_in(findings: tuple[Finding, ...], name: str) -> list[str]:
+    return sorted(f.code for f in findings if Path(f.path).name == name)
+
+
+def test_the_cache_is_reused_and_a_changed_file_is_summarized_afresh(tmp_path: Path) -> None:
+    project, cache = copy_project(tmp_path), tmp_path / "cache"
+    first = lint_project(project, cache)
+    entries = sorted(cache.rglob("*.json"))
+    assert entries, "the first run writes summaries"
+    readers = project / "shapes" / "data" / "readers.py"
+    readers.write_text(readers.read_text(encoding="utf-8") + "\n# changed\n", encoding="utf-8")
+    second = lint_project(project, cache)
+    assert len(sorted(cache.rglob("*.json"))) == len(entries) + 1  # one new key, the others reused
+    assert [(f.code, f.line) for f in second] == [(f.code, f.line) for f in first]
+
+
+def test_a_changed_base_in_another_file_changes_what_its_subclasses_are(tmp_path: Path) -> None:
+    project, cache = copy_project(tmp_path), tmp_path / "cache"
+    assert "DL201" in codes_in(lint_project(project, cache), "sets.py")
+    base = project / "shapes" / "data" / "base.py"
+    text = base.read_text(encoding="utf-8")
+    base.write_text(text.replace("class BaseDataset(Dataset):", "class BaseDataset:"), encoding="utf-8")
+    after = codes_in(lint_project(project, cache), "sets.py")
+    assert "DL201" not in after and "DL505" not in after  # no longer Datasets
+    assert "DL501" in after  # the stream still derives from IterableDataset
+
+
+def test_a_deleted_base_file_makes_its_subclasses_unknown(tmp_path: Path) -> None:
+    project, cache = copy_project(tmp_path), tmp_path / "cache"
+    assert "DL501" in codes_in(lint_project(project, cache), "sets.py")
+    (project / "shapes" / "data" / "base.py").unlink()
+    assert codes_in(lint_project(project, cache), "sets.py") == []
+
+
+def test_a_new_datalint_version_does_not_read_old_summaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project, cache = copy_project(tmp_path), tmp_path / "cache"
+    lint_project(project, cache)
+    before = {p.name for p in cache.rglob("*.json")}
+    monkeypatch.setattr(project_module, "__version__", "99.0.0")
+    lint_project(project, cache)
+    after = {p.name for p in cache.rglob("*.json")}
+    assert before and before.isdisjoint(after - before) and len(after) == 2 * len(before)
+
+
+def test_an_unreadable_cache_entry_is_recomputed_not_trusted(tmp_path: Path) -> None:
+    project, cache = copy_project(tmp_path), tmp_path / "cache"
+    first = lint_project(project, cache)
+    for entry in cache.rglob("*.json"):
+        entry.write_text("{not json", encoding="utf-8")
+    assert lint_project(project, cache) == first
+
+
+def test_a_read_only_cache_folder_costs_speed_never_a_result(tmp_path: Path) -> None:
+    project, cache = copy_project(tmp_path), tmp_path / "cache"
+    cache.mkdir()
+    os.chmod(cache, 0o500)
+    try:
+        assert lint_project(project, cache) == lint_project(project, None)
+    finally:
+        os.chmod(cache, 0o700)
