@@ -57,7 +57,7 @@ except ModuleNotFoundError:
 
 from datalint import __version__
 from datalint.errors import DatalintError, UsageError
-from datalint.training import remote
+from datalint.training import permutation, remote
 from datalint.training.fit import (
     StaleQuarantineError,
     StaleQuarantineWarning,
@@ -132,6 +132,8 @@ class QuarantineSampler(Sampler[int]):
     `quarantine` is a path (`quarantine.json` or a scan index) or a loaded `Quarantine`. With
     `shuffle=True` each epoch is a fresh permutation drawn from `generator` (a `torch.Generator`).
     `strict=False` turns a list made for another dataset from an error into a warning.
+    `order="lazy"` (the default from `EXACT_BELOW` samples on) draws each epoch from a seeded Feistel
+    permutation in O(1) memory instead of holding the good indices and a `randperm`.
     """
 
     def __init__(
@@ -142,14 +144,31 @@ class QuarantineSampler(Sampler[int]):
         shuffle: bool = False,
         generator: torch.Generator | None = None,
         strict: bool = True,
+        order: permutation.Order = "auto",
     ) -> None:
         self.data_source = data_source
         self.quarantine = _resolve(quarantine, data_source, strict)
         self.shuffle = shuffle
         self.generator = generator
-        self._good = _good_indices(len(data_source), self.quarantine)
+        self.order = permutation.choose_order(order, len(data_source))
+        if self.order == "lazy":
+            self._map = _good_index_map(len(data_source), self.quarantine)
+        else:
+            self._good = _good_indices(len(data_source), self.quarantine)
 
     def __iter__(self) -> Iterator[int]:
+        if self.order == "lazy":
+            generator = self.generator if self.generator is not None else _fresh_generator()
+            seed = int(torch.randint(0, 1 << 62, (), generator=generator)) if self.shuffle else 0
+            return permutation.rank_order(
+                self._map,
+                seed=seed,
+                epoch=0,
+                rank=0,
+                num_replicas=1,
+                num_samples=len(self),
+                shuffle=self.shuffle,
+            )
         if not self.shuffle:
             return _as_ints(self._good)
         generator = self.generator if self.generator is not None else _fresh_generator()
@@ -157,7 +176,17 @@ class QuarantineSampler(Sampler[int]):
         return _as_ints(self._good, order)
 
     def __len__(self) -> int:
-        return len(self._good)
+        return self._map.good if self.order == "lazy" else len(self._good)
+
+
+def _good_index_map(length: int, quarantine: Quarantine) -> permutation.GoodIndexMap:
+    """The lazy samplers' view of the good indices: O(quarantined) memory, never O(length)."""
+    mapped = permutation.GoodIndexMap(length, quarantine.indices)
+    if mapped.good <= 0:
+        raise DatalintError(
+            f"every one of the {length} samples is quarantined by {quarantine.source}; nothing to train on"
+        )
+    return mapped
 
 
 def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
@@ -180,7 +209,9 @@ class DistributedQuarantineSampler(Sampler[int]):
     Every rank draws the same permutation of the good indices for a given `seed + epoch` and takes
     every `num_replicas`-th position from its `rank`; the tail is padded by wrapping around (or
     dropped with `drop_last`), exactly as `DistributedSampler` does, so ranks never disagree on the
-    number of batches. Call `set_epoch(epoch)` before each epoch.
+    number of batches. Call `set_epoch(epoch)` before each epoch. `order="lazy"` (the default from
+    `EXACT_BELOW` samples on) keeps that contract with a seeded Feistel permutation evaluated per
+    rank in O(1) memory; its order differs from `DistributedSampler`'s.
     """
 
     def __init__(
@@ -194,6 +225,7 @@ class DistributedQuarantineSampler(Sampler[int]):
         drop_last: bool = False,
         *,
         strict: bool = True,
+        order: permutation.Order = "auto",
     ) -> None:
         self.dataset = dataset
         self.num_replicas, self.rank = _world(num_replicas, rank)
@@ -202,8 +234,12 @@ class DistributedQuarantineSampler(Sampler[int]):
         self.seed = seed
         self.drop_last = drop_last
         self.epoch = 0
-        self._good = _good_indices(len(dataset), self.quarantine)
-        self.num_samples = self._samples_per_rank(len(self._good))
+        self.order = permutation.choose_order(order, len(dataset))
+        if self.order == "lazy":
+            self._map = _good_index_map(len(dataset), self.quarantine)
+        else:
+            self._good = _good_indices(len(dataset), self.quarantine)
+        self.num_samples = self._samples_per_rank(self._map.good if self.order == "lazy" else len(self._good))
         self.total_size = self.num_samples * self.num_replicas
 
     def _samples_per_rank(self, good: int) -> int:
@@ -219,6 +255,16 @@ class DistributedQuarantineSampler(Sampler[int]):
         return per_rank
 
     def __iter__(self) -> Iterator[int]:
+        if self.order == "lazy":
+            return permutation.rank_order(
+                self._map,
+                seed=self.seed,
+                epoch=self.epoch,
+                rank=self.rank,
+                num_replicas=self.num_replicas,
+                num_samples=self.num_samples,
+                shuffle=self.shuffle,
+            )
         # Position p of the padded epoch is position p % good of the permutation: the same wrap-around
         # DistributedSampler pads with, computed only for this rank's positions.
         positions = np.arange(self.rank, self.total_size, self.num_replicas, dtype=np.int64) % len(self._good)
