@@ -30,6 +30,7 @@ from datalint.scan import dask_backend, policy, preflight, runner, store
 from datalint.scan.policy import PolicyOptions, QuarantineEntry
 from datalint.scan.progress import Progress
 from datalint.scan.sources import SourceDescription, adopt_dataset, build_source, fingerprint, is_built
+from datalint.training import binary_list
 
 DEFAULT_INDEX_DIR = Path(".datalint")
 WORST_SHOWN = 10
@@ -436,6 +437,11 @@ def _write_quarantine(
         entries, dataset=spec, length=length, fingerprint=print_, created=store.utc_now(), kinds=kinds
     )
     write_json_atomically(path, document)
+    beside = binary_list.binary_path_beside(path)
+    if len(entries) >= binary_list.BINARY_FROM:  # past this size every rank should map, not parse, the list
+        binary_list.write_from_document(beside, document)
+    elif beside.is_file() and binary_list.is_binary_list(beside):
+        beside.unlink()  # a binary list from an earlier, larger scan would no longer be this one
     return entries
 
 
