@@ -47,6 +47,12 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         help="mymod:ds, mymod:make_ds(split='train') (literal arguments) or path/to/file.py:ds",
     )
     add_image_arguments(group)
+    group.add_argument(
+        "--webdataset",
+        metavar="PATTERN",
+        help="webdataset tar shards, e.g. 'shards/train-{000000..000999}.tar' (braces and globs, local "
+        "paths); keys are SHARD/__key__",
+    )
 
 
 def add_image_arguments(group: Any) -> None:
@@ -99,6 +105,16 @@ def choose_source(args: argparse.Namespace) -> Any:
     """The SourceDescription the flags ask for (one source per scan)."""
     from datalint.scan.sources import SourceDescription
 
+    if args.webdataset:
+        if args.dataset or args.images or args.files or args.paths:
+            raise UsageError("scan either --webdataset PATTERN or another source, not both")
+        from datalint.scan.webdataset import webdataset_description
+
+        return webdataset_description(
+            args.webdataset,
+            max_pixels=args.max_pixels or 89_478_485,
+            all_frames=args.all_frames,
+        )
     if args.images or args.files or args.files_from_dataset or args.paths:
         _refuse_specs_as_images(args.paths)
         return _image_source(args)
