@@ -53,6 +53,20 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         help="webdataset tar shards, e.g. 'shards/train-{000000..000999}.tar' (braces and globs, local "
         "paths); keys are SHARD/__key__",
     )
+    group.add_argument(
+        "--parquet",
+        metavar="PATTERN",
+        help="Parquet files with image bytes in a column, e.g. 'data/part-*.parquet' "
+        "(needs the parquet extra)",
+    )
+    group.add_argument(
+        "--column", default="image", metavar="NAME", help="with --parquet: the image column (default: image)"
+    )
+    group.add_argument(
+        "--key-column",
+        metavar="NAME",
+        help="with --parquet: the column that names each row (default: FILE#ROW)",
+    )
 
 
 def add_image_arguments(group: Any) -> None:
@@ -105,6 +119,18 @@ def choose_source(args: argparse.Namespace) -> Any:
     """The SourceDescription the flags ask for (one source per scan)."""
     from datalint.scan.sources import SourceDescription
 
+    if args.parquet:
+        if args.dataset or args.images or args.files or args.paths or args.webdataset:
+            raise UsageError("scan either --parquet PATTERN or another source, not both")
+        from datalint.scan.parquet import parquet_description
+
+        return parquet_description(
+            args.parquet,
+            column=args.column,
+            key_column=args.key_column,
+            max_pixels=args.max_pixels or 89_478_485,
+            all_frames=args.all_frames,
+        )
     if args.webdataset:
         if args.dataset or args.images or args.files or args.paths:
             raise UsageError("scan either --webdataset PATTERN or another source, not both")

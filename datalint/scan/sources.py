@@ -32,6 +32,7 @@ SOURCE_KINDS: dict[str, str] = {
     "dataset": "datalint.scan.sources:DatasetSource",
     "images": "datalint.scan.images:ImageFilesSource",
     "webdataset": "datalint.scan.webdataset:WebDatasetSource",
+    "parquet": "datalint.scan.parquet:ParquetSource",
 }
 
 

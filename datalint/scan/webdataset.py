@@ -63,7 +63,7 @@ def expand_braces(pattern: str) -> list[str]:
     return [expanded for choice in choices for expanded in expand_braces(head + choice + tail)]
 
 
-def shard_paths(pattern: str) -> tuple[str, ...]:
+def shard_paths(pattern: str, flag: str = "--webdataset") -> tuple[str, ...]:
     """The local files a shard pattern names (braces, then globs), sorted, each once."""
     found: set[str] = set()
     missing: list[str] = []
@@ -75,10 +75,10 @@ def shard_paths(pattern: str) -> tuple[str, ...]:
         else:
             missing.append(expanded)
     if not found:
-        raise UsageError(f"--webdataset {pattern!r}: no shard file matches")
+        raise UsageError(f"{flag} {pattern!r}: no shard file matches")
     if missing:
         more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
-        raise UsageError(f"--webdataset {pattern!r}: no such shard: {', '.join(missing[:3])}{more}")
+        raise UsageError(f"{flag} {pattern!r}: no such shard: {', '.join(missing[:3])}{more}")
     return tuple(sorted(found))
 
 
