@@ -63,7 +63,7 @@ class QuarantineStage:
         if len(quarantine) and not quarantine.has_keys:
             raise UsageError(
                 f"{quarantine.source} names its samples by index only; a webdataset stage matches keys:"
-                " use the quarantine.json (or the scan index) of a `datalint scan --webdataset`"
+                " use the quarantine.json (or the scan index) of a scan with --webdataset PATTERN"
             )
         self.quarantine = quarantine
         self._keys = frozenset(k for k in quarantine.keys if k is not None)

@@ -65,7 +65,7 @@ class ParquetSource:
     def __init__(self, description: Any) -> None:
         from datalint.extras import require
 
-        require("parquet", "`datalint scan --parquet`")
+        require("parquet", "scanning Parquet files")
         self.description = description
         self.column: str = description.option("column", "image")
         self.key_column: str | None = description.option("key_column")
@@ -189,7 +189,7 @@ def parquet_description(
     from datalint.extras import require
     from datalint.scan.sources import SourceDescription
 
-    require("parquet", "`datalint scan --parquet`")
+    require("parquet", "scanning Parquet files")
     shard_paths(pattern, flag="--parquet")
     return SourceDescription.make(
         "parquet", pattern, column=column, key_column=key_column, max_pixels=max_pixels, all_frames=all_frames
