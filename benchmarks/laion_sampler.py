@@ -67,7 +67,7 @@ def chi_square_p(statistic: float, dof: int) -> float:
 def measure(size: int, list_path: str, draw: int, replicas: int) -> dict[str, float | int | str]:
     import torch  # noqa: F401  (the baseline every rank pays anyway)
 
-    drawn = np.zeros(draw, dtype=np.int64)  # the benchmark's own record of the draw, outside the sampler's
+    drawn = np.full(draw, -1, dtype=np.int64)  # the benchmark's own record of the draw, touched now
     after_torch = peak_rss_mib()
     from datalint.torch import DistributedQuarantineSampler, load_quarantine
 
