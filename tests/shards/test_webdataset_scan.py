@@ -45,3 +45,14 @@ def test_the_scan_finds_every_planted_fault_and_goes_on_past_a_truncated_shard(t
     assert "JSON" in details["train-000001.tar/s0002"]
     # Every sample the truncated shard still holds whole is scanned: 4 + 4 + 3 samples + 1 shard entry.
     assert document["length"] == 12
+
+
+def test_a_second_scan_of_the_same_shards_resumes_instead_of_rescanning(tmp_path: Path) -> None:
+    write_faulty_shards(tmp_path)
+    db = tmp_path / "shards.db"
+    argv = ("scan", "--webdataset", str(tmp_path / "train-*.tar"), "--db", str(db), "--format", "json")
+    first = json.loads(run_cli(*argv)[1])
+    second = json.loads(run_cli(*argv)[1])
+    assert first["scanned"] == 12
+    assert second["scanned"] == 0 and second["resumed"] == 12
+    assert second["quarantined"] == first["quarantined"] == 5
