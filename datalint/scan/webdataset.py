@@ -179,6 +179,7 @@ class WebDatasetSource:
         self.entries = tuple(self._entries())
         self._capture: StderrCapture | None = None
         self._capture_pid = 0
+        self._open: tuple[int, int, int] | None = None  # (process, shard, descriptor)
         if self.entries:
             warm_up_decoders()
 
@@ -208,12 +209,22 @@ class WebDatasetSource:
             self._capture, self._capture_pid = StderrCapture(), os.getpid()
         findings: list[dict[str, str]] = []
         info: dict[str, Any] = {"shard": self.names[entry.shard], "members": {}}
-        with open(self.paths[entry.shard], "rb") as handle:
-            for member in entry.members:
-                data = os.pread(handle.fileno(), member.available, member.offset) if member.available else b""
-                info["members"][member.extension] = member.size
-                findings.extend(self._member_findings(member, data, info))
+        descriptor = self._descriptor(entry.shard)
+        for member in entry.members:
+            data = os.pread(descriptor, member.available, member.offset) if member.available else b""
+            info["members"][member.extension] = member.size
+            findings.extend(self._member_findings(member, data, info))
         return {"info": info, "findings": findings}
+
+    def _descriptor(self, shard: int) -> int:
+        """One open shard per process: a worker's chunk of samples mostly lies in one shard."""
+        if self._open is not None and self._open[:2] == (os.getpid(), shard):
+            return self._open[2]
+        if self._open is not None and self._open[0] == os.getpid():
+            os.close(self._open[2])
+        descriptor = os.open(self.paths[shard], os.O_RDONLY)
+        self._open = (os.getpid(), shard, descriptor)
+        return descriptor
 
     def _member_findings(self, member: Member, data: bytes, info: dict[str, Any]) -> list[dict[str, str]]:
         name = f"member .{member.extension}"
