@@ -26,6 +26,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "torch": ("torch", "numpy", "sqlite_utils"),
     "dask": ("dask", "distributed"),
     "service": ("fastapi", "uvicorn", "pydantic"),
+    "parquet": ("pyarrow",),
 }
 
 

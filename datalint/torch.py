@@ -58,7 +58,7 @@ except ModuleNotFoundError:
 from datalint import __version__
 from datalint.errors import DatalintError, UsageError
 from datalint.text import exception_text, printable, safe_str, shown_name
-from datalint.training import remote
+from datalint.training import permutation, remote
 from datalint.training.fit import (
     StaleQuarantineError,
     StaleQuarantineWarning,
@@ -136,6 +136,8 @@ class QuarantineSampler(Sampler[int]):
     `strict=False` turns a list made for another dataset from an error into a warning.
     `refresh()` reloads the list between epochs when its file was rewritten (`datalint watch`);
     `refresh=True` does so at every `set_epoch()`.
+    `order="lazy"` (the default from `EXACT_BELOW` samples on) draws each epoch from a seeded Feistel
+    permutation in O(1) memory instead of holding the good indices and a `randperm`.
     """
 
     def __init__(
@@ -147,18 +149,27 @@ class QuarantineSampler(Sampler[int]):
         generator: torch.Generator | None = None,
         strict: bool = True,
         refresh: bool = False,
+        order: permutation.Order = "auto",
     ) -> None:
         self.data_source = data_source
         self._follower = ListFollower(quarantine)
         if refresh:
             self._follower.require_path(type(self).__name__)
-        self.quarantine = _resolve(quarantine, data_source, strict)
         self.shuffle = shuffle
         self.generator = generator
         self.strict = strict
         self.refresh_each_epoch = refresh
         self.epoch = 0
-        self._good = _good_indices(len(data_source), self.quarantine)
+        self.order = permutation.choose_order(order, len(data_source))
+        self._fit(_resolve(quarantine, data_source, strict))
+
+    def _fit(self, quarantine: Quarantine) -> None:
+        """Take `quarantine` as the list in force: the good indices, or their lazy map."""
+        self.quarantine = quarantine
+        if self.order == "lazy":
+            self._map = _good_index_map(len(self.data_source), quarantine)
+        else:
+            self._good = _good_indices(len(self.data_source), quarantine)
 
     def refresh(self) -> bool:
         """Reload the list if its file changed since it was loaded; True when it did.
@@ -168,7 +179,7 @@ class QuarantineSampler(Sampler[int]):
         fitted = self._follower.reload(self.data_source, strict=self.strict)
         if fitted is None:
             return False
-        self.quarantine, self._good = fitted, _good_indices(len(self.data_source), fitted)
+        self._fit(fitted)
         return True
 
     def set_epoch(self, epoch: int) -> None:
@@ -178,6 +189,18 @@ class QuarantineSampler(Sampler[int]):
             self.refresh()
 
     def __iter__(self) -> Iterator[int]:
+        if self.order == "lazy":
+            generator = self.generator if self.generator is not None else _fresh_generator()
+            seed = int(torch.randint(0, 1 << 62, (), generator=generator)) if self.shuffle else 0
+            return permutation.rank_order(
+                self._map,
+                seed=seed,
+                epoch=0,
+                rank=0,
+                num_replicas=1,
+                num_samples=len(self),
+                shuffle=self.shuffle,
+            )
         if not self.shuffle:
             return _as_ints(self._good)
         generator = self.generator if self.generator is not None else _fresh_generator()
@@ -185,7 +208,17 @@ class QuarantineSampler(Sampler[int]):
         return _as_ints(self._good, order)
 
     def __len__(self) -> int:
-        return len(self._good)
+        return self._map.good if self.order == "lazy" else len(self._good)
+
+
+def _good_index_map(length: int, quarantine: Quarantine) -> permutation.GoodIndexMap:
+    """The lazy samplers' view of the good indices: O(quarantined) memory, never O(length)."""
+    mapped = permutation.GoodIndexMap(length, quarantine.indices)
+    if mapped.good <= 0:
+        raise DatalintError(
+            f"every one of the {length} samples is quarantined by {quarantine.source}; nothing to train on"
+        )
+    return mapped
 
 
 def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
@@ -208,7 +241,9 @@ class DistributedQuarantineSampler(Sampler[int]):
     Every rank draws the same permutation of the good indices for a given `seed + epoch` and takes
     every `num_replicas`-th position from its `rank`; the tail is padded by wrapping around (or
     dropped with `drop_last`), exactly as `DistributedSampler` does, so ranks never disagree on the
-    number of batches. Call `set_epoch(epoch)` before each epoch.
+    number of batches. Call `set_epoch(epoch)` before each epoch. `order="lazy"` (the default from
+    `EXACT_BELOW` samples on) keeps that contract with a seeded Feistel permutation evaluated per
+    rank in O(1) memory; its order differs from `DistributedSampler`'s.
     """
 
     def __init__(
@@ -223,6 +258,7 @@ class DistributedQuarantineSampler(Sampler[int]):
         *,
         strict: bool = True,
         refresh: bool = False,
+        order: permutation.Order = "auto",
     ) -> None:
         self.dataset = dataset
         self.num_replicas, self.rank = _world(num_replicas, rank)
@@ -231,13 +267,24 @@ class DistributedQuarantineSampler(Sampler[int]):
             self._follower.require_path(type(self).__name__)
         self.strict = strict
         self.refresh_each_epoch = refresh
-        self.quarantine = _resolve(quarantine, dataset, strict)
         self.shuffle = shuffle
         self.seed = seed
         self.drop_last = drop_last
         self.epoch = 0
-        self._good = _good_indices(len(dataset), self.quarantine)
-        self.num_samples = self._samples_per_rank(len(self._good))
+        self.order = permutation.choose_order(order, len(dataset))
+        self._fit(_resolve(quarantine, dataset, strict))
+
+    def _fit(self, quarantine: Quarantine) -> None:
+        """Take `quarantine` as the list in force: the good indices (or their lazy map) and the
+        number of samples each rank draws."""
+        self.quarantine = quarantine
+        if self.order == "lazy":
+            self._map = _good_index_map(len(self.dataset), quarantine)
+            good = self._map.good
+        else:
+            self._good = _good_indices(len(self.dataset), quarantine)
+            good = len(self._good)
+        self.num_samples = self._samples_per_rank(good)
         self.total_size = self.num_samples * self.num_replicas
 
     def _samples_per_rank(self, good: int) -> int:
@@ -253,6 +300,16 @@ class DistributedQuarantineSampler(Sampler[int]):
         return per_rank
 
     def __iter__(self) -> Iterator[int]:
+        if self.order == "lazy":
+            return permutation.rank_order(
+                self._map,
+                seed=self.seed,
+                epoch=self.epoch,
+                rank=self.rank,
+                num_replicas=self.num_replicas,
+                num_samples=self.num_samples,
+                shuffle=self.shuffle,
+            )
         # Position p of the padded epoch is position p % good of the permutation: the same wrap-around
         # DistributedSampler pads with, computed only for this rank's positions.
         positions = np.arange(self.rank, self.total_size, self.num_replicas, dtype=np.int64) % len(self._good)
@@ -276,13 +333,11 @@ class DistributedQuarantineSampler(Sampler[int]):
         """Reload the list if its file changed; True when it did. Call it on every rank at the same
         point between epochs (`set_epoch` does with `refresh=True`): ranks are checked to agree."""
         fitted = self._follower.reload(self.dataset, strict=self.strict)
-        good = self._good if fitted is None else _good_indices(len(self.dataset), fitted)
-        check_ranks_agree(good)  # on every rank, changed or not: it is a collective
+        in_force = fitted if fitted is not None else self.quarantine
+        check_ranks_agree(np.asarray(in_force.indices))  # on every rank, changed or not: a collective
         if fitted is None:
             return False
-        self.quarantine, self._good = fitted, good
-        self.num_samples = self._samples_per_rank(len(good))
-        self.total_size = self.num_samples * self.num_replicas
+        self._fit(fitted)
         return True
 
 

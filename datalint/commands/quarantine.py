@@ -14,6 +14,7 @@ from typing import Any
 
 from datalint.commands.arguments import add_format, add_output_file, positive_int, size
 from datalint.commands.scan import KIND_HELP
+from datalint.errors import UsageError
 from datalint.text import printable, shown_name
 
 
@@ -31,10 +32,10 @@ def register(subparsers: Any) -> None:
     add_output_file(parser, metavar="PATH", help="write the list here, atomically (default: stdout)")
     add_format(
         parser,
-        ("json", "text"),
+        ("json", "text", "binary"),
         default="json",
         help="json: the quarantine.json contract; text: one 'index<TAB>key<TAB>kinds<TAB>detail' "
-        "line per sample",
+        "line per sample; binary: a memory-mapped sorted uint64 list for large datasets (needs -o)",
     )
     parser.add_argument(
         "--num-classes", type=positive_int, metavar="N", help="override the scan's --num-classes"
@@ -64,7 +65,13 @@ def run(args: argparse.Namespace) -> int:
         require=tuple(args.require) if args.require else None,
     )
     text = format_text(document) if args.format == "text" else None
-    if args.output_file is None:
+    if args.format == "binary":
+        if args.output_file is None:
+            raise UsageError("--format binary writes a file: give it with -o/--output-file PATH")
+        from datalint.training.binary_list import write_from_document
+
+        write_from_document(args.output_file, document)
+    elif args.output_file is None:
         sys.stdout.write(text if text is not None else json.dumps(document, indent=1) + "\n")
     elif text is not None:
         write_text_atomically(Path(args.output_file), text)

@@ -48,6 +48,26 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         help="mymod:ds, mymod:make_ds(split='train') (literal arguments) or path/to/file.py:ds",
     )
     add_image_arguments(group)
+    group.add_argument(
+        "--webdataset",
+        metavar="PATTERN",
+        help="webdataset tar shards, e.g. 'shards/train-{000000..000999}.tar' (braces and globs, local "
+        "paths); keys are SHARD/__key__",
+    )
+    group.add_argument(
+        "--parquet",
+        metavar="PATTERN",
+        help="Parquet files with image bytes in a column, e.g. 'data/part-*.parquet' "
+        "(needs the parquet extra)",
+    )
+    group.add_argument(
+        "--column", default="image", metavar="NAME", help="with --parquet: the image column (default: image)"
+    )
+    group.add_argument(
+        "--key-column",
+        metavar="NAME",
+        help="with --parquet: the column that names each row (default: FILE#ROW)",
+    )
 
 
 def add_image_arguments(group: Any) -> None:
@@ -100,6 +120,28 @@ def choose_source(args: argparse.Namespace) -> Any:
     """The SourceDescription the flags ask for (one source per scan)."""
     from datalint.scan.sources import SourceDescription
 
+    if args.parquet:
+        if args.dataset or args.images or args.files or args.paths or args.webdataset:
+            raise UsageError("scan either --parquet PATTERN or another source, not both")
+        from datalint.scan.parquet import parquet_description
+
+        return parquet_description(
+            args.parquet,
+            column=args.column,
+            key_column=args.key_column,
+            max_pixels=args.max_pixels or 89_478_485,
+            all_frames=args.all_frames,
+        )
+    if args.webdataset:
+        if args.dataset or args.images or args.files or args.paths:
+            raise UsageError("scan either --webdataset PATTERN or another source, not both")
+        from datalint.scan.webdataset import webdataset_description
+
+        return webdataset_description(
+            args.webdataset,
+            max_pixels=args.max_pixels or 89_478_485,
+            all_frames=args.all_frames,
+        )
     if args.images or args.files or args.files_from_dataset or args.paths:
         _refuse_specs_as_images(args.paths)
         return _image_source(args)

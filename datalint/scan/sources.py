@@ -31,6 +31,8 @@ _perf_counter = time.perf_counter  # bound once: a sample replacing time.perf_co
 SOURCE_KINDS: dict[str, str] = {
     "dataset": "datalint.scan.sources:DatasetSource",
     "images": "datalint.scan.images:ImageFilesSource",
+    "webdataset": "datalint.scan.webdataset:WebDatasetSource",
+    "parquet": "datalint.scan.parquet:ParquetSource",
 }
 
 

@@ -460,7 +460,9 @@ def finish_run(db: Any, run_id: int, counts: dict[str, Any], length: int | None 
         db["runs"].update(run_id, values)
 
 
-def latest_run(db: Any, kinds: Sequence[str] = ("dataset", "images")) -> RunRecord | None:
+def latest_run(
+    db: Any, kinds: Sequence[str] = ("dataset", "images", "webdataset", "parquet")
+) -> RunRecord | None:
     """The most recent scan run (guard sessions are not scans)."""
     marks = ", ".join("?" for _ in kinds)
     row = db.execute(

@@ -21,6 +21,7 @@ import numpy.typing as npt
 from datalint.errors import DatalintError
 from datalint.files import UnreadableDocument, is_regular, load_json_document
 from datalint.scan import store
+from datalint.training import binary_list
 
 FORMAT = "datalint-quarantine/1"
 
@@ -40,9 +41,9 @@ class Quarantine:
     """
 
     indices: IndexArray
-    keys: tuple[str | None, ...]
-    kinds: tuple[tuple[str, ...], ...]
-    details: tuple[str | None, ...] = ()
+    keys: Sequence[str | None]
+    kinds: Sequence[tuple[str, ...]]
+    details: Sequence[str | None] = ()
     length: int | None = None
     fingerprint: str | None = None
     dataset: str | None = None
@@ -50,16 +51,21 @@ class Quarantine:
     _key_set: frozenset[str] = field(default=frozenset(), repr=False)
 
     def __post_init__(self) -> None:
-        indices = np.array(self.indices, dtype=np.int64)  # a private copy nobody else can write to
+        mapped = isinstance(self.indices, np.memmap) and not self.indices.flags.writeable
+        # A private copy nobody else can write to; a read-only map (a binary list) is shared as it is.
+        indices = self.indices if mapped else np.array(self.indices, dtype=np.int64)
         indices.setflags(write=False)
         object.__setattr__(self, "indices", indices)
         if not self.details:
-            object.__setattr__(self, "details", (None,) * len(indices))
+            object.__setattr__(self, "details", binary_list.Repeated(None, len(indices)))
         if not len(self.keys) == len(self.kinds) == len(self.details) == len(indices):
             raise ValueError("Quarantine: indices, keys, kinds and details must have the same length")
-        if (indices < 0).any():  # numpy would read -1 as "the last sample" and quarantine that one
+        if len(indices) and int(indices.min()) < 0:  # numpy reads -1 as "the last sample"
             raise ValueError(f"Quarantine: negative index {int(indices.min())}")
-        object.__setattr__(self, "_key_set", frozenset(k for k in self.keys if k is not None))
+        keyless = isinstance(self.keys, binary_list.Repeated) and self.keys.value is None
+        object.__setattr__(
+            self, "_key_set", frozenset() if keyless else frozenset(k for k in self.keys if k is not None)
+        )
 
     @classmethod
     def from_indices(
@@ -141,7 +147,29 @@ def load_quarantine(path: str | os.PathLike[str], *, token: str | None = None) -
         )
     if _looks_like_sqlite(source):
         return _load_index(source)
+    if binary_list.is_binary_list(source):
+        return _load_binary(source)
     return _load_json(source)
+
+
+def _load_binary(path: Path) -> Quarantine:
+    """A binary list, memory-mapped: no per-sample memory, shared by every process through the page cache."""
+    try:
+        header, indices = binary_list.map_binary_indices(path)
+    except (binary_list.BinaryListError, OSError) as exc:
+        raise QuarantineFormatError(f"{path}: {exc}") from None
+    count = len(indices)
+    policy = header.get("policy")
+    kinds = tuple(str(kind) for kind in policy) if isinstance(policy, list) else ()
+    return Quarantine(
+        indices=indices,
+        keys=binary_list.Repeated(None, count),
+        kinds=binary_list.Repeated(kinds, count),
+        length=header.get("length") if _is_int(header.get("length")) else None,
+        fingerprint=header.get("fingerprint") if isinstance(header.get("fingerprint"), str) else None,
+        dataset=header.get("dataset") if isinstance(header.get("dataset"), str) else None,
+        source=str(path),
+    )
 
 
 def _looks_like_sqlite(path: Path) -> bool:

@@ -71,12 +71,12 @@ class ListFollower:
         return fitted
 
 
-def good_digest(good: np.ndarray[Any, Any]) -> str:
-    """A short digest of a sampler's good indices, for ranks to compare."""
-    return hashlib.sha256(np.ascontiguousarray(good, dtype=np.int64).tobytes()).hexdigest()[:16]
+def list_digest(indices: np.ndarray[Any, Any]) -> str:
+    """A short digest of the quarantined indices a sampler holds, for ranks to compare."""
+    return hashlib.sha256(np.ascontiguousarray(indices, dtype=np.int64).tobytes()).hexdigest()[:16]
 
 
-def check_ranks_agree(good: np.ndarray[Any, Any]) -> None:
+def check_ranks_agree(indices: np.ndarray[Any, Any]) -> None:
     """With torch.distributed initialised: every rank must have loaded the same list at this epoch,
     or they would draw different numbers of batches and hang in the first collective."""
     import torch.distributed as dist
@@ -84,7 +84,7 @@ def check_ranks_agree(good: np.ndarray[Any, Any]) -> None:
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return
     digests: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(digests, good_digest(good))
+    dist.all_gather_object(digests, list_digest(indices))
     if len(set(digests)) > 1:
         raise DatalintError(
             "the ranks loaded different versions of the quarantine list at this epoch (it was rewritten "

@@ -1,0 +1,106 @@
+"""Per-shard index files merged into the one index every command reads.
+
+Past ~100M samples one SQLite writer is the bottleneck (docs/distributed.md). The way out is one
+index file per shard of work, each with the index schema and one writer, merged once at the end.
+`merge_shard_indexes` is that merge: the target's secondary indexes are dropped first and built
+once after (building them row by row costs more than the copy), the shard files are attached in
+batches (SQLite attaches at most 10 databases by default), each batch is copied in one transaction
+with `INSERT ... SELECT`, and every merged row is credited to the target's run. A row present in
+two shard files is a bug upstream and fails the merge instead of being silently overwritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from datalint.errors import DatalintError
+from datalint.scan import store
+
+ATTACH_BATCH = 8  # below SQLite's default SQLITE_MAX_ATTACHED of 10
+
+# The secondary indexes of the schema (store._SCHEMA), built once after the copy.
+_SECONDARY = ("idx_samples_status", "idx_samples_key", "idx_findings_kind")
+_COLUMNS = ", ".join(store.SAMPLE_COLUMNS)
+_SELECTED = ", ".join("?" if column == "run_id" else column for column in store.SAMPLE_COLUMNS)
+_COPY_SAMPLES = f"INSERT INTO samples ({_COLUMNS}) SELECT {_SELECTED} FROM {{}}.samples ORDER BY idx"
+
+
+class ShardMergeError(DatalintError):
+    """A shard index that cannot be merged (not an index, another schema, overlapping rows)."""
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    shards: int
+    samples: int
+    findings: int
+    copy_seconds: float
+    index_seconds: float
+
+
+def merge_shard_indexes(
+    target: str | Path, shard_files: Sequence[str | Path], *, run_id: int | None, batch: int = ATTACH_BATCH
+) -> MergeResult:
+    """Copy the samples and findings of every shard file into `target` (created with the schema)."""
+    db = store.open_index(target)
+    connection: sqlite3.Connection = db.conn
+    started = time.perf_counter()
+    samples = findings = 0
+    try:
+        for name in _SECONDARY:
+            connection.execute(f"DROP INDEX IF EXISTS {name}")
+        for start in range(0, len(shard_files), batch):
+            part = [Path(p) for p in shard_files[start : start + batch]]
+            counts = _merge_batch(connection, part, run_id)
+            samples, findings = samples + counts[0], findings + counts[1]
+        copied = time.perf_counter()
+        _rebuild_indexes(connection)
+        indexed = time.perf_counter()
+    finally:
+        connection.close()
+    return MergeResult(len(shard_files), samples, findings, copied - started, indexed - copied)
+
+
+def _rebuild_indexes(connection: sqlite3.Connection) -> None:
+    for statement in store._SCHEMA.split(";"):
+        if "CREATE INDEX" in statement:
+            connection.execute(statement)
+    connection.commit()
+
+
+def _merge_batch(
+    connection: sqlite3.Connection, shard_files: Sequence[Path], run_id: int | None
+) -> tuple[int, int]:
+    aliases = [f"shard{n}" for n in range(len(shard_files))]
+    for alias, path in zip(aliases, shard_files, strict=True):
+        if not path.is_file():
+            raise ShardMergeError(f"{path}: no such shard index")
+        connection.execute(f"ATTACH DATABASE ? AS {alias}", (f"{path.resolve().as_uri()}?mode=ro",))
+    try:
+        for alias, path in zip(aliases, shard_files, strict=True):
+            version = connection.execute(f"PRAGMA {alias}.user_version").fetchone()[0]
+            if version != store.SCHEMA_VERSION:
+                raise ShardMergeError(
+                    f"{path}: index schema version {version}, expected {store.SCHEMA_VERSION}"
+                )
+        before_samples = connection.execute("SELECT count(*) FROM samples").fetchone()[0]
+        before_findings = connection.execute("SELECT count(*) FROM findings").fetchone()[0]
+        with connection:  # one transaction per batch
+            for alias, path in zip(aliases, shard_files, strict=True):
+                try:
+                    connection.execute(_COPY_SAMPLES.format(alias), (run_id,))
+                    connection.execute(f"INSERT INTO findings SELECT * FROM {alias}.findings")
+                except sqlite3.IntegrityError as exc:
+                    raise ShardMergeError(f"{path}: a sample is in another shard index too ({exc})") from None
+        after_samples = connection.execute("SELECT count(*) FROM samples").fetchone()[0]
+        after_findings = connection.execute("SELECT count(*) FROM findings").fetchone()[0]
+    finally:
+        for alias in aliases:
+            with contextlib.suppress(sqlite3.OperationalError):
+                connection.execute(f"DETACH DATABASE {alias}")
+    return after_samples - before_samples, after_findings - before_findings

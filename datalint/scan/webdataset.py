@@ -1,0 +1,276 @@
+"""WebDataset tar shards as a scan source: `datalint scan --webdataset 'shards/train-{000000..000999}.tar'`.
+
+A shard is a plain tar file; a sample is the run of consecutive members that share a key (the
+member name up to the first dot of its last path part, webdataset's `__key__`), and each member's
+extension after that dot names the field (`jpg`, `cls`, `json`, `seg.png`). The source lists every
+shard once, in the process that forks the workers, reading only the 512-byte headers; a worker then
+reads a member's bytes straight from its offset, so a sample costs one `pread` per member.
+
+Keys are `<shard path relative to the shards' common folder>/<__key__>`, which
+`datalint.webdataset.skip_quarantined` rebuilds from a sample's `__url__` and `__key__`.
+
+Damage is found, never raised: a member whose bytes run past the end of the file is cut (a
+`corrupt` finding on its sample), and a shard that stops before its end-of-archive blocks is
+truncated (an `unreadable` finding on a sample keyed by the shard itself, saying where the members
+it lost began). Image members get the image probes of `--images`; `json`, `cls` and `txt` members
+must parse; every member must be non-empty.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from datalint.errors import UsageError
+from datalint.scan.images import (
+    DEFAULT_MAX_PIXELS,
+    ImageOptions,
+    StderrCapture,
+    probe_image_bytes,
+    warm_up_decoders,
+)
+
+IMAGE_EXTENSIONS = frozenset(
+    {"jpg", "jpeg", "jpe", "jfif", "png", "gif", "bmp", "webp", "tif", "tiff", "ppm", "pgm", "pbm", "pnm"}
+)
+BLOCK = 512
+
+_BRACE = re.compile(r"\{([^{}]*)\}")
+_RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """`a-{000..002}.tar` -> a-000.tar, a-001.tar, a-002.tar; `{x,y}` lists; ranges keep zero padding."""
+    match = _BRACE.search(pattern)
+    if match is None:
+        return [pattern]
+    body = match.group(1)
+    numeric = _RANGE.match(body)
+    if numeric:
+        first, last = numeric.groups()
+        width = len(first) if first.startswith("0") or len(first) == len(last) else 0
+        step = 1 if int(last) >= int(first) else -1
+        choices = [str(n).zfill(width) for n in range(int(first), int(last) + step, step)]
+    else:
+        choices = body.split(",")
+    head, tail = pattern[: match.start()], pattern[match.end() :]
+    return [expanded for choice in choices for expanded in expand_braces(head + choice + tail)]
+
+
+def shard_paths(pattern: str, flag: str = "--webdataset") -> tuple[str, ...]:
+    """The local files a shard pattern names (braces, then globs), sorted, each once."""
+    found: set[str] = set()
+    missing: list[str] = []
+    for expanded in expand_braces(pattern):
+        if glob.has_magic(expanded):
+            found.update(path for path in glob.glob(expanded) if os.path.isfile(path))
+        elif os.path.isfile(expanded):
+            found.add(expanded)
+        else:
+            missing.append(expanded)
+    if not found:
+        raise UsageError(f"{flag} {pattern!r}: no shard file matches")
+    if missing:
+        more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
+        raise UsageError(f"{flag} {pattern!r}: no such shard: {', '.join(missing[:3])}{more}")
+    return tuple(sorted(found))
+
+
+@dataclass(frozen=True)
+class Member:
+    extension: str  # after the key's first dot, lower case: "jpg", "seg.png"
+    offset: int  # of the data in the shard file
+    size: int  # as the header declares it
+    available: int  # bytes of it actually in the file (less when the shard is cut inside it)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One sample of the scan: a group of members, or (members empty) a damaged shard itself."""
+
+    shard: int
+    key: str
+    members: tuple[Member, ...] = ()
+    damage: str | None = None  # for a shard-level entry: what is wrong with the shard
+
+
+@dataclass(frozen=True)
+class ShardListing:
+    path: str
+    groups: tuple[tuple[str, tuple[Member, ...]], ...]
+    damage: str | None = None
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """webdataset's rule: `dir/abc.seg.png` -> key `dir/abc`, extension `seg.png`."""
+    folder, _, base = name.rpartition("/")
+    stem, dot, extension = base.partition(".")
+    key = f"{folder}/{stem}" if folder else stem
+    return key, extension.lower() if dot else ""
+
+
+def list_shard(path: str) -> ShardListing:
+    """The sample groups of one shard from its headers, and what damage the headers show."""
+    size = os.path.getsize(path)
+    groups: list[tuple[str, list[Member]]] = []
+    damage: str | None = None
+    end = 0
+    try:
+        with tarfile.open(path, mode="r:") as archive:
+            for info in archive:
+                if not info.isfile():
+                    continue
+                key, extension = split_name(info.name)
+                available = max(0, min(info.size, size - info.offset_data))
+                member = Member(extension, info.offset_data, info.size, available)
+                if groups and groups[-1][0] == key:
+                    groups[-1][1].append(member)
+                else:
+                    groups.append((key, [member]))
+                end = info.offset_data + -(-info.size // BLOCK) * BLOCK
+    except (tarfile.TarError, OSError) as exc:
+        damage = (
+            f"is not a readable tar file ({exc})"
+            if not groups
+            else f"is unreadable after byte {end} ({exc}): the members after it are lost"
+        )
+    if damage is None:
+        damage = _end_damage(path, end, size)
+    return ShardListing(path, tuple((key, tuple(members)) for key, members in groups), damage)
+
+
+def _end_damage(path: str, end: int, size: int) -> str | None:
+    """A whole tar ends with two zero blocks after its last member; anything else lost members."""
+    if end > size:
+        return f"is truncated: {size} bytes, its last member needs {end}: the members after it are lost"
+    with open(path, "rb") as handle:
+        handle.seek(end)
+        tail = handle.read(2 * BLOCK)
+    if len(tail) == 2 * BLOCK and not tail.strip(b"\0"):
+        return None
+    return (
+        f"is truncated at byte {size}, with no end-of-archive after byte {end}: the members after it are lost"
+    )
+
+
+class WebDatasetSource:
+    """Tar shards as a source for the scan engine (see the module docstring).
+
+    Description: spec = the shard pattern; options `max_pixels`, `all_frames`.
+    """
+
+    def __init__(self, description: Any) -> None:
+        self.description = description
+        self.paths = shard_paths(description.spec)
+        common = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in self.paths])
+        self.names = tuple(
+            os.path.relpath(os.path.abspath(p), common).replace(os.sep, "/") for p in self.paths
+        )
+        self.options = ImageOptions(
+            max_pixels=int(description.option("max_pixels", DEFAULT_MAX_PIXELS)),
+            all_frames=bool(description.option("all_frames", False)),
+        )
+        self.entries = tuple(self._entries())
+        self._capture: StderrCapture | None = None
+        self._capture_pid = 0
+        self._open: tuple[int, int, int] | None = None  # (process, shard, descriptor)
+        if self.entries:
+            warm_up_decoders()
+
+    def _entries(self) -> Iterator[Entry]:
+        for number, path in enumerate(self.paths):
+            listing = list_shard(path)
+            for key, members in listing.groups:
+                yield Entry(number, f"{self.names[number]}/{key}", members)
+            if listing.damage is not None:
+                yield Entry(number, self.names[number], damage=listing.damage)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def key(self, index: int) -> str:
+        return self.entries[index].key
+
+    def measure(self, index: int) -> dict[str, Any]:
+        entry = self.entries[index]
+        if entry.damage is not None:
+            detail = f"shard {self.names[entry.shard]} {entry.damage}"
+            return {
+                "info": {"shard": self.names[entry.shard]},
+                "findings": [{"kind": "unreadable", "detail": detail}],
+            }
+        if self._capture is None or self._capture_pid != os.getpid():
+            self._capture, self._capture_pid = StderrCapture(), os.getpid()
+        findings: list[dict[str, str]] = []
+        info: dict[str, Any] = {"shard": self.names[entry.shard], "members": {}}
+        descriptor = self._descriptor(entry.shard)
+        for member in entry.members:
+            data = os.pread(descriptor, member.available, member.offset) if member.available else b""
+            info["members"][member.extension] = member.size
+            findings.extend(self._member_findings(member, data, info))
+        return {"info": info, "findings": findings}
+
+    def _descriptor(self, shard: int) -> int:
+        """One open shard per process: a worker's chunk of samples mostly lies in one shard."""
+        if self._open is not None and self._open[:2] == (os.getpid(), shard):
+            return self._open[2]
+        if self._open is not None and self._open[0] == os.getpid():
+            os.close(self._open[2])
+        descriptor = os.open(self.paths[shard], os.O_RDONLY)
+        self._open = (os.getpid(), shard, descriptor)
+        return descriptor
+
+    def _member_findings(self, member: Member, data: bytes, info: dict[str, Any]) -> list[dict[str, str]]:
+        name = f"member .{member.extension}"
+        if len(data) < member.size:
+            return [
+                {"kind": "corrupt", "detail": f"{name} cut: {len(data)} of {member.size} bytes in the shard"}
+            ]
+        last = member.extension.rpartition(".")[2]
+        if last in IMAGE_EXTENSIONS:
+            assert self._capture is not None
+            probe = probe_image_bytes(data, "." + last, self.options, self._capture)
+            measured = probe.measurement()
+            info.setdefault("image", measured["info"])
+            return [{"kind": f["kind"], "detail": f"{name}: {f['detail']}"} for f in measured["findings"]]
+        if not data:
+            return [{"kind": "empty", "detail": f"{name} is empty (0 bytes)"}]
+        problem = decode_problem(last, data)
+        return [] if problem is None else [{"kind": "corrupt", "detail": f"{name}: {problem}"}]
+
+
+def decode_problem(extension: str, data: bytes) -> str | None:
+    """Why a non-image member does not decode as its extension says, or None (unknown ones pass)."""
+    if extension not in {"json", "cls", "txt"}:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 text (byte {exc.start})"
+    if extension == "json":
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            return f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+    elif extension == "cls":
+        try:
+            int(text.strip())
+        except ValueError:
+            return f"a .cls member must hold an integer class, got {text.strip()[:40]!r}"
+    return None
+
+
+def webdataset_description(
+    pattern: str, *, max_pixels: int = DEFAULT_MAX_PIXELS, all_frames: bool = False
+) -> Any:
+    """The SourceDescription of a shard scan; a pattern that names no file is a usage error."""
+    from datalint.scan.sources import SourceDescription
+
+    shard_paths(pattern)  # fail here, with exit 2, rather than in the first worker
+    return SourceDescription.make("webdataset", pattern, max_pixels=max_pixels, all_frames=all_frames)
