@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "quarantine": "datalint.commands.quarantine",
     "doctor": "datalint.commands.doctor",
     "bench": "datalint.commands.bench",
+    "run": "datalint.commands.run",
     "report": "datalint.commands.report",
     "docs": "datalint.commands.docs",
     "serve": "datalint.commands.serve",

@@ -180,3 +180,41 @@ def effective_cpu_count(root: Path = Path("/")) -> int:
     cgroup = read_cgroup(root)
     quota = cgroup.cpu_quota if cgroup is not None else None
     return usable_cpu_count(os.cpu_count(), read_affinity(), quota) or 1
+
+
+# --- memory events ----------------------------------------------------------------------------
+
+
+def _parse_flat_keyed(text: str) -> dict[str, int]:
+    """`key value` lines (memory.events, memory.oom_control) as a dict of the numeric ones."""
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            values[parts[0]] = int(parts[1])
+    return values
+
+
+def read_memory_events(root: Path = Path("/")) -> dict[str, int]:
+    """The memory cgroup's OOM counters: v2 `memory.events` (`oom`, `oom_kill`, `max`, ...) of the
+    nearest cgroup on the path up that has one, or v1 `memory.oom_control`'s `oom_kill` and
+    `memory.failcnt` (as `max`: times usage hit the limit). Empty when there is no memory cgroup."""
+    base = root / "sys/fs/cgroup"
+    own = _own_cgroups(root)
+    if not own or not base.is_dir():
+        return {}
+    if (base / "cgroup.controllers").exists():
+        for directory in _ancestors(base, own.get("", "/")):
+            text = read_text(directory / "memory.events")
+            if text is not None:
+                return _parse_flat_keyed(text)
+        return {}
+    for directory in _v1_dirs(base, own, "memory"):
+        text = read_text(directory / "memory.oom_control")
+        if text is not None:
+            events = {k: v for k, v in _parse_flat_keyed(text).items() if k == "oom_kill"}
+            failcnt = read_int(directory / "memory.failcnt")
+            if failcnt is not None:
+                events["max"] = failcnt
+            return events
+    return {}

@@ -1,0 +1,222 @@
+"""Run a training command as a child and record its process tree until it ends.
+
+The child stays in datalint's process group, so a Ctrl-C from the terminal reaches it (and its
+DataLoader workers) exactly as it would without datalint; a signal sent to datalint itself (kill,
+a scheduler's SIGTERM) is forwarded to the child. The loop waits in `sigtimedwait`, which is both its
+clock and the way signals and the child's exit wake it.
+
+Workers are not datalint's children, so their exit status is read from /proc/PID/stat while they
+are zombies (before the training process reaps them): the tree's known pids are polled every
+POLL_SECONDS, the full sample is taken every SAMPLE_SECONDS.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datalint.flight import sampling, store
+from datalint.limits import effective_cpu_count, read_cgroup, read_memory_events
+
+SAMPLE_SECONDS = 1.0
+POLL_SECONDS = 0.01
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+SI_KERNEL = 0x80  # si_code of a signal the terminal generated: the child got its own copy
+
+
+def event(t: float, pid: int | None, role: str, kind: str, detail: str = "",
+          number: int | None = None) -> dict[str, Any]:
+    """One row of the record's `events` table."""
+    return {"t": t, "pid": pid, "role": role, "kind": kind, "detail": detail, "signal": number}
+
+
+@dataclass
+class Tracked:
+    pid: int
+    role: str
+    worker: int | None
+    cpu_ticks: int
+    exe: str | None
+    zombie_status: int | None = None
+
+
+@dataclass
+class Tree:
+    """The processes of the run seen so far: roles, last CPU ticks, deaths."""
+
+    main_pid: int
+    main_exe: str | None
+    live: dict[int, Tracked] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def role_for(self, pid: int, exe: str | None) -> tuple[str, int | None]:
+        if pid == self.main_pid:
+            return "main", None
+        if exe is not None and exe == self.main_exe:
+            # DataLoader workers run the main's interpreter; numbered as torch numbers them, by start order
+            used = {t.worker for t in self.live.values() if t.worker is not None}
+            number = next(n for n in range(len(used) + 1) if n not in used)
+            return f"worker {number}", number
+        return "child", None
+
+
+def _exe(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
+def discover(tree: Tree, now: float) -> None:
+    """Add the tree's new processes (one /proc scan a second)."""
+    stats = sampling.all_processes()
+    for pid in sampling.descendants(stats, tree.main_pid):
+        if pid in tree.live or stats[pid].state == "Z":
+            continue
+        exe = _exe(pid)
+        role, worker = tree.role_for(pid, exe)
+        tree.live[pid] = Tracked(pid, role, worker, stats[pid].cpu_ticks, exe)
+        tree.events.append(event(now, pid, role, "start"))
+
+
+def poll_deaths(tree: Tree, now: float) -> None:
+    """Catch each known process's exit: its status while a zombie, or 'gone' if reaped unseen."""
+    for pid, tracked in list(tree.live.items()):
+        if pid == tree.main_pid:
+            continue  # its status comes from waitpid
+        stat = sampling.read_stat(pid)
+        if stat is not None and stat.state == "Z" and stat.exit_code is not None:
+            tracked.zombie_status = stat.exit_code
+        if stat is None or stat.state in ("Z", "X"):
+            status = tracked.zombie_status
+            if status is None and stat is None:
+                detail, number = "exited; status not seen (reaped before it was read)", None
+            elif status is None:
+                continue
+            else:
+                detail, number = sampling.describe_status(status)
+            del tree.live[pid]
+            tree.events.append(event(now, pid, tracked.role, "exit", detail, number))
+
+
+def sample(tree: Tree, now: float, elapsed: float, gpu: sampling.GpuReader,
+           usable_cpus: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    held: list[dict[str, int]] = []
+    for pid, tracked in tree.live.items():
+        stat = sampling.read_stat(pid)
+        if stat is None:
+            continue
+        rss, pss = sampling.read_memory(pid)
+        fds, segments = sampling.read_fds(pid)
+        read_bytes, write_bytes = sampling.read_io(pid)
+        cpu = (stat.cpu_ticks - tracked.cpu_ticks) / sampling.CLOCK_TICKS / elapsed if elapsed > 0 else 0.0
+        tracked.cpu_ticks = stat.cpu_ticks
+        held.append(segments)
+        rows.append({"t": now, "pid": pid, "role": tracked.role, "rss": rss, "pss": pss, "cpu": round(cpu, 3),
+                     "fds": fds, "read_bytes": read_bytes, "write_bytes": write_bytes})
+    shm_used, shm_total = sampling.shm_usage()
+    cgroup = read_cgroup(Path("/"))
+    events = read_memory_events()
+    gpus = gpu.read()
+    system = {
+        "t": now, "shm_used": shm_used, "shm_total": shm_total,
+        "shm_own": sum(sampling.tree_segments(held).values()),
+        "cgroup_usage": cgroup.memory_usage if cgroup else None,
+        "cgroup_limit": cgroup.memory_limit if cgroup else None,
+        "oom": events.get("oom"), "oom_kill": events.get("oom_kill"),
+        "cpu": round(sum(float(r["cpu"]) for r in rows), 3), "usable_cpus": usable_cpus,
+        "gpu_memory_used": sum(g.memory_used for g in gpus) if gpus else None,
+        "gpu_memory_total": sum(g.memory_total for g in gpus) if gpus else None,
+        "gpu_utilization": max(g.utilization for g in gpus) if gpus else None,
+    }
+    return rows, system
+
+
+def exit_code_of(returncode: int) -> int:
+    """The shell's convention: a child killed by signal N is 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+@dataclass(frozen=True)
+class RunResult:
+    returncode: int  # the exit code to pass on
+    outcome: str  # 'exited with 0', 'killed by SIGKILL'
+    record: Path
+
+
+def run_and_record(command: Sequence[str], record: Path, say: Any = None) -> RunResult:
+    """Start `command`, record it until it exits, and return its exit status."""
+    say = say or (lambda text: print(f"datalint run: {text}", file=sys.stderr))
+    wanted = set(FORWARDED) | {signal.SIGCHLD}
+    db = store.open_record(record)
+    gpu = sampling.GpuReader()
+    if gpu.source is None:
+        say("no GPU readable (neither nvidia-ml-py nor nvidia-smi): GPU columns stay empty")
+    cgroup = read_cgroup(Path("/"))
+    usable = effective_cpu_count()
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    try:
+        child = subprocess.Popen(
+            list(command), preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, old_mask),
+        )
+    except OSError as exc:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        from datalint.errors import UsageError
+
+        raise UsageError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
+    started = time.time()
+    store.start_run(db, command, started, memory_limit=cgroup.memory_limit if cgroup else None,
+                    shm_total=sampling.shm_usage()[1], usable_cpus=usable, gpu_source=gpu.source)
+    tree = Tree(child.pid, _exe(child.pid))
+    oom_kills = read_memory_events().get("oom_kill")
+    last_sample = 0.0
+    try:
+        while True:
+            info = signal.sigtimedwait(wanted, POLL_SECONDS)
+            if info is not None and info.si_signo != signal.SIGCHLD and info.si_code != SI_KERNEL:
+                child.send_signal(info.si_signo)
+            now = time.time()
+            poll_deaths(tree, now)
+            if child.poll() is not None:
+                break
+            if now - last_sample >= SAMPLE_SECONDS:
+                discover(tree, now)
+                rows, system = sample(tree, now, now - last_sample if last_sample else 0.0, gpu, usable)
+                oom_kills = _oom_event(tree, system, oom_kills, now)
+                store.write_second(db, rows, system, tree.events)
+                tree.events = []
+                last_sample = now
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    now = time.time()
+    poll_deaths(tree, now)
+    for pid, tracked in tree.live.items():  # left behind: still running after the main exited
+        if pid != tree.main_pid and sampling.read_stat(pid) is not None:
+            detail = "still running after the main process exited"
+            tree.events.append(event(now, pid, tracked.role, "orphan", detail))
+    outcome, number = sampling.describe_status(_wait_status(child.returncode))
+    tree.events.append(event(now, child.pid, "main", "exit", outcome, number))
+    store.finish_run(db, now, child.returncode, outcome, tree.events)
+    db.close()
+    return RunResult(exit_code_of(child.returncode), outcome, record)
+
+
+def _wait_status(returncode: int) -> int:
+    """Popen's returncode back as a waitpid status."""
+    return -returncode if returncode < 0 else returncode << 8
+
+
+def _oom_event(tree: Tree, system: dict[str, Any], before: int | None, now: float) -> int | None:
+    after = system.get("oom_kill")
+    if before is not None and after is not None and after > before:
+        detail = f"the cgroup's oom_kill counter rose by {after - before}"
+        tree.events.append(event(now, None, "", "oom_kill", detail))
+    return after if after is not None else before
