@@ -16,8 +16,10 @@ import math
 import multiprocessing
 import os
 import platform
+import re
 import resource
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -780,3 +782,246 @@ def estimate_as_dict(estimate: Estimate) -> dict[str, Any]:
     data["fits"] = {"max_workers": estimate.max_workers, "max_batch_size": estimate.max_batch_size}
     data["headroom"] = HEADROOM
     return data
+
+
+# --- after a crash: `datalint doctor --after` -------------------------------------------------
+
+# torch names its shared-memory files /torch_<creator pid>_<random>_<counter> (libshm)
+TORCH_SEGMENT = re.compile(r"^torch_(\d+)_")
+KERNEL_WINDOW_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A file in /dev/shm and who could still need it."""
+
+    path: str
+    size: int
+    age: float  # seconds since it was last written
+    creator: int | None  # the pid its name carries (torch's segments), None when it names none
+    held_by: tuple[int, ...]  # live processes with it open or mapped
+
+    @property
+    def leaked(self) -> bool:
+        """Its creator is gone and no process holds it: nobody can ever unlink it but us."""
+        return self.creator is not None and not self.held_by and not _pid_alive(self.creator)
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """An orphaned or zombie process that looks like a DataLoader worker."""
+
+    pid: int
+    ppid: int
+    state: str
+    rss: int | None
+    reason: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class AfterFacts:
+    kernel_lines: tuple[str, ...]
+    kernel_note: str
+    memory_events: Mapping[str, int]
+    segments: tuple[Segment, ...]
+    leftovers: tuple[Leftover, ...]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _held_segments(proc: Path, shm_dir: str) -> dict[str, list[int]]:
+    """shared-memory path -> pids holding it, from every readable /proc/PID/fd and /proc/PID/maps."""
+    held: dict[str, list[int]] = {}
+    prefix = shm_dir.rstrip("/") + "/"
+    for name in os.listdir(proc):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        paths: set[str] = set()
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(proc / name / "fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(proc / name / "fd" / fd)
+                    if target.startswith(prefix):
+                        paths.add(target.removesuffix(" (deleted)"))
+        for line in (read_text(proc / name / "maps") or "").splitlines():
+            where = line.find(prefix)
+            if where >= 0:
+                paths.add(line[where:].removesuffix(" (deleted)"))
+        for path in paths:
+            held.setdefault(path, []).append(pid)
+    return held
+
+
+def read_segments(
+    shm_dir: str = "/dev/shm", proc: Path = Path("/proc"), now: float | None = None
+) -> list[Segment]:
+    """Every file in the shared-memory directory with its size, age, creator and holders."""
+    now = time.time() if now is None else now
+    held = _held_segments(proc, shm_dir)
+    segments = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(shm_dir):
+            with contextlib.suppress(OSError):
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                match = TORCH_SEGMENT.match(entry.name)
+                segments.append(Segment(
+                    path=entry.path, size=st.st_blocks * 512, age=max(0.0, now - st.st_mtime),
+                    creator=int(match.group(1)) if match else None,
+                    held_by=tuple(sorted(held.get(entry.path, []))),
+                ))
+    return sorted(segments, key=lambda s: s.path)
+
+
+def clean_segments(segments: Sequence[Segment]) -> list[tuple[Segment, str]]:
+    """Unlink the leaked segments only (checked again just before), each with what happened."""
+    results = []
+    for segment in segments:
+        if not segment.leaked:
+            continue
+        try:
+            os.unlink(segment.path)
+            results.append((segment, "removed"))
+        except OSError as exc:
+            results.append((segment, f"not removed: {exc.strerror}"))
+    return results
+
+
+def _maps_torch(proc: Path, pid: int) -> bool:
+    return "libtorch" in (read_text(proc / str(pid) / "maps") or "")
+
+
+def read_leftovers(proc: Path = Path("/proc")) -> list[Leftover]:
+    """Zombie workers a live parent never reaped, and torch processes whose parent is gone."""
+    from datalint.flight.sampling import all_processes, read_memory
+
+    stats = all_processes(proc)
+    uid = os.getuid()
+    leftovers = []
+    for stat in stats.values():
+        if stat.pid == os.getpid() or (not stat.comm.startswith("python") and stat.comm != "pt_data_worker"):
+            continue
+        try:
+            if (proc / str(stat.pid)).stat().st_uid != uid:
+                continue
+        except OSError:
+            continue
+        parent = stats.get(stat.ppid)
+        if stat.state == "Z" and parent is not None and parent.pid != 1:
+            leftovers.append(Leftover(
+                stat.pid, stat.ppid, "zombie", None,
+                f"exited, never reaped by its parent {parent.comm} (pid {parent.pid})",
+                f"kill -TERM {parent.pid}   # the parent; a zombie holds no memory, only its pid",
+            ))
+        elif stat.ppid == 1 and stat.state != "Z" and _maps_torch(proc, stat.pid):
+            rss, _ = read_memory(stat.pid, proc)
+            leftovers.append(Leftover(
+                stat.pid, stat.ppid, "orphan", rss,
+                "a torch process whose parent is gone (reparented to init)",
+                f"kill -TERM {stat.pid}; sleep 10; kill -0 {stat.pid} 2>/dev/null && kill -KILL {stat.pid}",
+            ))
+    return leftovers
+
+
+def _recent_kernel_lines(
+    lines: Sequence[str], now: float, window: float = KERNEL_WINDOW_SECONDS
+) -> list[str]:
+    """dmesg -T lines ([Tue Dec  1 10:00:00 2026] ...) of the last `window` seconds; undated ones kept."""
+    recent = []
+    for line in lines:
+        stamp = line[1:line.find("]")] if line.startswith("[") else ""
+        try:
+            when = time.mktime(time.strptime(" ".join(stamp.split()), "%a %b %d %H:%M:%S %Y"))
+        except ValueError:
+            recent.append(line)
+            continue
+        if now - when <= window:
+            recent.append(line)
+    return recent
+
+
+def read_after(shm_dir: str = "/dev/shm", proc: Path = Path("/proc"), root: Path = Path("/")) -> AfterFacts:
+    from datalint.flight.diagnosis import kernel_log
+    from datalint.limits import read_memory_events
+
+    lines, note = kernel_log()
+    return AfterFacts(
+        kernel_lines=tuple(_recent_kernel_lines(lines, time.time())),
+        kernel_note=note,
+        memory_events=read_memory_events(root),
+        segments=tuple(read_segments(shm_dir, proc)),
+        leftovers=tuple(read_leftovers(proc)),
+    )
+
+
+def after_checks(facts: AfterFacts) -> list[Check]:
+    """What a crash left behind, as checks: kernel OOM records, cgroup counters, shm, processes."""
+    return [check(facts) for check in AFTER_CHECKS]
+
+
+def _check_kernel(facts: AfterFacts) -> Check:
+    if facts.kernel_note not in ("dmesg", "/dev/kmsg"):
+        return Check("kernel log", WARN, "not readable", facts.kernel_note)
+    oom = [line for line in facts.kernel_lines if re.search(r"killed process|out of memory", line, re.I)]
+    if oom:
+        fix = ("fewer workers or a smaller batch: "
+               "`datalint doctor --dataset SPEC --batch-size B --num-workers W`")
+        found = f"{len(oom)} OOM record(s) in the last hour"
+        return Check("kernel log", FAIL, found, "\n".join(oom[-10:]), fix)
+    return Check("kernel log", OK, f"no OOM record in the last hour ({facts.kernel_note})", "")
+
+
+def _check_memory_events(facts: AfterFacts) -> Check:
+    events = dict(facts.memory_events)
+    if not events:
+        return Check("cgroup memory events", OK, "no memory cgroup counters here", "")
+    text = ", ".join(f"{key} {value}" for key, value in sorted(events.items()))
+    if events.get("oom_kill"):
+        return Check("cgroup memory events", FAIL, text,
+                     "the cgroup's OOM killer ended processes since the cgroup was made (no times kept)",
+                     "`datalint run -- python train.py` records the memory curve up to the next kill")
+    return Check("cgroup memory events", OK, text, "no OOM kill counted in this cgroup")
+
+
+def _check_leaked_shm(facts: AfterFacts) -> Check:
+    leaked = [s for s in facts.segments if s.leaked]
+    total = sum(s.size for s in leaked)
+    if not leaked:
+        return Check("leaked shared memory", OK, f"none of {len(facts.segments)} segment(s)", "")
+    listed = "\n".join(
+        f"{s.path}  {human_bytes(s.size)}  {s.age / 60:.0f} min old  (creator pid {s.creator} gone)"
+        for s in leaked[:20]
+    )
+    more = f"\n... and {len(leaked) - 20} more" if len(leaked) > 20 else ""
+    return Check("leaked shared memory", WARN, f"{len(leaked)} segment(s), {human_bytes(total)}",
+                 listed + more, "datalint doctor --after --clean-shm   # removes only these")
+
+
+def _check_leftovers(facts: AfterFacts) -> Check:
+    if not facts.leftovers:
+        return Check("leftover workers", OK, "no orphaned or zombie DataLoader worker", "")
+    detail = "\n".join(
+        f"pid {p.pid} ({p.state}, {human_bytes(p.rss) if p.rss else 'no memory'}): {p.reason}"
+        for p in facts.leftovers
+    )
+    fixes = "; ".join(p.fix for p in facts.leftovers[:5])
+    return Check("leftover workers", WARN, f"{len(facts.leftovers)} process(es)", detail, fixes)
+
+
+AFTER_CHECKS: tuple[Callable[[AfterFacts], Check], ...] = (
+    _check_kernel,
+    _check_memory_events,
+    _check_leaked_shm,
+    _check_leftovers,
+)

@@ -30,6 +30,7 @@ examples:
   datalint doctor --dataset mymod:train_ds --batch-size 64 --num-workers 8
   datalint doctor --dataset mymod:train_ds --batch-size 64 --num-workers 8 --shm-bytes 64m  # in Docker?
   datalint doctor --index .datalint/scan.db --batch-size 64 --num-workers 8 --memory-bytes 16g
+  datalint doctor --after --clean-shm   # after a crash: OOM records, leaked /dev/shm, leftover workers
   datalint doctor --sample-bytes 600k --batch-size 64 --num-workers 4 --memory-bytes 16g --format json
 """
 
@@ -66,6 +67,20 @@ def register(subparsers: Any) -> None:
     limits = parser.add_argument_group("limits (override what is read here)")
     limits.add_argument("--shm-bytes", type=binary_size, metavar="N", help="free shared memory to plan for")
     limits.add_argument("--memory-bytes", type=binary_size, metavar="N", help="memory budget to plan for")
+    after = parser.add_argument_group("after a crash")
+    after.add_argument(
+        "--after", action="store_true",
+        help="what a crash left behind: kernel OOM records of the last hour, cgroup OOM counters, "
+        "shared-memory segments whose creator is gone, orphaned or zombie workers",
+    )
+    after.add_argument(
+        "--clean-shm", action="store_true",
+        help="with --after: remove the leaked segments (creator gone, held by no process), nothing else",
+    )
+    after.add_argument(
+        "--shm-dir", default="/dev/shm", metavar="DIR",
+        help="the shared-memory directory to look in (default: /dev/shm)",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(run=run)
 
@@ -93,6 +108,10 @@ def _loader_config(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from datalint import doctor
 
+    if args.clean_shm and not args.after:
+        raise UsageError("--clean-shm goes with --after: datalint doctor --after --clean-shm")
+    if args.after:
+        return run_after(args)
     config = _loader_config(args)
     facts = doctor.read_host()
     checks = doctor.host_checks(facts, config.num_workers if config else None)
@@ -115,6 +134,32 @@ def run(args: argparse.Namespace) -> int:
     return 1 if doctor.worst_status(checks) == doctor.FAIL else 0
 
 
+def run_after(args: argparse.Namespace) -> int:
+    """`doctor --after`: the checks of what a crash left, and with --clean-shm the cleaning."""
+    from dataclasses import asdict
+
+    from datalint import doctor
+
+    facts = doctor.read_after(args.shm_dir)
+    checks = doctor.after_checks(facts)
+    cleaned = doctor.clean_segments(facts.segments) if args.clean_shm else []
+    if args.format == "json":
+        document = {
+            "checks": [asdict(c) for c in checks],
+            "segments": [{**asdict(s), "leaked": s.leaked} for s in facts.segments],
+            "leftovers": [asdict(p) for p in facts.leftovers],
+            "cleaned": [{"path": s.path, "size": s.size, "result": result} for s, result in cleaned],
+        }
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _print_text(checks, None)
+        for segment, result in cleaned:
+            print(f"clean {segment.path}: {result} ({doctor.human_bytes(segment.size)})")
+    _print_summary(checks)
+    return 1 if doctor.worst_status(checks) == doctor.FAIL else 0
+
+
 def _print_json(checks: list[Any], estimate: Any, facts: Any) -> None:
     from dataclasses import asdict
 
@@ -133,7 +178,8 @@ def _print_text(checks: list[Any], estimate: Any) -> None:
     width = max(len(c.name) for c in checks)
     for check in checks:
         print(f"{check.status:<5} {check.name:<{width}}  {check.value}")
-        print(f"{'':<5} {'':<{width}}  {check.detail}")
+        for line in check.detail.splitlines():
+            print(f"{'':<5} {'':<{width}}  {line}")
         if check.fix:
             print(f"{'':<5} {'':<{width}}  fix: {check.fix}")
     if estimate is not None:
