@@ -25,6 +25,7 @@ examples:
   datalint check src --format json --output-file lint.json
   datalint report .datalint/scan.db -o report.html --lint lint.json --bench bench.json
   datalint report .datalint/scan.db --datasette-metadata meta.json
+  datalint report --run .datalint/run.db -o run.html   # a `datalint run` record over time
   datasette .datalint/scan.db --metadata meta.json
 """
 
@@ -37,7 +38,13 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("db", metavar="DB", type=Path, help="the scan index (.db) written by `datalint scan`")
+    parser.add_argument(
+        "db", metavar="DB", type=Path, nargs="?", help="the scan index (.db) written by `datalint scan`",
+    )
+    parser.add_argument(
+        "--run", type=Path, metavar="RECORD", dest="run_record",
+        help="draw a `datalint run` record over time instead (memory, shm, CPU, GPU; limits, worker deaths)",
+    )
     add_output_file(
         parser,
         type=Path,
@@ -83,6 +90,10 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from datalint.report import ReportOptions, datasette_metadata, write_report
 
+    if args.run_record is not None:
+        return _run_report(args)
+    if args.db is None:
+        raise UsageError("name the scan index to report on (datalint report DB), or --run RECORD")
     if args.image_root is not None and not args.image_root.is_dir():
         raise UsageError(f"--image-root {args.image_root}: not a folder")
     if args.datasette_metadata is not None:
@@ -105,6 +116,24 @@ def run(args: argparse.Namespace) -> int:
         + (f", {result.previews:,} previews" if result.previews else ""),
         file=sys.stderr,
     )
+    return 0
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from datalint.report.run_page import render_run_page
+
+    if args.db is not None:
+        raise UsageError("--run draws a `datalint run` record on its own: drop DB, or --run")
+    if not args.run_record.is_file():
+        raise UsageError(f"--run {args.run_record}: no such record (written by `datalint run --record PATH`)")
+    output = args.output_file or Path("run-report.html")
+    page = render_run_page(args.run_record, args.title)
+    try:
+        output.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{output}: cannot write ({exc.strerror or exc})") from exc
+    size = len(page.encode()) / 1e6
+    print(f"wrote {output} ({size:.2f} MB) from the run record {args.run_record}", file=sys.stderr)
     return 0
 
 

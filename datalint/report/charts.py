@@ -310,3 +310,68 @@ def size_heatmap(sizes: dict[tuple[int, int], int], *, title: str) -> Html:
         _label(str(2**cy), LEFT - 4, BASE - (cy - y_lo) * ch + 4, "end") for cy in range(y_lo, y_hi + 1)
     ]
     return _svg(title, parts)
+
+
+# --- time series (the records of `datalint run`) ---------------------------------------------
+
+MAX_POINTS = 600  # per line: a long run is thinned to this many points, keeping each bucket's peak
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    points: tuple[tuple[float, float], ...]  # (seconds since start, value)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """An event drawn as a vertical line at its time: a worker's death."""
+
+    label: str
+    t: float
+
+
+def thin(points: Sequence[tuple[float, float]], limit: int = MAX_POINTS) -> list[tuple[float, float]]:
+    """At most `limit` points, each bucket keeping its largest value (a peak must not vanish)."""
+    if len(points) <= limit:
+        return list(points)
+    size = math.ceil(len(points) / limit)
+    return [max(points[i : i + size], key=lambda p: p[1]) for i in range(0, len(points), size)]
+
+
+def time_series(
+    series: Sequence[Series], *, title: str, fmt: Formatter = format_count,
+    limits: Sequence[Threshold] = (), marks: Sequence[Mark] = (),
+) -> Html:
+    """Lines over time, with limits as dashed horizontal lines and events as vertical ones."""
+    drawn = [s for s in series if s.points]
+    if not drawn:
+        return empty_chart(title, "nothing recorded")
+    t_end = max(max(t for t, _ in s.points) for s in drawn) or 1.0
+    top = max([max(v for _, v in s.points) for s in drawn] + [lim.value for lim in limits]) or 1.0
+    left, right = LEFT + 14, WIDTH - RIGHT - 90  # room for the legend on the right
+
+    def x(t: float) -> float:
+        return left + t / t_end * (right - left)
+
+    def y(v: float) -> float:
+        return BASE - v / top * (BASE - TOP)
+
+    parts: list[object] = [_line("axis", left, BASE, right, BASE), _line("axis", left, TOP, left, BASE)]
+    parts += [_label(fmt(top), left - 4, TOP + 4, "end"), _label("0", left - 4, BASE, "end")]
+    parts += [_label(format_seconds(t_end), right, BASE + 14, "end"), _label("0 s", left, BASE + 14)]
+    for lim in limits:
+        label = _label(f"{lim.label} {fmt(lim.value)}", right + 4, y(lim.value) + 4, css="limit-label")
+        line = _line("limit", left, y(lim.value), right, y(lim.value))
+        parts.append(el("g", line, label, class_="threshold"))
+    for mark in marks:
+        parts.append(el("g", el("title", mark.label), _line("death", x(mark.t), TOP, x(mark.t), BASE),
+                        _label(f"✕ {_clip(mark.label, 14)}", x(mark.t) + 3, TOP + 8, css="death-label"),
+                        class_="mark"))
+    for i, s in enumerate(drawn[:6]):
+        coords = " ".join(f"{_n(x(t))},{_n(y(v))}" for t, v in thin(s.points))
+        parts.append(el("polyline", el("title", s.label), class_=f"series s{i}", points=coords))
+        row = TOP + 24 + 14 * i
+        parts.append(el("g", _line(f"series s{i}", right + 4, row, right + 16, row),
+                        _label(_clip(s.label, 12), right + 19, row + 4)))
+    return _svg(title, parts)
