@@ -95,8 +95,8 @@ def render_run_page(path: Path, title: str | None = None) -> str:
         summary.append(el("div", *shown, class_="warnbox"))
     css = _asset("report.css")
     policy = f"default-src 'none'; style-src {_csp_hash(css)}; base-uri 'none'; form-action 'none'"
-    head = el("head", Html('<meta charset="utf-8">'), el("meta", http_equiv="Content-Security-Policy", content=policy),
-              el("title", title), el("style", Html(css)))
+    csp = el("meta", http_equiv="Content-Security-Policy", content=policy)
+    head = el("head", Html('<meta charset="utf-8">'), csp, el("title", title), el("style", Html(css)))
     main = el("main", el("section", el("h2", "Run"), *summary),
               el("section", el("h2", "Over time"), *run_charts(record), id="charts"))
     body = el("body", el("header", el("h1", title), class_="top"), main)

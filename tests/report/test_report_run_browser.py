@@ -71,7 +71,7 @@ def test_a_missing_record_is_a_usage_error(tmp_path: Path, capsys: pytest.Captur
     assert "no such record" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (`make browser` installs Debian's package)")
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (`make browser` installs it)")
 def test_the_run_charts_render_in_a_real_browser(record: Path, tmp_path: Path) -> None:
     out = tmp_path / "run.html"
     assert main(["report", "--run", str(record), "-o", str(out)]) == 0
@@ -81,7 +81,8 @@ def test_the_run_charts_render_in_a_real_browser(record: Path, tmp_path: Path) -
         page = browser.open(out.resolve().as_uri())
         charts = page.evaluate("document.querySelectorAll('svg.chart').length")
         assert charts >= 5
-        marks = page.evaluate("Array.from(document.querySelectorAll('svg .mark title')).map(t => t.textContent)")
+        titles = "Array.from(document.querySelectorAll('svg .mark title')).map(t => t.textContent)"
+        marks = page.evaluate(titles)
         assert any("worker 1 killed by SIGKILL" in m for m in marks)
         # the memory chart's lines really have a drawn extent on screen
         width = page.evaluate("document.querySelector('svg.chart polyline').getBoundingClientRect().width")
