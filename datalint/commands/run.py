@@ -41,7 +41,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--quiet", action="store_true", help="no diagnosis, only the exit status")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...")
-    parser.set_defaults(run=run, extras=("scan",))
+    parser.set_defaults(run=run)  # the standard library only
 
 
 def run(args: argparse.Namespace) -> int:

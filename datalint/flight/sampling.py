@@ -86,6 +86,40 @@ def descendants(stats: Mapping[int, ProcStat], root_pid: int) -> list[int]:
     return order
 
 
+def children_of(pid: int, proc: Path = Path("/proc")) -> list[int] | None:
+    """The pids of a process's children from /proc/PID/task/*/children (no full /proc scan); None
+    where the kernel lacks those files (CONFIG_PROC_CHILDREN)."""
+    try:
+        tasks = os.listdir(proc / str(pid) / "task")
+    except OSError:
+        return []
+    children: list[int] = []
+    for task in tasks:
+        text = read_text(proc / str(pid) / "task" / task / "children")
+        if text is None:
+            return None if not (proc / str(pid) / "task" / task / "children").exists() else children
+        children.extend(int(c) for c in text.split())
+    return children
+
+
+def tree_of(root_pid: int, proc: Path = Path("/proc")) -> dict[int, ProcStat]:
+    """`root_pid` and its descendants with their stat, parents first."""
+    stats: dict[int, ProcStat] = {}
+    frontier = [root_pid]
+    while frontier:
+        pid = frontier.pop(0)
+        stat = read_stat(pid, proc)
+        if stat is None:
+            continue
+        stats[pid] = stat
+        children = children_of(pid, proc)
+        if children is None:  # no children files: one scan of /proc instead
+            everything = all_processes(proc)
+            return {p: everything[p] for p in descendants(everything, root_pid)}
+        frontier.extend(children)
+    return stats
+
+
 def read_memory(pid: int, proc: Path = Path("/proc")) -> tuple[int | None, int | None]:
     """(RSS, PSS) in bytes from smaps_rollup: PSS splits pages shared with the other workers."""
     text = read_text(proc / str(pid) / "smaps_rollup")

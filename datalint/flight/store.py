@@ -1,4 +1,4 @@
-"""The record of one `datalint run`: a SQLite file written by the recorder alone (sqlite-utils).
+"""The record of one `datalint run`: a SQLite file written by the recorder alone.
 
 Tables: `run` (one row: the command, start and end, exit status, limits), `processes` (one row
 per process per second), `system` (one row per second: /dev/shm, cgroup, CPU, GPU) and `events`
@@ -8,6 +8,7 @@ per process per second), `system` (one row per second: /dev/shm, cgroup, CPU, GP
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,61 +16,72 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 
-def open_record(path: Path) -> Any:
-    """A fresh record at `path` (an old one there is replaced: one file, one run)."""
-    import sqlite_utils
+TABLES: dict[str, dict[str, str]] = {
+    "run": {"id": "INTEGER PRIMARY KEY", "command": "TEXT", "started": "REAL", "finished": "REAL",
+            "returncode": "INTEGER", "outcome": "TEXT", "memory_limit": "INTEGER", "shm_total": "INTEGER",
+            "usable_cpus": "INTEGER", "gpu_source": "TEXT"},
+    "processes": {"t": "REAL", "pid": "INTEGER", "role": "TEXT", "rss": "INTEGER", "pss": "INTEGER",
+                  "cpu": "REAL", "fds": "INTEGER", "read_bytes": "INTEGER", "write_bytes": "INTEGER"},
+    "system": {"t": "REAL", "shm_used": "INTEGER", "shm_total": "INTEGER", "shm_own": "INTEGER",
+               "cgroup_usage": "INTEGER", "cgroup_limit": "INTEGER", "oom": "INTEGER", "oom_kill": "INTEGER",
+               "cpu": "REAL", "usable_cpus": "INTEGER", "gpu_memory_used": "INTEGER",
+               "gpu_memory_total": "INTEGER", "gpu_utilization": "INTEGER"},
+    "events": {"t": "REAL", "pid": "INTEGER", "role": "TEXT", "kind": "TEXT", "detail": "TEXT",
+               "signal": "INTEGER"},
+}
 
-    for suffix in ("", "-wal", "-shm"):
+
+def open_record(path: Path) -> sqlite3.Connection:
+    """A fresh record at `path` (an old one there is replaced: one file, one run).
+
+    The standard library's sqlite3, not sqlite-utils: sqlite-utils imports numpy, which would put
+    ~130 MiB into the recorder that sits beside the training for its whole run. The record is plain
+    SQLite, so sqlite-utils and datasette read it as any other.
+    """
+    for suffix in ("", "-wal", "-shm", "-journal"):
         Path(str(path) + suffix).unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite_utils.Database(path)
+    db = sqlite3.connect(path, isolation_level=None)
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    db.table("run").create(
-        {"id": int, "command": str, "started": float, "finished": float, "returncode": int,
-         "outcome": str, "memory_limit": int, "shm_total": int, "usable_cpus": int, "gpu_source": str},
-        pk="id",
-    )
-    db.table("processes").create(
-        {"t": float, "pid": int, "role": str, "rss": int, "pss": int, "cpu": float, "fds": int,
-         "read_bytes": int, "write_bytes": int},
-    )
-    db.table("system").create(
-        {"t": float, "shm_used": int, "shm_total": int, "shm_own": int, "cgroup_usage": int,
-         "cgroup_limit": int, "oom": int, "oom_kill": int, "cpu": float, "usable_cpus": int,
-         "gpu_memory_used": int, "gpu_memory_total": int, "gpu_utilization": int},
-    )
-    db.table("events").create(
-        {"t": float, "pid": int, "role": str, "kind": str, "detail": str, "signal": int},
-    )
+    db.execute("PRAGMA journal_mode = WAL")
+    for name, columns in TABLES.items():
+        db.execute(f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in columns.items())})")
     return db
 
 
-def start_run(db: Any, command: Sequence[str], started: float, **limits: Any) -> None:
-    db["run"].insert({"id": 1, "command": json.dumps(list(command)), "started": started, **limits})
+def _insert(db: sqlite3.Connection, table: str, rows: Sequence[dict[str, Any]]) -> None:
+    columns = list(TABLES[table])
+    db.executemany(
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+        [tuple(row.get(c) for c in columns) for row in rows],
+    )
 
 
-def write_second(db: Any, processes: list[dict[str, Any]], system: dict[str, Any],
+def start_run(db: sqlite3.Connection, command: Sequence[str], started: float, **limits: Any) -> None:
+    _insert(db, "run", [{"id": 1, "command": json.dumps(list(command)), "started": started, **limits}])
+
+
+def write_second(db: sqlite3.Connection, processes: list[dict[str, Any]], system: dict[str, Any],
                  events: list[dict[str, Any]]) -> None:
     """One second of the series in one transaction."""
-    with db.conn:
-        if processes:
-            db["processes"].insert_all(processes)
-        db["system"].insert(system)
-        if events:
-            db["events"].insert_all(events)
+    db.execute("BEGIN")
+    _insert(db, "processes", processes)
+    _insert(db, "system", [system])
+    _insert(db, "events", events)
+    db.execute("COMMIT")
 
 
-def finish_run(db: Any, finished: float, returncode: int, outcome: str, events: list[dict[str, Any]]) -> None:
-    with db.conn:
-        if events:
-            db["events"].insert_all(events)
-        db["run"].update(1, {"finished": finished, "returncode": returncode, "outcome": outcome})
+def finish_run(db: sqlite3.Connection, finished: float, returncode: int, outcome: str,
+               events: list[dict[str, Any]]) -> None:
+    db.execute("BEGIN")
+    _insert(db, "events", events)
+    db.execute("UPDATE run SET finished = ?, returncode = ?, outcome = ? WHERE id = 1",
+               (finished, returncode, outcome))
+    db.execute("COMMIT")
 
 
 def load_record(path: Path) -> dict[str, Any]:
     """The whole record as plain rows (for the diagnosis and the report)."""
-    import sqlite3
-
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     conn.row_factory = sqlite3.Row
     try:

@@ -26,7 +26,7 @@ from datalint.flight import sampling, store
 from datalint.limits import effective_cpu_count, read_cgroup, read_memory_events
 
 SAMPLE_SECONDS = 1.0
-POLL_SECONDS = 0.01
+POLL_SECONDS = 0.02
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 SI_KERNEL = 0x80  # si_code of a signal the terminal generated: the child got its own copy
 
@@ -76,8 +76,8 @@ def _exe(pid: int) -> str | None:
 
 def discover(tree: Tree, now: float) -> None:
     """Add the tree's new processes (one /proc scan a second)."""
-    stats = sampling.all_processes()
-    for pid in sampling.descendants(stats, tree.main_pid):
+    stats = sampling.tree_of(tree.main_pid)
+    for pid in sorted(stats, key=lambda p: (stats[p].start_ticks, p)):
         if pid in tree.live or stats[pid].state == "Z":
             continue
         exe = _exe(pid)
