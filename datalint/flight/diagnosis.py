@@ -124,7 +124,8 @@ def _peaks(record: dict[str, Any]) -> list[str]:
     system, run = record["system"], record["run"]
     peak = tree_memory_peak(record["processes"])
     cgroup_peak, limit = _peak(system, "cgroup_usage"), run.get("memory_limit")
-    lines = [f"memory peak: tree {human_bytes(peak)} (sum of PSS), cgroup {human_bytes(cgroup_peak)} "
+    lines = [f"memory peak: tree {human_bytes(peak)} (sum of PSS where read, else RSS), "
+             f"cgroup {human_bytes(cgroup_peak)} "
              f"of limit {human_bytes(limit) if limit else 'none'}"]
     shm_peak, shm_total, own = _peak(system, "shm_used"), run.get("shm_total"), _peak(system, "shm_own")
     lines.append(f"/dev/shm peak: {human_bytes(shm_peak)} of {human_bytes(shm_total)} "

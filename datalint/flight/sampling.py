@@ -120,6 +120,15 @@ def tree_of(root_pid: int, proc: Path = Path("/proc")) -> dict[int, ProcStat]:
     return stats
 
 
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def read_rss(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """RSS in bytes from /proc/PID/statm: a few microseconds, where smaps_rollup walks the page tables."""
+    parts = (read_text(proc / str(pid) / "statm") or "").split()
+    return int(parts[1]) * PAGE_SIZE if len(parts) > 1 and parts[1].isdigit() else None
+
+
 def read_memory(pid: int, proc: Path = Path("/proc")) -> tuple[int | None, int | None]:
     """(RSS, PSS) in bytes from smaps_rollup: PSS splits pages shared with the other workers."""
     text = read_text(proc / str(pid) / "smaps_rollup")

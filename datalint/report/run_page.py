@@ -58,8 +58,9 @@ def run_charts(record: dict[str, Any]) -> list[Html]:
     cpu_limits = [Threshold("usable CPUs", run["usable_cpus"])] if run.get("usable_cpus") else []
     charts = [
         time_series([_tree_total(processes, started), _series(system, "cgroup_usage", started, "cgroup"),
-                     *_per_process(processes, "pss", started)],
-                    title="memory (PSS) per process", fmt=format_bytes, limits=memory_limits, marks=marks),
+                     *_per_process(processes, "rss", started)],
+                    title="memory (RSS per process; tree: PSS where read)", fmt=format_bytes,
+                    limits=memory_limits, marks=marks),
         time_series([_series(system, "shm_used", started, "/dev/shm used"),
                      _series(system, "shm_own", started, "training's")],
                     title="shared memory", fmt=format_bytes, limits=shm_limits, marks=marks),
