@@ -10,7 +10,7 @@ what it can take from the training.
 Memory: `datalint run` records a process tree of a main and 2 forked workers for --duration
 seconds; the recorder's RSS is read every --every seconds.
 
-    .venv/bin/python benchmarks/run_overhead.py [--rounds 3] [--batches 150] [--duration 120] [--every 10]
+    .venv/bin/python benchmarks/run_overhead.py [--rounds 3] [--batches 1500] [--duration 120] [--every 10]
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def memory(duration: float, every: float, folder: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--batches", type=int, default=150)
+    parser.add_argument("--batches", type=int, default=1500)
     parser.add_argument("--duration", type=float, default=120.0)
     parser.add_argument("--every", type=float, default=10.0)
     args = parser.parse_args()
