@@ -1,4 +1,4 @@
-"""`datalint serve --config FILE`: the scanner as a service; `datalint serve token add`: its tokens."""
+"""`datalint serve --config FILE`, the scanner as a service, and `datalint serve token add NAME`."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ from datalint.service.registry import Registry
 
 logger = logging.getLogger("datalint.service")
 COOKIE = "datalint_token"
-_BEARER = HTTPBearer(auto_error=False, description="a token from `datalint serve token add`")
+_BEARER = HTTPBearer(auto_error=False, description="a token from `datalint serve token add NAME`")
 _CSP_META = re.compile(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">')
 
 DatasetName = Annotated[str, Path(pattern=NAME_PATTERN.pattern, description="a registered dataset")]

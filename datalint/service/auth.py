@@ -1,6 +1,6 @@
 """Bearer tokens with scopes, stored hashed (`tokens.toml`), compared in constant time.
 
-A token is 32 random bytes (`secrets.token_urlsafe`), shown once by `datalint serve token add` and
+A token is 32 random bytes (`secrets.token_urlsafe`), shown once by `datalint serve token add NAME` and
 never stored: the file keeps its SHA-256. A slow password hash (bcrypt, scrypt) protects guessable
 secrets; a 256-bit random token cannot be guessed, so one SHA-256 per request is enough, and it keeps
 authentication off the ingest path's latency. Every stored hash is compared with
