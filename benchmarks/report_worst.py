@@ -7,7 +7,7 @@ exception message and a distinct ~6 KB traceback, and carries a second finding w
 detail: the text a real scan stores when a dataset raises long messages (a JSON decoder quoting
 its input, a shape error listing every tensor). Then, each in a fresh process:
 - `datalint report DB -o report.html`: wall time and page size;
-- the page opened in headless Chromium over the DevTools protocol (the tests' driver): the time
+- the page, and the largest of the table's sibling pages, opened in headless Chromium over the DevTools protocol (the tests' driver): the time
   from navigation to the load event and to the first page of rows drawn, browser start excluded.
 """
 
@@ -93,13 +93,15 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     db, page = args.out / "worst.db", args.out / "worst.html"
-    for stale in args.out.glob("worst.db*"):
+    for stale in (*args.out.glob("worst.db*"), *args.out.glob("worst.rows-*.html")):
         stale.unlink()
     make_index(db, args.samples)
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "datalint", "report", str(db), "-o", str(page)], check=True)
     report_s = time.perf_counter() - start
     loaded, drawn = time_in_browser(page)
+    siblings = sorted(args.out.glob("worst.rows-*.html"), key=lambda p: p.stat().st_size)
+    sibling_load = time_in_browser(siblings[-1])[0] if siblings else None
     print(
         json.dumps(
             {
@@ -109,6 +111,9 @@ def main() -> None:
                 "page_mb": round(page.stat().st_size / 1e6, 2),
                 "chromium_load_s": round(loaded, 2),
                 "chromium_first_rows_s": round(drawn, 2),
+                "table_pages": 1 + len(siblings),
+                "largest_sibling_mb": round(siblings[-1].stat().st_size / 1e6, 2) if siblings else None,
+                "chromium_largest_sibling_load_s": round(sibling_load, 2) if sibling_load else None,
             }
         )
     )

@@ -116,6 +116,12 @@ def run(args: argparse.Namespace) -> int:
         + (f", {result.previews:,} previews" if result.previews else ""),
         file=sys.stderr,
     )
+    if result.pages:
+        print(
+            f"the table continues in {len(result.pages):,} more pages next to it: "
+            f"{result.pages[0].name} ... {result.pages[-1].name}",
+            file=sys.stderr,
+        )
     return 0
 
 

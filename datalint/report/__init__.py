@@ -22,7 +22,7 @@ from datalint.errors import DatalintError
 from datalint.extras import require as require_extra
 from datalint.report.extras import load_bench, load_lint_findings
 from datalint.report.index import IndexSummary, open_index, read_index
-from datalint.report.render import Page, render_page, table_data
+from datalint.report.render import Page, render_page, render_table_page, sibling_name, table_pages
 from datalint.report.thumbs import Thumbnail, thumbnail
 
 __all__ = ["ReportOptions", "ReportResult", "build_report", "datasette_metadata", "write_report"]
@@ -46,12 +46,20 @@ class ReportResult:
     samples: int
     flagged: int
     quarantined: int
-    rows: int
+    rows: int  # flagged samples in the table, over all its pages
     previews: int
+    pages: tuple[Path, ...] = ()  # the table's sibling files, past the report's own first page
 
 
 def build_report(db: Path, options: ReportOptions) -> tuple[str, Page]:
-    """The page as HTML, and the values it was drawn from."""
+    """The page as HTML, and the values it was drawn from. One page: table rows past its size
+    budget are left to the index (`write_report` puts them in sibling files)."""
+    page = read_page(db, options)
+    return render_page(page), page
+
+
+def read_page(db: Path, options: ReportOptions) -> Page:
+    """The values the report shows, read from the index and the optional inputs."""
     for name, value in (("--max-rows", options.max_rows), ("--thumbnails", options.thumbnails)):
         if value < 0:
             raise DatalintError(f"{name} must be 0 or more, not {value}")
@@ -60,7 +68,7 @@ def build_report(db: Path, options: ReportOptions) -> tuple[str, Page]:
     index = read_index(db, max_rows=options.max_rows, max_good_images=options.good_thumbnails)
     flagged_thumbs, good_thumbs = _previews(index, options)
     run = index.scan_run
-    page = Page(
+    return Page(
         title=options.title or f"datalint report: {run.spec if run else db.name}",
         generated=datetime.now(UTC).isoformat(timespec="seconds"),
         index=index,
@@ -70,7 +78,6 @@ def build_report(db: Path, options: ReportOptions) -> tuple[str, Page]:
         bench=bench,
         browse_hint=f"datasette {db} --metadata meta.json",
     )
-    return render_page(page), page
 
 
 def write_report(
@@ -84,7 +91,13 @@ def write_report(
     output = Path(output)
     if not output.parent.is_dir():  # before the work, not after it
         raise DatalintError(f"{output}: the folder {output.parent} does not exist")
-    html, page = build_report(Path(db), options or ReportOptions())
+    page = read_page(Path(db), options or ReportOptions())
+    pages = table_pages(page.index)  # the first page in the report, each other one in a file next to it
+    html = render_page(page, pages, output.name)
+    siblings = tuple(output.with_name(sibling_name(output.name, n)) for n in range(2, len(pages) + 1))
+    for number, sibling in enumerate(siblings, start=2):  # before the report, so its links resolve
+        _write_atomic(sibling, render_table_page(page, pages, output.name, number).encode("utf-8"))
+    _remove_stale_pages(output, len(pages))
     data = html.encode("utf-8")
     _write_atomic(output, data)
     index = page.index
@@ -95,9 +108,21 @@ def write_report(
         index.sample_count,
         index.flagged_total,
         index.quarantined_total,
-        len(table_data(index).rows),  # what the size budget let into the table
+        sum(len(table.rows) for table in pages),
         previews,
+        siblings,
     )
+
+
+def _remove_stale_pages(output: Path, count: int) -> None:
+    """Table pages a longer earlier report left next to this one: their links would lie."""
+    number = count + 1
+    while (stale := output.with_name(sibling_name(output.name, number))).is_file():
+        try:
+            stale.unlink()
+        except OSError as exc:
+            raise DatalintError(f"{stale}: cannot remove an old table page ({exc.strerror or exc})") from exc
+        number += 1
 
 
 def _write_atomic(output: Path, data: bytes) -> None:

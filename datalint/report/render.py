@@ -14,7 +14,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from importlib import resources
 from typing import Any
@@ -85,7 +85,60 @@ def json_island(value: Any) -> Html:
     return Html(data)
 
 
-def render_page(page: Page) -> str:
+def sibling_name(output_name: str, number: int) -> str:
+    """The file of table page `number` (1 is the report itself): report.html -> report.rows-2.html."""
+    if number == 1:
+        return output_name
+    stem, dot, suffix = output_name.rpartition(".")
+    return f"{stem}.rows-{number}.{suffix}" if dot else f"{output_name}.rows-{number}"
+
+
+def render_page(page: Page, pages: Sequence[TableData] | None = None, output_name: str = "") -> str:
+    """The report. With `pages` (from `table_pages`) and the report's file name, the table's rows past
+    the first page are linked to sibling files (`render_table_page`); without, they are left to the
+    index, and the page gives the query that lists them."""
+    data = pages[0] if pages else table_data(page.index)
+    names = [sibling_name(output_name, n + 1) for n in range(len(pages))] if pages and output_name else []
+    body = [
+        _header(page),
+        _toc(page),
+        el(
+            "main",
+            _summary_section(page),
+            _charts_section(page),
+            _samples_section(page.index, data, names, 0),
+            _gallery_section(page),
+            _lint_section(page.lint),
+            _bench_section(page.bench),
+            _runs_section(page.index.runs),
+            _footer(page),
+        ),
+    ]
+    return _document(page.title, body)
+
+
+def render_table_page(page: Page, pages: Sequence[TableData], output_name: str, number: int) -> str:
+    """Sibling file `number` (2 and up) of the report: the flagged-samples table's page `number`."""
+    names = [sibling_name(output_name, n + 1) for n in range(len(pages))]
+    title = f"{page.title}: flagged samples, page {number} of {len(pages)}"
+    header = el(
+        "header",
+        el("h1", title),
+        el(
+            "div",
+            "Part of ",
+            el("a", "the report", href=names[0]),
+            " · index ",
+            el("code", str(page.index.path)),
+            class_="sub",
+        ),
+        class_="top",
+    )
+    main = el("main", _samples_section(page.index, pages[number - 1], names, number - 1), _footer(page))
+    return _document(title, [header, main])
+
+
+def _document(title: str, body: list[Html]) -> str:
     css, script = _asset("report.css"), _asset("report.js")
     policy = (
         "default-src 'none'; img-src data:; "
@@ -97,22 +150,14 @@ def render_page(page: Page) -> str:
         el("meta", http_equiv="Content-Security-Policy", content=policy),
         el("meta", name="viewport", content="width=device-width, initial-scale=1"),
         el("meta", name="generator", content="datalint report"),
-        el("title", page.title),
+        el("title", title),
         el("style", Html(css)),
     )
-    main = el(
-        "main",
-        _summary_section(page),
-        _charts_section(page),
-        _samples_section(page.index),
-        _gallery_section(page),
-        _lint_section(page.lint),
-        _bench_section(page.bench),
-        _runs_section(page.index.runs),
-        _footer(page),
+    return (
+        "<!DOCTYPE html>\n"
+        + el("html", head, el("body", *body, el("script", Html(script))), lang="en")
+        + "\n"
     )
-    body = el("body", _header(page), _toc(page), main, el("script", Html(script)))
-    return "<!DOCTYPE html>\n" + el("html", head, body, lang="en") + "\n"
 
 
 def _header(page: Page) -> Html:
@@ -426,18 +471,43 @@ def _island_length(*texts: str) -> int:
 
 
 def table_data(index: IndexSummary) -> TableData:
+    """The main page's table: the first page of `table_pages`."""
+    return table_pages(index)[0]
+
+
+def table_pages(index: IndexSummary) -> list[TableData]:
+    """The flagged samples read, cut into pages that each keep to ROWS_BUDGET and TRACEBACK_BUDGET.
+
+    The first page goes into the report itself, the others into sibling files next to it, so no
+    flagged sample read is left out and no file grows past the size a browser opens quickly.
+    """
     kinds = sorted({kind for sample in index.flagged for kind in sample.kinds})
-    number = {kind: i for i, kind in enumerate(kinds)}
     quarantining = {k.kind for k in index.kind_counts if k.quarantined}
+    quarantine_kinds = sorted(i for i, kind in enumerate(kinds) if kind in quarantining)
+    pages: list[TableData] = []
+    start = 0
+    while True:
+        data, used = _table_page(index.flagged, start, kinds, quarantine_kinds)
+        start += used
+        pages.append(replace(data, rows_dropped=len(index.flagged) - start))
+        if start >= len(index.flagged) or used == 0:
+            return pages
+
+
+def _table_page(
+    flagged: Sequence[FlaggedSample], start: int, kinds: list[str], quarantine_kinds: list[int]
+) -> tuple[TableData, int]:
+    """One page of rows from flagged[start:], and how many samples it took."""
+    number = {kind: i for i, kind in enumerate(kinds)}
     tracebacks: dict[str, int] = {}
     budget, dropped = TRACEBACK_BUDGET, 0
     rows: list[list[Any]] = []
     room = ROWS_BUDGET
     # In reading order (quarantined first), so a cut keeps the rows that matter; shown by index.
-    for sample in index.flagged:
+    for sample in flagged[start:]:
         message, details = _message(sample), _detail_lines(sample)
         room -= 60 + _island_length(sample.key or "", message, *details)
-        if room < 0:
+        if room < 0 and rows:  # a page holds at least one row, however long
             break
         tb_ref = None
         if sample.traceback:
@@ -463,9 +533,9 @@ def table_data(index: IndexSummary) -> TableData:
                 tb_ref,
             ]
         )
-    quarantine_kinds = sorted(number[k] for k in kinds if k in quarantining)
+    used = len(rows)
     rows.sort(key=lambda row: row[0])
-    return TableData(kinds, quarantine_kinds, rows, list(tracebacks), dropped, len(index.flagged) - len(rows))
+    return TableData(kinds, quarantine_kinds, rows, list(tracebacks), dropped), used
 
 
 TABLE_COLUMNS = (
@@ -479,8 +549,7 @@ TABLE_COLUMNS = (
 )
 
 
-def _samples_section(index: IndexSummary) -> Html:
-    data = table_data(index)
+def _samples_section(index: IndexSummary, data: TableData, names: Sequence[str], current: int) -> Html:
     head = el(
         "tr",
         [
@@ -505,7 +574,8 @@ def _samples_section(index: IndexSummary) -> Html:
         "samples-section",
         "Flagged samples",
         _table_controls(data, index),
-        _table_notes(data, index),
+        _table_notes(data, index, names, current),
+        _page_links(names, current),
         el(
             "noscript",
             el(
@@ -529,13 +599,53 @@ def _samples_section(index: IndexSummary) -> Html:
             id="pager",
             hidden=True,
         ),
+        _page_links(names, current),
         el("script", json_island(island), type="application/json", id="dl-data"),
     )
 
 
-def _table_notes(data: TableData, index: IndexSummary) -> list[Html]:
+def _page_links(names: Sequence[str], current: int) -> Html | None:
+    """Links between the report and its sibling table pages: previous, each page, next."""
+    if len(names) < 2:
+        return None
+    links: list[object] = []
+    if current > 0:
+        links += [el("a", "‹ previous rows", href=names[current - 1], rel="prev"), " "]
+    for n, name in enumerate(names):
+        links += [
+            el("span", str(n + 1), class_="page") if n == current else el("a", str(n + 1), href=name),
+            " ",
+        ]
+    if current < len(names) - 1:
+        links.append(el("a", "next rows ›", href=names[current + 1], rel="next"))
+    return el("nav", "rows pages: ", links, class_="row-pages", aria_label="table pages")
+
+
+def _table_notes(data: TableData, index: IndexSummary, names: Sequence[str], current: int) -> list[Html]:
     notes = []
-    if index.flagged_total > len(data.rows):
+    query = el("code", f'sqlite-utils query {index.path} "select * from findings order by idx"')
+    read = len(index.flagged)
+    if len(names) > 1:
+        notes.append(
+            el(
+                "p",
+                f"This page holds {len(data.rows):,} of the {read:,} flagged samples in this table "
+                f"(quarantined first, then by index), page {current + 1} of {len(names)}; "
+                "each page is a file next to the report, kept small enough to open quickly.",
+                class_="note",
+            )
+        )
+        if index.flagged_total > read:
+            notes.append(
+                el(
+                    "p",
+                    f"{index.flagged_total - read:,} more flagged samples (past --max-rows) are in the "
+                    "index: raise --max-rows, or query ",
+                    query,
+                    class_="note",
+                )
+            )
+    elif index.flagged_total > len(data.rows):
         why = "Raise --max-rows, or query"
         if data.rows_dropped:
             why = f"The other {data.rows_dropped:,} read would pass the page's size budget; query"
@@ -544,7 +654,7 @@ def _table_notes(data: TableData, index: IndexSummary) -> list[Html]:
                 "p",
                 f"The table holds {len(data.rows):,} of {index.flagged_total:,} flagged samples "
                 f"(quarantined first, then by index). {why} the index for the rest: ",
-                el("code", f'sqlite-utils query {index.path} "select * from findings order by idx"'),
+                query,
                 class_="note",
             )
         )

@@ -182,3 +182,43 @@ def test_an_image_report_counts_damaged_files_apart_and_shows_only_what_applies_
         assert right <= box["yaxis"], "the y axis's name is left of the axis"
         assert top >= box["top"] - 30 and bottom <= box["xaxis"], "and not under the x axis"
     assert page.problems() == []
+
+
+@needs_chromium
+def test_rows_past_the_size_budget_page_through_sibling_files(
+    browser: Browser, scanned_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datalint.report import render
+
+    # a budget that holds a few rows, so the planted flagged samples need several pages
+    monkeypatch.setattr(render, "ROWS_BUDGET", 2_000)
+    out = tmp_path / "report.html"
+    stale = [tmp_path / "report.rows-90.html", tmp_path / "report.rows-99.html"]
+    for old in stale:
+        old.write_text("a page of an older report")
+    page = open_report(browser, scanned_db, out)
+    siblings = []
+    while (sibling := tmp_path / f"report.rows-{len(siblings) + 2}.html").is_file():
+        siblings.append(sibling)
+    assert len(siblings) >= 2
+    island_rows = "JSON.parse(document.getElementById('dl-data').textContent).rows.map(r => r[0])"
+    seen = [page.evaluate(island_rows)]
+    next_link = "document.querySelector('.row-pages a[rel=next]').getAttribute('href')"
+    assert page.evaluate(next_link) == "report.rows-2.html"
+    assert page.problems() == []
+    for number, sibling in enumerate(siblings, start=2):
+        tab = browser.open(sibling.resolve().as_uri())
+        assert tab.evaluate("document.getElementById('table-controls').hidden") is False, "the script ran"
+        assert tab.evaluate("document.querySelector('.row-pages .page').textContent") == str(number)
+        previous = "document.querySelector('.row-pages a[rel=prev]').getAttribute('href')"
+        assert tab.evaluate(previous) == ("report.html" if number == 2 else f"report.rows-{number - 1}.html")
+        assert tab.evaluate(ROWS) == sorted(tab.evaluate(island_rows))[:100], "the page draws its own rows"
+        seen.append(tab.evaluate(island_rows))
+        assert tab.problems() == []
+    table = [idx for rows in seen for idx in rows]
+    assert sorted(table) == FLAGGED, "every flagged sample on exactly one page"
+
+    monkeypatch.setattr(render, "ROWS_BUDGET", 5_000_000)
+    open_report(browser, scanned_db, out)  # everything fits again: the pages of the longer report go
+    assert not any(sibling.exists() for sibling in siblings)
+    assert all(old.exists() for old in stale), "files it did not link are not its to remove"
