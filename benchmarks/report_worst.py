@@ -7,7 +7,8 @@ exception message and a distinct ~6 KB traceback, and carries a second finding w
 detail: the text a real scan stores when a dataset raises long messages (a JSON decoder quoting
 its input, a shape error listing every tensor). Then, each in a fresh process:
 - `datalint report DB -o report.html`: wall time and page size;
-- the page, and the largest of the table's sibling pages, opened in headless Chromium over the DevTools protocol (the tests' driver): the time
+- the page, and the largest of the table's sibling pages, opened in headless Chromium over the DevTools
+  protocol (the tests' driver): the time
   from navigation to the load event and to the first page of rows drawn, browser start excluded.
 """
 

@@ -16,6 +16,8 @@ from typing import Any
 class FileTooLarge(OSError):
     """A regular file over the size the caller is willing to read."""
 
+    size: int = 0  # the bytes it has (or had read when it grew past the limit)
+
 
 def read_regular_file(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
     """A file's bytes, refusing anything but a regular file before a read could block.
@@ -24,17 +26,38 @@ def read_regular_file(path: str | os.PathLike[str], limit: int | None = None) ->
     FIFO between a listing and this read is refused too. Raises OSError (with a reason a person
     can read) for every file it will not read; `FileTooLarge` over `limit` bytes.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket (or a device with nothing behind it): say which
+            mode = os.stat(path).st_mode
+            raise OSError(errno.EINVAL, f"not a regular file ({file_kind(mode)})", os.fspath(path)) from None
+        raise
     try:
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
             raise OSError(errno.EINVAL, f"not a regular file ({file_kind(status.st_mode)})", os.fspath(path))
         if limit is not None and status.st_size > limit:
-            raise FileTooLarge(errno.EFBIG, f"{status.st_size:,} bytes, over the limit of {limit:,}")
+            raise _too_large(status.st_size, limit)
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read()
+            if limit is None:
+                return handle.read()
+            # read(n) allocates n bytes first: ask for the size fstat gave (one more shows growth), and
+            # for the rest only up to the limit, so a file growing while it is read stays bounded.
+            data = handle.read(status.st_size + 1)
+            if len(data) > status.st_size:
+                data += handle.read(limit + 1 - len(data))
+        if len(data) > limit:
+            raise _too_large(len(data), limit)
+        return data
     finally:
         os.close(fd)
+
+
+def _too_large(size: int, limit: int) -> FileTooLarge:
+    error = FileTooLarge(errno.EFBIG, f"{size:,} bytes, over the limit of {limit:,}")
+    error.size = size
+    return error
 
 
 def file_kind(mode: int) -> str:

@@ -34,6 +34,7 @@ The finding kinds are documented in docs/images.md.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import io
@@ -52,6 +53,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from datalint.errors import UsageError
+from datalint.files import FileTooLarge, read_regular_file
 from datalint.scan.store import read_key
 from datalint.text import safe_str, shown_name
 
@@ -419,21 +421,12 @@ MAX_FILE_BYTES = 1 << 30
 
 
 def read_image_bytes(path: Path) -> bytes:
+    """The file's bytes, at most MAX_FILE_BYTES; anything but a regular file is refused before a read
+    could block (opened without blocking, checked on the open descriptor: no stat-then-open race)."""
     try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            raise _Unreadable(f"not a regular file ({_file_type(info.st_mode)})")
-        if info.st_size > MAX_FILE_BYTES:
-            raise _Unreadable(_too_large(info.st_size))
-        with path.open("rb") as handle:
-            # read(n) allocates n bytes first: ask for the size stat gave (one more shows growth), and
-            # for the rest only up to the limit, so a file growing while it is read stays bounded.
-            data = handle.read(info.st_size + 1)
-            if len(data) > info.st_size:
-                data += handle.read(MAX_FILE_BYTES + 1 - len(data))
-        if len(data) > MAX_FILE_BYTES:
-            raise _Unreadable(_too_large(len(data)))
-        return data
+        return read_regular_file(path, MAX_FILE_BYTES)
+    except FileTooLarge as exc:
+        raise _Unreadable(_too_large(exc.size)) from None
     except FileNotFoundError:
         if path.is_symlink():
             raise _Unreadable(f"broken symbolic link (to {os.readlink(path)})") from None
@@ -441,6 +434,8 @@ def read_image_bytes(path: Path) -> bytes:
     except PermissionError:
         raise _Unreadable("permission denied: the scanning user cannot read it") from None
     except OSError as exc:
+        if exc.errno == errno.EINVAL and exc.strerror and exc.strerror.startswith("not a regular file"):
+            raise _Unreadable(exc.strerror) from None
         raise _Unreadable(f"{type(exc).__name__}: {exc.strerror or exc}") from None
 
 
@@ -449,11 +444,6 @@ def _too_large(size: int) -> str:
         f"{size / (1 << 30):.1f} GiB, over the {MAX_FILE_BYTES >> 30} GiB limit for one image file: not read "
         "(no image in a training set is expected to be this large)"
     )
-
-
-def _file_type(mode: int) -> str:
-    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a named pipe", stat.S_ISSOCK: "a socket"}
-    return next((name for test, name in kinds.items() if test(mode)), "a device or special file")
 
 
 def probe_image_bytes(

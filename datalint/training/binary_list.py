@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -40,8 +41,15 @@ _CHECK_CHUNK = 1 << 20
 
 
 def is_binary_list(path: str | os.PathLike[str]) -> bool:
-    with open(path, "rb") as handle:
-        return handle.read(len(MAGIC)) == MAGIC
+    """True for a file that starts with the binary list's magic. Opened without blocking: a FIFO
+    (or anything but a regular file) is not one, and is left to the JSON reader to refuse."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        return os.read(fd, len(MAGIC)) == MAGIC
+    finally:
+        os.close(fd)
 
 
 def write_binary_quarantine(
