@@ -138,7 +138,7 @@ def run_after(args: argparse.Namespace) -> int:
     """`doctor --after`: the checks of what a crash left, and with --clean-shm the cleaning."""
     from dataclasses import asdict
 
-    from datalint import doctor
+    from datalint.diagnosis import doctor
 
     facts = doctor.read_after(args.shm_dir)
     checks = doctor.after_checks(facts)
