@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = f"{ROOT / 'fixtures/datasets/bench_tensors.py'}:make(512, [3, 64, 64], 0.001)"
 
-from datalint.bench import (  # noqa: E402
+from datalint.diagnosis.bench import (  # noqa: E402
     BenchConfig,
     Monitor,
     bench_indices,
@@ -29,8 +29,8 @@ from datalint.bench import (  # noqa: E402
     quiet_worker_count,
     run_once,
 )
-from datalint.doctor import LoaderConfig, estimate_loader, human_bytes, limits_from, read_host  # noqa: E402
-from datalint.doctor import sample_sizes as sizes_of  # noqa: E402
+from datalint.diagnosis.doctor import LoaderConfig, estimate_loader, human_bytes, limits_from, read_host  # noqa: E402
+from datalint.diagnosis.doctor import sample_sizes as sizes_of  # noqa: E402
 from datalint.scan.probes import nbytes  # noqa: E402
 from datalint.scan.specs import resolve_spec  # noqa: E402
 

@@ -2,8 +2,8 @@
 
 The public API is re-exported here lazily, so `import datalint` stays as cheap
 as the standard library: the scan half (numpy, PIL, OpenCV, sqlite-utils) and
-torch load only when one of their names is first used. (`datalint.doctor` is the
-doctor module itself; its one-call entry point is `host_checks()`.)
+torch load only when one of their names is first used. (The doctor itself is
+`datalint.diagnosis.doctor`; its one-call entry point is `host_checks()`.)
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _EXPORTS: dict[str, str] = {
     "quarantine_filter": "datalint.torch",
     "GuardedDataset": "datalint.torch",
     "guarded_collate": "datalint.torch",
-    "host_checks": "datalint.doctor",
+    "host_checks": "datalint.diagnosis.doctor",
     "write_report": "datalint.report",
     "ReportOptions": "datalint.report",
 }

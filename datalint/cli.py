@@ -8,7 +8,7 @@ the parser stays cheap and `datalint check` never pulls in torch, numpy or PIL.
 A command that needs an optional part of datalint sets `extras=("scan",)` among its defaults; `main`
 checks them once the arguments parse, before the command does any work (datalint.extras). Every
 parser is a `DatalintParser`: a usage error shows the subcommand's own usage and the closest flag or
-value, and `did_you_mean()` gives commands the same suggestion for values they check themselves.
+value, and `datalint.text.did_you_mean()` gives commands the same suggestion for values they check themselves.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from datalint import __version__
 from datalint.commands.help import HelpFormatter
 from datalint.errors import DatalintError
-from datalint.text import exception_text, printable, printable_lines, safe_str
+from datalint.text import did_you_mean, exception_text, printable, printable_lines, safe_str
 
 # The explicit registry: command name -> the module that registers it, in the order `--help` lists them.
 COMMANDS: dict[str, str] = {
@@ -45,14 +45,6 @@ COMMANDS: dict[str, str] = {
 Runner = Callable[[argparse.Namespace], int]
 
 _UNRECOGNIZED = "unrecognized arguments: "
-
-
-def did_you_mean(given: str, choices: Iterable[str]) -> str:
-    """` (did you mean 'corrupt'?)` for the choice closest to `given`, or '' when none is close."""
-    import difflib  # only a usage error needs it; every start would pay for it
-
-    close = difflib.get_close_matches(given, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 class DatalintParser(argparse.ArgumentParser):

@@ -10,6 +10,7 @@ everything stored keeps the exact bytes. Standard library only: `datalint check`
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 # C0 and C1 controls, DEL, line/paragraph separators, bidirectional overrides and isolates (they
 # reorder what a reader sees), and lone surrogates (bytes that were not UTF-8).
@@ -94,3 +95,11 @@ def exception_text(exc: BaseException) -> str:
         name = "Exception"
     message = safe_str(exc).strip()
     return f"{name}: {message}" if message else name
+
+
+def did_you_mean(given: str, choices: Iterable[str]) -> str:
+    """` (did you mean 'corrupt'?)` for the choice closest to `given`, or '' when none is close."""
+    import difflib  # only a usage error needs it; every start would pay for it
+
+    close = difflib.get_close_matches(given, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""

@@ -8,7 +8,10 @@ import sys
 
 import datalint
 
-HEAVY = ("datalint.doctor", "datalint.report", "datalint.scan", "datalint.torch", "numpy", "torch", "PIL")
+HEAVY = (
+    "datalint.diagnosis.doctor", "datalint.report", "datalint.scan", "datalint.torch",
+    "numpy", "torch", "PIL",
+)
 
 
 def loaded_after(statement: str) -> list[str]:
@@ -26,7 +29,7 @@ def test_import_datalint_loads_none_of_its_heavy_parts() -> None:
 
 
 def test_the_doctor_and_report_entry_points_load_only_their_own_modules() -> None:
-    assert loaded_after("datalint.host_checks") == ["datalint.doctor"]
+    assert loaded_after("datalint.host_checks") == ["datalint.diagnosis.doctor"]
     loaded = loaded_after("datalint.write_report, datalint.ReportOptions")
     assert "datalint.report" in loaded and "torch" not in loaded
 

@@ -86,14 +86,14 @@ def _check_args(args: argparse.Namespace) -> None:
     if (args.epochs or args.steps) and not args.soak:
         raise UsageError("--epochs/--steps set the soak's length: add --soak")
     if args.plot:
-        from datalint.bench import check_plot_path
+        from datalint.diagnosis.bench import check_plot_path
 
         check_plot_path(args.plot)
 
 
 def run(args: argparse.Namespace) -> int:
     _check_args(args)
-    from datalint import bench, doctor
+    from datalint.diagnosis import bench, doctor
     from datalint.scan.specs import resolve_spec
 
     dataset = resolve_spec(args.dataset)
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
 def _soak(args: argparse.Namespace, dataset: Any, config: Any, result: Any) -> Any:
     if not args.soak:
         return None
-    from datalint import bench
+    from datalint.diagnosis import bench
 
     workers = config.workers[0] if len(config.workers) == 1 else result.recommended.num_workers
     if workers is None:
@@ -149,7 +149,7 @@ def _print_progress(run: Any) -> None:
 
 
 def _print_segment(segment: Any) -> None:
-    from datalint.doctor import human_bytes
+    from datalint.units import human_bytes
 
     print(
         f"soak: segment {segment.number}: {segment.samples_per_s:.0f} samples/s, "
@@ -174,7 +174,7 @@ def _print_json(result: Any, soak: Any) -> None:
 
 
 def _cell(value: Any, kind: str) -> str:
-    from datalint.doctor import human_bytes
+    from datalint.units import human_bytes
 
     if value is None:
         return "-"
@@ -225,7 +225,7 @@ def _print_text(result: Any, soak: Any) -> None:
 
 
 def _print_soak(soak: Any) -> None:
-    from datalint.doctor import human_bytes
+    from datalint.units import human_bytes
 
     print()
     print(f"soak at num_workers={soak.num_workers}:")

@@ -61,7 +61,7 @@ def title(path: Path) -> str:
 
 
 def find_topic(name: str, available: dict[str, Path]) -> Path:
-    from datalint.cli import did_you_mean
+    from datalint.text import did_you_mean
 
     stem = Path(name).stem.lower() if name.lower().endswith(".md") else name.lower()
     stem = ALIASES.get(stem, stem)

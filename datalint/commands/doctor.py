@@ -86,7 +86,7 @@ def register(subparsers: Any) -> None:
 
 
 def _loader_config(args: argparse.Namespace) -> Any:
-    from datalint.doctor import LoaderConfig
+    from datalint.diagnosis.doctor import LoaderConfig
 
     wants_estimate = any(getattr(args, name) is not None for name in ("dataset", "index", "sample_bytes"))
     given = [name for name in ("batch_size", "num_workers") if getattr(args, name) is not None]
@@ -106,7 +106,7 @@ def _loader_config(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datalint import doctor
+    from datalint.diagnosis import doctor
 
     if args.clean_shm and not args.after:
         raise UsageError("--clean-shm goes with --after: datalint doctor --after --clean-shm")
@@ -138,7 +138,7 @@ def run_after(args: argparse.Namespace) -> int:
     """`doctor --after`: the checks of what a crash left, and with --clean-shm the cleaning."""
     from dataclasses import asdict
 
-    from datalint import doctor
+    from datalint.diagnosis import doctor
 
     facts = doctor.read_after(args.shm_dir)
     checks = doctor.after_checks(facts)
@@ -163,7 +163,7 @@ def run_after(args: argparse.Namespace) -> int:
 def _print_json(checks: list[Any], estimate: Any, facts: Any) -> None:
     from dataclasses import asdict
 
-    from datalint.doctor import estimate_as_dict
+    from datalint.diagnosis.doctor import estimate_as_dict
 
     document = {
         "checks": [asdict(c) for c in checks],
@@ -187,7 +187,7 @@ def _print_text(checks: list[Any], estimate: Any) -> None:
 
 
 def _print_estimate(estimate: Any) -> None:
-    from datalint.doctor import human_bytes
+    from datalint.units import human_bytes
 
     cfg, sizes = estimate.config, estimate.sizes
     print()

@@ -16,6 +16,7 @@ from typing import Any
 
 from datalint.errors import UsageError
 from datalint.scan.images import INFO_KIND_MEANINGS, UNSUPPORTED_KIND, UNSUPPORTED_MEANING, index_findings
+from datalint.text import did_you_mean
 from datalint.units import human_bytes
 
 QUARANTINE_FORMAT = "datalint-quarantine/1"
@@ -124,7 +125,10 @@ def parse_kinds(text: str | Sequence[str] | None) -> tuple[str, ...]:
         elif name in KINDS:
             kinds.append(name)
         else:
-            raise UsageError(f"unknown finding kind {name!r}; known kinds: all, default, {', '.join(KINDS)}")
+            hint = did_you_mean(name, ("all", "default", *KINDS))
+            raise UsageError(
+                f"unknown finding kind {name!r}{hint}; known kinds: all, default, {', '.join(KINDS)}"
+            )
     return tuple(dict.fromkeys(kinds))
 
 

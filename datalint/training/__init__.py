@@ -1,4 +1,5 @@
-"""The training path behind `datalint.torch`: quarantine lists, staleness checks, the guard's record.
+"""The training path behind `datalint.torch`: quarantine lists, staleness checks, samplers, the guard.
 
-Nothing here imports torch; `datalint.torch` holds the samplers and the guard, which do.
+Only `samplers` and `guard` import torch; users reach them through `datalint.torch`, which names the
+[torch] extra when it is missing. The other modules here are standard library (plus numpy where noted).
 """

@@ -11,8 +11,9 @@ import pytest
 
 pytest.importorskip("torch")
 
-from datalint.bench import BenchConfig, Monitor, children_of, read_process, soak, sweep
-from datalint.doctor import GiB, Limits
+from datalint.diagnosis.bench import BenchConfig, Monitor, soak, sweep
+from datalint.diagnosis.doctor import GiB, Limits
+from datalint.diagnosis.processes import children_of, read_process
 from datalint.scan.specs import resolve_spec
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datalint.bench import (
+from datalint.diagnosis.bench import (
     BenchConfig,
     Run,
     bench_indices,
@@ -12,7 +12,7 @@ from datalint.bench import (
     recommend,
     soak_plan,
 )
-from datalint.doctor import GiB, Limits, MiB
+from datalint.diagnosis.doctor import GiB, Limits, MiB
 
 KILLED = (
     "RuntimeError: DataLoader worker (pid(s) 4242) exited unexpectedly\n"

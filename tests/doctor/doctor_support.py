@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from datalint.doctor import Cgroup, GiB, HostFacts, MiB, Shm
+from datalint.diagnosis.doctor import Cgroup, GiB, HostFacts, MiB, Shm
 
 # Every host check, in the order doctor reports them.
 HOST_CHECK_NAMES = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from doctor_support import HOST_CHECK_NAMES, cgroup, facts
 
 import datalint
-from datalint.doctor import (
+from datalint.diagnosis.doctor import (
     GiB,
     MiB,
     Shm,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from doctor_support import facts
 
-from datalint.doctor import (
+from datalint.diagnosis.doctor import (
     GiB,
     Limits,
     LoaderConfig,

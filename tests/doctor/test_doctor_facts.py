@@ -8,7 +8,7 @@ from pathlib import Path
 
 from doctor_support import MEMINFO, write_tree
 
-from datalint.doctor import (
+from datalint.diagnosis.doctor import (
     GiB,
     KiB,
     MiB,

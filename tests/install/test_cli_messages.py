@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from packaging_support import ROOT, clean_env, git
 
-from datalint.cli import build_parser, did_you_mean, main
+from datalint.cli import build_parser, main
 from datalint.scan.policy import KINDS
 from datalint.scan.store import create_parent
+from datalint.text import did_you_mean
 
 
 def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

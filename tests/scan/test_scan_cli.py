@@ -101,7 +101,14 @@ def test_unknown_kinds_and_a_missing_index_are_usage_errors(tmp_path) -> None:
     code, _, err = run_cli("quarantine", str(tmp_path / "none.db"))
     assert code == 2 and "no scan index at" in err
     code, _, err = run_cli("scan", "--dataset", spec("faults.py:clean"), "--kinds", "crash,bogus")
-    assert code == 2 and "unknown finding kind 'bogus'" in err
+    assert code == 2 and "unknown finding kind 'bogus'; known kinds: all, default" in err
+
+
+def test_a_misspelt_kind_suggests_the_closest_one() -> None:
+    code, _, err = run_cli("scan", "--dataset", spec("faults.py:clean"), "--kinds", "crash,corupt")
+    assert code == 2 and "unknown finding kind 'corupt' (did you mean 'corrupt'?)" in err
+    code, _, err = run_cli("scan", "--dataset", spec("faults.py:clean"), "--kinds", "defualt")
+    assert code == 2 and "(did you mean 'default'?)" in err
 
 
 def test_a_clean_dataset_exits_0_with_a_table_and_an_empty_list(tmp_path) -> None:

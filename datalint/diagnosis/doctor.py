@@ -576,7 +576,7 @@ def measure_samples(spec: str, count: int = 32, timeout: float = 30.0, workers: 
     The engine forks its workers from this process, as a DataLoader does, so each worker's private
     memory (read from /proc while it runs) is what one DataLoader worker adds on its own.
     """
-    from datalint.bench import private_bytes
+    from datalint.diagnosis.processes import private_bytes
     from datalint.errors import DatalintError
     from datalint.scan.runner import RunnerOptions, run
     from datalint.scan.sources import SourceDescription, build_source

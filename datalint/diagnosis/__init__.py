@@ -1,0 +1,6 @@
+"""Loader diagnosis: `doctor` reads the host and judges a DataLoader config before training; `bench`
+runs the real DataLoader (worker sweeps, soaks) and reports what it measured.
+
+The dependency runs one way: `bench` imports `doctor` (limits, headroom, fixes), never the reverse;
+both read processes through `processes`, which imports neither.
+"""
