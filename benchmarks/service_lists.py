@@ -1,6 +1,6 @@
-"""A 1M-entry quarantine list from `datalint serve`: the first GET, a cached GET, and a 304.
+"""A 1M-entry quarantine list from `datalint serve`: the first GET, after an ingest too, and a 304.
 
-    python benchmarks/service_lists.py [--entries 1000000] [--repeat 200]
+    python benchmarks/service_lists.py [--entries 1000000] [--repeat 200] [--ingests 20]
 
 Targets: the first GET of a 1M-entry list under 1 s, a 304 (If-None-Match) under 5 ms. The index is
 written through the scan's store (one scan run, every sample an `error` finding marked for
@@ -55,6 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--ingests", type=int, default=20, help="ingest-then-GET rounds")
     parser.add_argument(
         "--index", type=Path, help="copy this index instead of writing one (a previous run's)"
     )
@@ -90,6 +91,18 @@ def main() -> None:
                 )  # httpx decompresses, as datalint's client does
                 gzip_s = time.perf_counter() - started
                 etag = first.headers["etag"]
+                after_ingest = []  # a batch of guard failures for new samples, then the first GET
+                for round_ in range(args.ingests):
+                    failures = [
+                        {"index": args.entries + round_ * 100 + i, "error_type": "OSError", "message": "m"}
+                        for i in range(100)
+                    ]
+                    client.post(service.base + "/v1/datasets/big/failures", json={"failures": failures})
+                    started = time.perf_counter()
+                    changed = client.get(url, headers={"Accept-Encoding": "gzip", "If-None-Match": etag})
+                    after_ingest.append(time.perf_counter() - started)
+                    assert changed.status_code == 200 and changed.headers["etag"] != etag
+                    etag = changed.headers["etag"]
                 times = []
                 for _ in range(args.repeat):
                     started = time.perf_counter()
@@ -111,6 +124,8 @@ def main() -> None:
                 "first_get_after_start_s": round(first_s, 3),
                 "get_built_s": round(cached_s, 3),
                 "get_built_gzip_s": round(gzip_s, 3),
+                "first_get_after_ingest_p50_s": round(percentile(after_ingest, 0.5), 3),
+                "first_get_after_ingest_p99_s": round(percentile(after_ingest, 0.99), 3),
                 "not_modified_p50_ms": round(percentile(times, 0.5) * 1000, 2),
                 "not_modified_p99_ms": round(percentile(times, 0.99) * 1000, 2),
                 "load": load(),

@@ -200,12 +200,17 @@ class Service:
 
     def writer(self, name: str) -> IngestWriter:
         if name not in self.writers:
-            self.writers[name] = IngestWriter(name, self.registry.index_path(name), self._committed)
+            self.writers[name] = IngestWriter(
+                name,
+                self.registry.index_path(name),
+                self._committed,
+                before_commit=lambda: self.registry.list_state(name),
+            )
         return self.writers[name]
 
-    def _committed(self, name: str, count: int) -> None:
-        self.ingested[name] = self.ingested.get(name, 0) + count
-        self.registry.changed(name)
+    def _committed(self, name: str, indexes: list[int], before: Any) -> None:
+        self.ingested[name] = self.ingested.get(name, 0) + len(indexes)
+        self.registry.appended(name, indexes, before)
 
     def dataset_out(self, name: str) -> DatasetOut:
         dataset = self.registry.get(name)

@@ -53,10 +53,19 @@ class IncomingFailure:
 class IngestWriter:
     """The one writer of a dataset's guard failures; `submit()` returns once the batch is committed."""
 
-    def __init__(self, name: str, index_path: Path, on_commit: Callable[[str, int], None]) -> None:
+    def __init__(
+        self,
+        name: str,
+        index_path: Path,
+        on_commit: Callable[[str, list[int], Any], None],
+        before_commit: Callable[[], Any] = lambda: None,
+    ) -> None:
+        """`on_commit(name, indexes, token)` runs after each commit with the sorted distinct indexes it
+        wrote and what `before_commit()` returned just before it (the served list's state)."""
         self.name = name
         self.index_path = index_path
         self.on_commit = on_commit
+        self.before_commit = before_commit
         self._queue: queue.Queue[tuple[Sequence[IncomingFailure], Future[int]] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"ingest-{name}", daemon=True)
         self._db: Any = None
@@ -98,6 +107,7 @@ class IngestWriter:
     def _commit(self, waiting: list[tuple[Sequence[IncomingFailure], Future[int]]]) -> None:
         rows = [failure for failures, _ in waiting for failure in failures]
         try:
+            before = self.before_commit()
             self._write(rows)
         except Exception as exc:  # the edge: every waiting request gets the error, the writer lives on
             logger.error("ingest %s: could not commit %d failures: %s", self.name, len(rows), exc)
@@ -107,7 +117,7 @@ class IngestWriter:
             for _, future in waiting:
                 future.set_exception(exc)
             return
-        self.on_commit(self.name, len(rows))
+        self.on_commit(self.name, sorted({f.index for f in rows}), before)
         for failures, future in waiting:
             future.set_result(len(failures))
 

@@ -5,11 +5,16 @@ and `load_quarantine()` work on them directly. The list the service serves is de
 the way `load_quarantine(index.db)` reads it (every finding marked for quarantine, the guard's
 failures included), in the `datalint-quarantine/1` document of `quarantine.json`; it is built inside
 SQLite (JSON1), cached by the index's state and tagged with the SHA-256 of its bytes (the ETag).
+
+Guard failures ingested into a built list are appended to it instead of rebuilding it (a full build of a
+1M-entry list costs seconds): the new entries are read from the index by their keys, appended to the
+cached body, fed to the gzip stream kept open for that purpose, and the ETag is chained from the old
+one and the appended bytes. A failure for a sample already listed, or a list that was stale before the
+commit, falls back to a rebuild in the background.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import logging
@@ -17,6 +22,7 @@ import os
 import sqlite3
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +70,7 @@ class Registry:
         for dataset in self._load_registered():
             self._datasets.setdefault(dataset.name, dataset)
         self._lists: dict[str, tuple[tuple[Any, ...], ServedList]] = {}
+        self._appendable: dict[str, _Appendable] = {}
         self._generation: dict[str, int] = {}
         self._building: dict[str, threading.Lock] = {}
 
@@ -128,6 +135,41 @@ class Registry:
         if rebuild:
             self.warm([name])
 
+    def list_state(self, name: str) -> tuple[Any, ...] | None:
+        """The state the dataset's cached list is checked against (taken by the ingest writer before a
+        commit, so that `appended()` knows whether the cached list was current before it)."""
+        return self._state(name, self.index_path(name))
+
+    def appended(self, name: str, indexes: list[int], before: tuple[Any, ...] | None) -> None:
+        """Guard failures for `indexes` were committed to the index (its state was `before`): append their
+        entries to the cached list, or, where that cannot be done, rebuild it in the background."""
+        path = self.index_path(name)
+        with self._lock:
+            building = self._building.setdefault(name, threading.Lock())
+        if not building.acquire(blocking=False):  # a build is running: it or the next one has these rows
+            self.changed(name, rebuild=True)
+            return
+        try:
+            cached = self._lists.get(name)
+            tail = self._appendable.get(name)
+            state = self._state(name, path)
+            fits = (
+                cached is not None
+                and tail is not None
+                and state is not None
+                and cached[0] == before
+                and not any(tail.listed(i) for i in indexes)
+            )
+            if fits:
+                assert cached is not None and tail is not None and state is not None
+                served = tail.append(cached[1], list_entries(path, indexes))
+                self._lists[name] = (state, served)
+                logger.info("list of %s: %d entries appended", name, len(indexes))
+                return
+        finally:
+            building.release()
+        self.changed(name, rebuild=True)
+
     def warm(self, names: list[str] | None = None) -> None:
         """Build the lists of `names` (default: all) in a background thread."""
 
@@ -156,10 +198,10 @@ class Registry:
                 return cached[1]
             started = time.monotonic()
             body, entries, content = build_list(path)
-            served = ServedList(
-                '"' + content + '"', body, entries, gzip.compress(body, compresslevel=1, mtime=0)
-            )
+            tail = _Appendable.of(body, listed_indexes(path))
+            served = ServedList('"' + content + '"', body, entries, tail.gzipped())
             self._lists[name] = (state, served)
+            self._appendable[name] = tail
             logger.info("list of %s built: %d entries in %.2f s", name, entries, time.monotonic() - started)
             return served
 
@@ -231,6 +273,87 @@ class _read_only:
         self.connection.close()
 
 
+class _Appendable:
+    """What appending to a built list needs: the gzip stream of its body up to the samples array's
+    closing `]}` (flushed, kept open), and which sample indexes the list holds (a bitmap)."""
+
+    LIMIT = 1 << 31  # larger (or negative) indexes are not tracked: a list holding one is rebuilt instead
+
+    def __init__(self, compressed: bytes, compressor: Any, bitmap: bytearray, empty: bool) -> None:
+        self.compressed = compressed
+        self.compressor = compressor
+        self.bitmap = bitmap
+        self.empty = empty
+
+    @classmethod
+    def of(cls, body: bytes, indexes: list[int]) -> _Appendable:
+        compressor = zlib.compressobj(1, zlib.DEFLATED, 31)  # 31: a gzip header and trailer
+        compressed = compressor.compress(body[:-2]) + compressor.flush(zlib.Z_SYNC_FLUSH)
+        tail = cls(compressed, compressor, bytearray(), body.endswith(b"[]}"))
+        tail.mark(indexes)
+        return tail
+
+    def listed(self, index: int) -> bool:
+        if not 0 <= index < self.LIMIT:
+            return True  # untracked: treated as listed, so the caller rebuilds
+        byte = index >> 3
+        return byte < len(self.bitmap) and bool(self.bitmap[byte] & (1 << (index & 7)))
+
+    def mark(self, indexes: list[int]) -> None:
+        for index in indexes:
+            if 0 <= index < self.LIMIT:
+                byte = index >> 3
+                if byte >= len(self.bitmap):
+                    self.bitmap.extend(bytes(byte + 1 - len(self.bitmap) + len(self.bitmap) // 2))
+                self.bitmap[byte] |= 1 << (index & 7)
+
+    def gzipped(self) -> bytes:
+        closing = self.compressor.copy()
+        return self.compressed + closing.compress(b"]}") + closing.flush()
+
+    def append(self, served: ServedList, entries: list[tuple[int, str]]) -> ServedList:
+        if not entries:
+            return served
+        added = ",".join(entry for _, entry in entries).encode()
+        joined = added if self.empty else b"," + added
+        self.compressed += self.compressor.compress(joined) + self.compressor.flush(zlib.Z_SYNC_FLUSH)
+        self.empty = False
+        self.mark([index for index, _ in entries])
+        etag = hashlib.sha256(served.etag.encode() + added).hexdigest()[:32]
+        return ServedList(
+            f'"{etag}"', served.body[:-2] + joined + b"]}", served.entries + len(entries), self.gzipped()
+        )
+
+
+def _entries_query(where: str) -> str:
+    """One JSON object per quarantined sample (compact, as json_group_array writes them), by index."""
+    return f"""
+        SELECT f.idx, json_object('index', f.idx, 'key', s.key, 'kinds', json_group_array(f.kind),
+                                  'detail', group_concat(f.detail, '; ')) AS entry
+        FROM (SELECT idx, kind, detail FROM findings WHERE quarantine = 1 {where}
+              ORDER BY idx, {_severity_case()}) AS f
+        LEFT JOIN samples s ON s.idx = f.idx
+        GROUP BY f.idx ORDER BY f.idx
+    """
+
+
+def list_entries(path: Path, indexes: list[int]) -> list[tuple[int, str]]:
+    """The list's entries for `indexes` (those quarantined), read by key: cheap for a batch of failures."""
+    found: list[tuple[int, str]] = []
+    with _read_only(path) as connection:
+        for start in range(0, len(indexes), 500):
+            part = indexes[start : start + 500]
+            marks = ", ".join("?" for _ in part)
+            found += connection.execute(_entries_query(f"AND idx IN ({marks})"), part).fetchall()
+    return found
+
+
+def listed_indexes(path: Path) -> list[int]:
+    with _read_only(path) as connection:
+        rows = connection.execute("SELECT DISTINCT idx FROM findings WHERE quarantine = 1")
+        return [row[0] for row in rows]
+
+
 def build_list(path: Path) -> tuple[bytes, int, str]:
     """The `datalint-quarantine/1` document of the index at `path` as bytes, its entry count, and a hash
     of everything in it but `created` (the ETag: an unchanged list keeps it across rebuilds and restarts).
@@ -240,16 +363,7 @@ def build_list(path: Path) -> tuple[bytes, int, str]:
     """
     from datalint.scan.policy import QUARANTINE_FORMAT
 
-    query = f"""
-    SELECT count(*), coalesce(json_group_array(json(entry)), '[]') FROM (
-        SELECT json_object('index', f.idx, 'key', s.key, 'kinds', json_group_array(f.kind),
-                           'detail', group_concat(f.detail, '; ')) AS entry
-        FROM (SELECT idx, kind, detail FROM findings WHERE quarantine = 1
-              ORDER BY idx, {_severity_case()}) AS f
-        LEFT JOIN samples s ON s.idx = f.idx
-        GROUP BY f.idx ORDER BY f.idx
-    )
-    """
+    query = f"SELECT count(*), coalesce(json_group_array(json(entry)), '[]') FROM ({_entries_query('')})"
     with _read_only(path) as connection:
         count, samples = connection.execute(query).fetchone()
         run = store.latest_run(connection)
