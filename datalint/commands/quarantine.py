@@ -32,9 +32,11 @@ def register(subparsers: Any) -> None:
     add_output_file(parser, metavar="PATH", help="write the list here, atomically (default: stdout)")
     add_format(
         parser,
-        ("json", "text", "binary"),
-        default="json",
-        help="json: the quarantine.json contract; text: one 'index<TAB>key<TAB>kinds<TAB>detail' "
+        ("auto", "json", "text", "binary"),
+        default="auto",
+        help="auto (the default): json, and with -o past 1,000,000 samples also the binary form "
+        "beside it (PATH with .bin), as the scan does; -o PATH.bin writes the binary form alone. "
+        "json: the quarantine.json contract only; text: one 'index<TAB>key<TAB>kinds<TAB>detail' "
         "line per sample; binary: a memory-mapped sorted uint64 list for large datasets (needs -o)",
     )
     parser.add_argument(
@@ -47,12 +49,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datalint.scan.api import (
-        check_output_path,
-        derive_quarantine,
-        write_json_atomically,
-        write_text_atomically,
-    )
+    from datalint.scan.api import check_output_path, derive_quarantine
 
     if args.output_file is not None:
         check_output_path(Path(args.output_file), "-o/--output-file")
@@ -64,23 +61,41 @@ def run(args: argparse.Namespace) -> int:
         max_bytes=args.max_bytes,
         require=tuple(args.require) if args.require else None,
     )
-    text = format_text(document) if args.format == "text" else None
-    if args.format == "binary":
-        if args.output_file is None:
-            raise UsageError("--format binary writes a file: give it with -o/--output-file PATH")
-        from datalint.training.binary_list import write_from_document
-
-        write_from_document(args.output_file, document)
-    elif args.output_file is None:
-        sys.stdout.write(text if text is not None else json.dumps(document, indent=1) + "\n")
-    elif text is not None:
-        write_text_atomically(Path(args.output_file), text)
-    else:
-        write_json_atomically(Path(args.output_file), document)
+    target = None if args.output_file is None else Path(args.output_file)
+    written = _write(document, _chosen_format(args.format, target), target)
     if args.output_file is not None:
         count = len(document["samples"])
-        print(f"datalint: {count} sample(s) quarantined -> {args.output_file}", file=sys.stderr)
+        print(f"datalint: {count} sample(s) quarantined -> {', '.join(map(str, written))}", file=sys.stderr)
     return 0
+
+
+def _chosen_format(requested: str, target: Path | None) -> str:
+    """`auto`: a `.bin` target gets the binary form alone; others get JSON (plus the binary if large)."""
+    from datalint.training.binary_list import SUFFIX
+
+    if requested != "auto":
+        return requested
+    return "binary" if target is not None and target.suffix == SUFFIX else "auto"
+
+
+def _write(document: dict[str, Any], chosen: str, target: Path | None) -> list[Path]:
+    """Write the list in the chosen form; the files written (none for stdout)."""
+    from datalint.scan.api import write_json_atomically, write_text_atomically
+    from datalint.training.binary_list import write_beside_if_large, write_from_document
+
+    if chosen == "binary":
+        if target is None:
+            raise UsageError("--format binary writes a file: give it with -o/--output-file PATH")
+        return [write_from_document(target, document)]
+    if target is None:
+        sys.stdout.write(format_text(document) if chosen == "text" else json.dumps(document, indent=1) + "\n")
+        return []
+    if chosen == "text":
+        write_text_atomically(target, format_text(document))
+        return [target]
+    write_json_atomically(target, document)
+    beside = write_beside_if_large(target, document) if chosen == "auto" else None
+    return [target] if beside is None else [target, beside]
 
 
 def format_text(document: dict[str, Any]) -> str:

@@ -692,11 +692,7 @@ def _write_quarantine(
         entries, dataset=spec, length=length, fingerprint=print_, created=store.utc_now(), kinds=kinds
     )
     write_json_atomically(path, document)
-    beside = binary_list.binary_path_beside(path)
-    if len(entries) >= binary_list.BINARY_FROM:  # past this size every rank should map, not parse, the list
-        binary_list.write_from_document(beside, document)
-    elif beside.is_file() and binary_list.is_binary_list(beside):
-        beside.unlink()  # a binary list from an earlier, larger scan would no longer be this one
+    binary_list.write_beside_if_large(path, document)
     return entries
 
 

@@ -37,6 +37,7 @@ from typing import Any
 from datalint.errors import UsageError
 from datalint.scan import runner
 from datalint.scan.runner import EngineError, Row, RunnerOptions
+from datalint.scan.shards import SHARDED_KINDS, shard_starts_of, split_by_shard
 from datalint.scan.sources import ScanWarning, SourceDescription, build_source
 
 BACKENDS = ("local", "dask")
@@ -105,8 +106,10 @@ def run(
     0.1 s). Without `scheduler`, a LocalCluster of `workers` processes is started and stopped here."""
     if total <= 0:
         return
+    # A sharded source is listed here once (headers or footers only) to learn where its shards begin.
+    starts = shard_starts_of(build_source(description)) if description.kind in SHARDED_KINDS else None
     with _connect(scheduler, workers) as client:
-        dispatcher = _Dispatcher(client, description, options, length)
+        dispatcher = _Dispatcher(client, description, options, length, starts)
         yield from dispatcher.run(iter(todo), total)
 
 
@@ -183,7 +186,14 @@ class Shard:
 class _Dispatcher:
     """Keeps the cluster busy with shards; turns each finished task into rows."""
 
-    def __init__(self, client: Any, description: SourceDescription, options: RunnerOptions, length: int):
+    def __init__(
+        self,
+        client: Any,
+        description: SourceDescription,
+        options: RunnerOptions,
+        length: int,
+        shard_starts: tuple[int, ...] | None = None,
+    ):
         from distributed import as_completed
         from distributed.scheduler import KilledWorker
 
@@ -206,9 +216,11 @@ class _Dispatcher:
         self.capacity = 0
         self.capacity_at = float("-inf")
         self.named_deaths = 0
+        self.shard_starts = shard_starts  # a sharded source: one task per whole shard
 
     def run(self, todo: Iterator[int], total: int) -> Iterator[list[Row]]:
         self.todo = todo
+        self.by_shard = split_by_shard(todo, self.shard_starts) if self.shard_starts else None
         self.remaining = total
         try:
             last_yield = time.monotonic()
@@ -262,6 +274,9 @@ class _Dispatcher:
         self.completed.add(future)
 
     def _next_shard(self) -> Shard | None:
+        if self.by_shard is not None:  # the source's own shards: a task never crosses two files
+            whole = next(self.by_shard, None)
+            return Shard(tuple(whole)) if whole else None
         indices = tuple(itertools.islice(self.todo, self._shard_size()))
         return Shard(indices) if indices else None
 

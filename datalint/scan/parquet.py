@@ -118,6 +118,10 @@ class ParquetSource:
     def __len__(self) -> int:
         return self._length
 
+    def shard_starts(self) -> tuple[int, ...]:
+        """The first row of each file (a damaged file is one entry); files without rows are left out."""
+        return tuple(sorted(set(start for start in self._starts if start < self._length)))
+
     def _locate(self, index: int) -> tuple[int, int]:
         number = bisect.bisect_right(self._starts, index) - 1
         return number, index - self._starts[number]

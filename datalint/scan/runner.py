@@ -54,6 +54,7 @@ from typing import IO, Any
 
 from datalint.errors import DatalintError
 from datalint.scan.probes import open_fd_count
+from datalint.scan.shards import shard_of, shard_starts_of, split_by_shard
 from datalint.scan.sources import SourceDescription, build_source
 from datalint.text import safe_str
 
@@ -113,7 +114,7 @@ def run(
                     late_row(row, options.timeout)
             yield rows
     else:
-        yield from _Pool(description, options, stream).run(iter(todo), total)
+        yield from _Pool(description, options, stream, shard_starts_of(source)).run(iter(todo), total)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -810,8 +811,15 @@ class _Suspicion:
 class _Pool:
     """Workers forked from this process; one dead worker is replaced alone."""
 
-    def __init__(self, description: SourceDescription, options: RunnerOptions, stream: bool) -> None:
+    def __init__(
+        self,
+        description: SourceDescription,
+        options: RunnerOptions,
+        stream: bool,
+        shard_starts: tuple[int, ...] | None = None,
+    ) -> None:
         self.description = description
+        self.shard_starts = shard_starts  # a sharded source: whole shards are the unit of work
         self.options = options
         self.stream = stream
         self.size = 1 if stream else max(1, options.workers)
@@ -831,6 +839,7 @@ class _Pool:
 
     def run(self, todo: Iterator[int], total: int) -> Iterator[list[Row]]:
         self.todo = todo
+        self.by_shard = split_by_shard(todo, self.shard_starts) if self.shard_starts else None
         self.remaining = total
         if total <= 0 and not self.stream:
             return
@@ -884,6 +893,8 @@ class _Pool:
         return True
 
     def _next_chunk(self) -> list[int]:
+        if self.by_shard is not None:
+            return self._next_shard_chunk()
         size = self._chunk_size()
         chunk: list[int] = []
         while self.requeued and len(chunk) < size:
@@ -893,6 +904,17 @@ class _Pool:
             if len(chunk) >= size:
                 break
         return chunk
+
+    def _next_shard_chunk(self) -> list[int]:
+        """A dead worker's samples first (only those of its shard), else the next whole shard."""
+        assert self.by_shard is not None and self.shard_starts is not None
+        if self.requeued:
+            shard = shard_of(self.shard_starts, self.requeued[0])
+            chunk: list[int] = []
+            while self.requeued and shard_of(self.shard_starts, self.requeued[0]) == shard:
+                chunk.append(self.requeued.popleft())
+            return chunk
+        return next(self.by_shard, [])
 
     def _chunk_size(self) -> int:
         if self.options.chunk_size:

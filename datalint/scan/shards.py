@@ -7,16 +7,23 @@ once after (building them row by row costs more than the copy), the shard files 
 batches (SQLite attaches at most 10 databases by default), each batch is copied in one transaction
 with `INSERT ... SELECT`, and every merged row is credited to the target's run. A row present in
 two shard files is a bug upstream and fails the merge instead of being silently overwritten.
+
+Sharded sources (webdataset tars, Parquet files) also make the shard the unit of work: a source
+that has `shard_starts()` (the first sample index of each shard) is handed out by both engines one
+shard at a time (`split_by_shard`), so a worker reads one file from start to end and never gets a
+range of samples that crosses into the next file.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from datalint.errors import DatalintError
 from datalint.scan import store
@@ -104,3 +111,40 @@ def _merge_batch(
             with contextlib.suppress(sqlite3.OperationalError):
                 connection.execute(f"DETACH DATABASE {alias}")
     return after_samples - before_samples, after_findings - before_findings
+
+
+# ----------------------------------------------------------------------------------------------
+# Shards as the unit of work
+
+
+SHARDED_KINDS = frozenset({"webdataset", "parquet"})  # source kinds whose samples live in shard files
+
+
+def shard_starts_of(source: Any) -> tuple[int, ...] | None:
+    """The first sample index of each shard of a sharded source; None for any other source."""
+    starts = getattr(source, "shard_starts", None)
+    return tuple(starts()) if callable(starts) else None
+
+
+def shard_of(starts: Sequence[int], index: int) -> int:
+    """Which shard a sample index belongs to (`starts` ascending, the first one 0)."""
+    return max(0, bisect.bisect_right(starts, index) - 1)
+
+
+def split_by_shard(todo: Iterable[int], starts: Sequence[int]) -> Iterator[list[int]]:
+    """The indices of `todo`, in their order, cut into runs that each lie in one shard.
+
+    With `todo` ascending (a scan's usual order) each run is all of one shard's remaining samples,
+    so whoever gets a run owns that shard. Lazy: a billion-sample `todo` is never held whole.
+    """
+    run: list[int] = []
+    current = -1
+    for index in todo:
+        shard = shard_of(starts, index)
+        if run and shard != current:
+            yield run
+            run = []
+        current = shard
+        run.append(index)
+    if run:
+        yield run

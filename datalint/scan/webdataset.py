@@ -194,6 +194,16 @@ class WebDatasetSource:
     def __len__(self) -> int:
         return len(self.entries)
 
+    def shard_starts(self) -> tuple[int, ...]:
+        """The first entry of each shard that has any (entries are listed shard by shard)."""
+        starts: list[int] = []
+        previous = -1
+        for index, entry in enumerate(self.entries):
+            if entry.shard != previous:
+                starts.append(index)
+                previous = entry.shard
+        return tuple(starts)
+
     def key(self, index: int) -> str:
         return self.entries[index].key
 

@@ -206,3 +206,19 @@ def write_from_document(path: str | os.PathLike[str], document: dict[str, Any]) 
 def binary_path_beside(json_path: Path) -> Path:
     """Where the scan puts the binary list next to `quarantine.json`: the same name, `.bin` for `.json`."""
     return json_path.with_suffix(SUFFIX)
+
+
+def is_large(document: dict[str, Any]) -> bool:
+    """Whether a list is past the size from which every rank should map, not parse, it."""
+    return len(document["samples"]) >= BINARY_FROM
+
+
+def write_beside_if_large(json_path: Path, document: dict[str, Any]) -> Path | None:
+    """Beside a written `quarantine.json`, its binary form when the list is large (returns its path);
+    a binary list left there by an earlier, larger list is removed, as it no longer matches."""
+    beside = binary_path_beside(json_path)
+    if is_large(document):
+        return write_from_document(beside, document)
+    if beside.is_file() and is_binary_list(beside):
+        beside.unlink()
+    return None
