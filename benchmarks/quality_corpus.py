@@ -81,12 +81,16 @@ def planted(kind: str, rng: np.random.Generator, width: int, height: int) -> np.
     return image
 
 
-PLANTED = {"dark": 40, "light": 40, "blurry": 40, "low_information": 40, "grayscale": 40,
-           "odd_size": 12, "odd_aspect": 12, "clean_night": 40, "clean_gradient": 40, "clean_muted": 40}  # fmt: skip
+PLANTED = {
+    "dark": 40, "light": 40, "blurry": 40, "low_information": 40, "grayscale": 40, "odd_size": 12,
+    "odd_aspect": 12, "clean_night": 40, "clean_gradient": 40, "clean_muted": 40,
+}  # fmt: skip
 TRANSFORMS = ("q50", "q95", "half", "double", "crop", "brighter", "darker", "png")
 
 
-def transformed(original: Image.Image, how: str, rng: np.random.Generator) -> tuple[Image.Image, dict[str, Any]]:
+def transformed(
+    original: Image.Image, how: str, rng: np.random.Generator
+) -> tuple[Image.Image, dict[str, Any]]:
     w, h = original.size
     if how == "half":
         return original.resize((w // 2, h // 2), Image.Resampling.LANCZOS), {}
@@ -142,7 +146,11 @@ def generate(out: Path, n: int, seed: int) -> dict[str, dict[str, Any]]:
         for how in TRANSFORMS:
             copy, options = transformed(picture, how, rng)
             path = save(copy, folder / f"img_{number:05d}", **options)
-            labels[path.relative_to(out / "images").as_posix()] = {"kind": "clean", "group": group, "transform": how}
+            labels[path.relative_to(out / "images").as_posix()] = {
+                "kind": "clean",
+                "group": group,
+                "transform": how,
+            }
             number += 1
     (out / "labels.json").write_text(json.dumps(labels, indent=0, sort_keys=True))
     return labels

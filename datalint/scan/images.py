@@ -787,7 +787,9 @@ def _rgb_array(im: Image.Image) -> Any:
     import numpy as np
 
     if im.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
-        return np.asarray(im, dtype=np.float32) / (65535.0 if im.mode.startswith("I;16") else max(1, im.getextrema()[1]))
+        return np.asarray(im, dtype=np.float32) / (
+            65535.0 if im.mode.startswith("I;16") else max(1, im.getextrema()[1])
+        )
     if im.mode not in ("L", "RGB"):
         im = im.convert("RGB")
     return np.asarray(im)
@@ -987,7 +989,9 @@ def jpeg_findings_and_pixels(
     return findings, None
 
 
-def _opencv_decode(data: bytes, capture: StderrCapture, color: bool = False, side: int = 0) -> tuple[Any, str]:
+def _opencv_decode(
+    data: bytes, capture: StderrCapture, color: bool = False, side: int = 0
+) -> tuple[Any, str]:
     import cv2
     import numpy as np
 

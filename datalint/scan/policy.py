@@ -332,17 +332,27 @@ def derive_findings(db: Any, options: PolicyOptions, peers: Population | None = 
     # Image files judged against the whole index: duplicates (content hash), tiny, extreme aspect.
     findings.extend(Finding(idx, kind, text, kind in options.kinds) for idx, kind, text in index_findings(db))
     findings.extend(
-        Finding(idx, kind, text, kind in options.kinds) for idx, kind, text in quality_index_findings(db, options)
+        Finding(idx, kind, text, kind in options.kinds)
+        for idx, kind, text in quality_index_findings(db, options)
     )
     return _merged(findings)
 
 
+# A relative kind says nothing more where its fixed counterpart already holds for the sample.
+_SAID_BY: dict[str, str] = {"odd_size": "tiny", "odd_aspect": "extreme_aspect", "near_duplicate": "duplicate"}
+
+
 def _merged(findings: list[Finding]) -> list[Finding]:
-    """One finding per (index, kind): a mode-L `grayscale` and a visually grey one say it once."""
+    """One finding per (index, kind) (a mode-L `grayscale` and a visually grey one say it once), and
+    no `odd_size` beside `tiny`, `odd_aspect` beside `extreme_aspect`, `near_duplicate` beside `duplicate`."""
     merged: dict[tuple[int, str], Finding] = {}
     for finding in findings:
         merged.setdefault((finding.idx, finding.kind), finding)
-    return sorted(merged.values())
+    return sorted(
+        finding
+        for (idx, kind), finding in merged.items()
+        if kind not in _SAID_BY or (idx, _SAID_BY[kind]) not in merged
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -380,14 +390,18 @@ def quality_rows(db: Any) -> list[tuple[int, str, dict[str, Any]]]:
         "SELECT idx, key, json_extract(info, '$.quality') FROM samples "
         "WHERE status = 'ok' AND json_extract(info, '$.quality') IS NOT NULL ORDER BY idx"
     )
-    return [(idx, key if key is not None else f"#{idx}", json.loads(text)) for idx, key, text in db.execute(query)]
+    return [
+        (idx, key if key is not None else f"#{idx}", json.loads(text)) for idx, key, text in db.execute(query)
+    ]
 
 
 def quality_limits(db: Any, options: PolicyOptions) -> dict[str, quality.KindLimit]:
     """The limit each scored kind is judged with on this index (the report draws them)."""
     rows = quality_rows(db)
-    scores = {name: [row[2][name] for row in rows if row[2].get(name) is not None] for name in quality.SCORE_NAMES}
-    return quality.kind_limits(scores, quality_thresholds(options))
+    scores = {
+        name: [row[2][name] for row in rows if row[2].get(name) is not None] for name in quality.SCORE_NAMES
+    }
+    return quality.kind_limits(scores, quality_thresholds(options), fixed=dict(options.thresholds))
 
 
 def quality_index_findings(db: Any, options: PolicyOptions) -> list[tuple[int, str, str]]:
@@ -402,7 +416,10 @@ def quality_index_findings(db: Any, options: PolicyOptions) -> list[tuple[int, s
                 value = scores.get(limit.score)
                 if value is not None and quality.past_limit(value, limit):
                     side = "over" if limit.direction == "high" else "under"
-                    detail = f"{limit.score} {value:.3g}, {side} the limit {limit.limit:.3g} (median {limit.median:.3g})"
+                    detail = (
+                        f"{limit.score} {value:.3g}, {side} the limit {limit.limit:.3g} "
+                        f"(median {limit.median:.3g})"
+                    )
                     found.append((idx, kind, detail))
         found.extend(quality.shape_outliers(_image_shapes(db), thresholds, options.min_peers))
     hashed = [(idx, key, scores["phash"]) for idx, key, scores in rows if scores.get("phash")]
@@ -415,7 +432,8 @@ def quality_index_findings(db: Any, options: PolicyOptions) -> list[tuple[int, s
 def _image_shapes(db: Any) -> dict[int, tuple[int, int]]:
     query = (
         "SELECT idx, json_extract(info, '$.width'), json_extract(info, '$.height') FROM samples "
-        "WHERE status = 'ok' AND json_extract(info, '$.sha256') IS NOT NULL AND json_extract(info, '$.width') > 0"
+        "WHERE status = 'ok' AND json_extract(info, '$.sha256') IS NOT NULL "
+        "AND json_extract(info, '$.width') > 0"
     )
     return {idx: (int(w), int(h)) for idx, w, h in db.execute(query) if w and h}
 
@@ -426,7 +444,10 @@ def hashed_images(db: Any) -> list[tuple[int, str, str | None, str | None]]:
         "SELECT idx, key, json_extract(info, '$.sha256'), json_extract(info, '$.quality.phash') FROM samples "
         "WHERE status = 'ok' AND json_extract(info, '$.sha256') IS NOT NULL ORDER BY idx"
     )
-    return [(idx, key if key is not None else f"#{idx}", digest, value) for idx, key, digest, value in db.execute(query)]
+    return [
+        (idx, key if key is not None else f"#{idx}", digest, value)
+        for idx, key, digest, value in db.execute(query)
+    ]
 
 
 def _leaks(db: Any, against: str, radius: int) -> list[tuple[int, str, str]]:

@@ -15,7 +15,8 @@ The scores (all stored under `samples.info.quality`, and in the `scores` view):
   low): it judges focus, not contrast or exposure; a smooth gradient (no structure at all) scores a
   neutral 1, so it is not called blurry;
 - `entropy`: of the grey histogram, in bits, 0..8 (`low_information` when low);
-- `colorfulness`: mean largest channel difference, 0..1 (`grayscale` when about 0: grey content stored as colour);
+- `colorfulness`: mean largest channel difference, 0..1 (`grayscale` when about 0: grey content
+  stored as colour);
 - `phash`: a 64-bit DCT perceptual hash as 16 hex digits (near-duplicates).
 """
 
@@ -85,7 +86,9 @@ def _resized(grey: Any, side: int) -> Any:
     import cv2
     import numpy as np
 
-    return cv2.resize(np.ascontiguousarray(grey, dtype=np.float32), (side, side), interpolation=cv2.INTER_AREA)
+    return cv2.resize(
+        np.ascontiguousarray(grey, dtype=np.float32), (side, side), interpolation=cv2.INTER_AREA
+    )
 
 
 def sharpness(grey: Any) -> float:
@@ -122,7 +125,7 @@ def phash(grey: Any) -> str:
 
 
 def image_like(shape: Sequence[int]) -> str | None:
-    """"chw" or "hwc" for a tensor shape that looks like one image (1-4 channels, sides >= 8)."""
+    """ "chw" or "hwc" for a tensor shape that looks like one image (1-4 channels, sides >= 8)."""
     if len(shape) != 3:
         return None
     if shape[0] in (1, 2, 3, 4) and min(shape[1:]) >= 8:
@@ -158,12 +161,16 @@ def score_tensor(array: Any, layout: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class QualityThresholds:
-    """Defaults for the quality kinds. `dark`, `light`, `blurry`, `low_information` and `grayscale`
-    are absolute limits on the scores; where the population's median is itself past one (a set of
-    night photos, every image blacked out by a transform), the limit becomes `outlier_mads` robust
-    deviations (1.4826 x MAD) from the median instead, so only the outliers of that population are
-    flagged and the population warning says what most images share. `odd_size`/`odd_aspect` are purely relative: `outlier_mads` deviations of log size or log
-    aspect from the median, with the deviation floored so a uniform set needs a real difference."""
+    """Defaults for the quality kinds.
+
+    `dark`, `light`, `blurry`, `low_information` and `grayscale` are absolute limits on the scores;
+    where the population's median is itself past one (a set of night photos, every image blacked out
+    by a transform), the limit becomes `outlier_mads` robust deviations (1.4826 x MAD) from the median
+    instead, so only that population's outliers are flagged and the population warning says what
+    most images share. A limit the user sets is used as given. `odd_size` and `odd_aspect` are
+    relative: robust deviations of log size (sqrt of area) or log aspect from the median, the spread
+    floored at 0.1 so a uniform set needs a real difference.
+    """
 
     dark: float = 0.14
     light: float = 0.8
@@ -183,7 +190,7 @@ class QualityThresholds:
 
 
 # kind -> (score, direction): "low" flags scores under the limit, "high" over it.
-_SCORED: dict[str, tuple[str, str]] = {
+SCORED_KINDS: dict[str, tuple[str, str]] = {
     "dark": ("highlights", "low"),
     "light": ("shadows", "high"),
     "blurry": ("sharpness", "low"),
@@ -215,10 +222,14 @@ def robust_center(values: Sequence[float]) -> tuple[float, float]:
     return median, float(1.4826 * np.median(np.abs(array - median)))
 
 
-def kind_limits(scores: Mapping[str, Sequence[float]], thresholds: QualityThresholds) -> dict[str, KindLimit]:
-    """The limit of each scored kind over a population: `scores` maps a score name to its values."""
+def kind_limits(
+    scores: Mapping[str, Sequence[float]], thresholds: QualityThresholds, fixed: Iterable[str] = ()
+) -> dict[str, KindLimit]:
+    """The limit of each scored kind over a population: `scores` maps a score name to its values.
+    The kinds in `fixed` (limits the user set) keep their absolute limit whatever the population."""
+    fixed = set(fixed)
     limits: dict[str, KindLimit] = {}
-    for kind, (score, direction) in _SCORED.items():
+    for kind, (score, direction) in SCORED_KINDS.items():
         values = scores.get(score) or []
         absolute = float(getattr(thresholds, kind))
         if not values:
@@ -226,11 +237,11 @@ def kind_limits(scores: Mapping[str, Sequence[float]], thresholds: QualityThresh
         median, spread = robust_center(values)
         if direction == "high":
             past = sum(value > absolute for value in values)
-            shifted = median > absolute
+            shifted = median > absolute and kind not in fixed
             limit = median + thresholds.outlier_mads * spread if shifted else absolute
         else:
             past = sum(value < absolute for value in values)
-            shifted = median < absolute
+            shifted = median < absolute and kind not in fixed
             limit = median - thresholds.outlier_mads * spread if shifted else absolute
         limits[kind] = KindLimit(kind, score, direction, limit, median, spread, past, len(values))
     return limits
@@ -303,7 +314,9 @@ class HashIndex:
                 for a_at, a in enumerate(bucket):
                     value = self.hashes[a]
                     for b in bucket[a_at + 1 :]:
-                        if (value ^ self.hashes[b]).bit_count() <= self.radius and self._first_band(a, b, table):
+                        if (value ^ self.hashes[b]).bit_count() <= self.radius and self._first_band(
+                            a, b, table
+                        ):
                             yield a, b
 
     def _first_band(self, a: int, b: int, table: dict[int, list[int]]) -> bool:
@@ -313,7 +326,6 @@ class HashIndex:
             if (self.hashes[a] >> shift) & mask == (self.hashes[b] >> shift) & mask:
                 return other is table
         return False
-
 
     def nearest(self, value: int) -> tuple[int, int] | None:
         """The closest indexed hash within the radius (position, distance), or None."""
@@ -397,6 +409,7 @@ def leak_findings(
         match = index.nearest(int(value, 16))
         if match is not None:
             position, distance = match
-            found.append((idx, "leak", f"looks like {their_hashes[position][0]} in {split} (hash distance {distance})"))
+            found.append(
+                (idx, "leak", f"looks like {their_hashes[position][0]} in {split} (hash distance {distance})")
+            )
     return found
-
