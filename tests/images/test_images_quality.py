@@ -216,3 +216,41 @@ def test_scores_of_real_pixels_order_as_a_user_expects() -> None:
     assert quality.score_pixels(flat)["entropy"] == 0.0
     grey = np.repeat(sharp.mean(axis=2, keepdims=True).astype(np.uint8), 3, axis=2)
     assert quality.score_pixels(grey)["colorfulness"] == 0.0 < quality.score_pixels(sharp)["colorfulness"]
+
+
+def test_open_index_gives_data_frames_with_pandas(scanned: tuple[Path, dict[str, set[str]]]) -> None:
+    import datalint
+
+    db, _found = scanned
+    with datalint.open_index(db) as index:
+        scores = index.scores()
+        blurriest = scores.nsmallest(1, "sharpness")["key"].tolist()
+        findings = index.findings("dark")
+        samples = index.samples()
+    assert blurriest == ["blurry.jpg"]
+    assert findings["key"].tolist() == ["dark.jpg"] and not findings["quarantine"].any()
+    assert len(samples) == len(scores) and set(samples["status"]) == {"ok"}
+
+
+def test_open_index_gives_lists_of_dicts_without_pandas(scanned: tuple[Path, dict[str, set[str]]]) -> None:
+    import subprocess
+
+    db, _found = scanned
+    program = (
+        "import sys; sys.modules['pandas'] = None\n"  # as if pandas were not installed
+        "import datalint\n"
+        f"index = datalint.open_index({str(db)!r})\n"
+        "rows = index.scores()\n"
+        "assert isinstance(rows, list) and isinstance(rows[0], dict), rows\n"
+        "print(min(rows, key=lambda row: row['sharpness'])['key'])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "blurry.jpg"
+
+
+def test_open_index_on_a_missing_file_says_so(tmp_path: Path) -> None:
+    import datalint
+    from datalint.scan.store import IndexFileError
+
+    with pytest.raises(IndexFileError, match="no scan index"):
+        datalint.open_index(tmp_path / "none.db")
