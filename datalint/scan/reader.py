@@ -15,6 +15,11 @@ from datalint.scan.quality import SCORE_NAMES
 from datalint.scan.store import IndexFileError
 
 
+_SCORED_SAMPLES = """
+SELECT idx, key, info FROM samples WHERE json_extract(info, '$.quality') IS NOT NULL ORDER BY idx
+"""
+
+
 class IndexReader:
     """A read-only view of one scan index: `samples()`, `findings()`, `scores()`."""
 
@@ -53,8 +58,7 @@ class IndexReader:
     def scores(self) -> Any:
         """idx, key, width, height and the raw quality scores of every scored image."""
         rows = []
-        query = "SELECT idx, key, info FROM samples WHERE json_extract(info, '$.quality') IS NOT NULL ORDER BY idx"
-        for idx, key, text in self._connection.execute(query):
+        for idx, key, text in self._connection.execute(_SCORED_SAMPLES):
             info = json.loads(text)
             rows.append(
                 {
