@@ -14,7 +14,6 @@ from typing import Any
 from datalint.scan.quality import SCORE_NAMES
 from datalint.scan.store import IndexFileError
 
-
 _SCORED_SAMPLES = """
 SELECT idx, key, info FROM samples WHERE json_extract(info, '$.quality') IS NOT NULL ORDER BY idx
 """
