@@ -115,6 +115,12 @@ def add_image_arguments(group: Any) -> None:
     group.add_argument(
         "--all-frames", action="store_true", help="decode every frame / page, not only the first"
     )
+    group.add_argument(
+        "--no-scores",
+        action="store_true",
+        help="skip the quality scores and perceptual hashes (no dark, blurry, near_duplicate, leak...): "
+        "a faster scan of PNG-heavy folders",
+    )
 
 
 def choose_source(args: argparse.Namespace) -> Any:
@@ -196,6 +202,7 @@ def _image_source(args: argparse.Namespace) -> Any:
         extensions=extensions or None,
         max_pixels=args.max_pixels or images.DEFAULT_MAX_PIXELS,
         all_frames=args.all_frames,
+        scores=not args.no_scores,
         labels=tuple(args.label),
         image_root=args.image_root,
     )

@@ -969,7 +969,7 @@ def jpeg_findings_and_pixels(
     data: bytes, capture: StderrCapture, color: bool = False, side: int = 0
 ) -> tuple[list[ImageFinding], Any]:
     """`check_jpeg`'s findings and the reduced pixels it decoded (BGR with `color`, else grey): 1/8
-    scale, or less reduced for a JPEG whose shorter `side` would then be under 64 pixels."""
+    scale, or less reduced for a JPEG whose shorter `side` would then be under 32 pixels."""
     pixels, text = _opencv_decode(data, capture, color, side)
     decoded = pixels is not None
     findings = classify_jpeg_messages(text)
@@ -1000,7 +1000,7 @@ def _opencv_decode(
     # scale, costs little more and is what the quality scores need.
     flags = _REDUCED_GREY[8] | cv2.IMREAD_IGNORE_ORIENTATION
     if color:
-        factor = next((f for f in (8, 4, 2) if side // f >= 64), 1)
+        factor = next((f for f in (8, 4, 2) if side // f >= _MIN_SCORED_SIDE), 1)
         flags = _REDUCED_COLOR[factor] | cv2.IMREAD_IGNORE_ORIENTATION
     with capture.capturing():
         try:
@@ -1010,6 +1010,9 @@ def _opencv_decode(
     return pixels, capture.text
 
 
+# The most a JPEG is reduced for its scores: to no less than this shorter side (1/8 of a 500x375
+# photo is 46 px; a 192 px thumbnail is decoded at 1/4).
+_MIN_SCORED_SIDE = 32
 # OpenCV's reduced-decode flags by factor (the values of cv2.IMREAD_REDUCED_*; 1 is IMREAD_COLOR).
 _REDUCED_GREY = {8: 64}
 _REDUCED_COLOR = {8: 65, 4: 33, 2: 17, 1: 1}
@@ -1447,6 +1450,7 @@ class ImageFilesSource:
         self.options = ImageOptions(
             max_pixels=int(description.option("max_pixels", DEFAULT_MAX_PIXELS)),
             all_frames=bool(description.option("all_frames", False)),
+            quality=bool(description.option("scores", True)),
         )
         self.dataset: Any = None
         if description.option("dataset") is not None:
@@ -1589,6 +1593,7 @@ def images_description(
     all_frames: bool = False,
     labels: Sequence[str] = (),
     image_root: str | None = None,
+    scores: bool = True,
 ) -> Any:
     """The SourceDescription of an image scan; a folder that does not exist is a usage error.
 
@@ -1597,7 +1602,7 @@ def images_description(
     """
     from datalint.scan.sources import SourceDescription
 
-    options: dict[str, Any] = {"max_pixels": max_pixels, "all_frames": all_frames}
+    options: dict[str, Any] = {"max_pixels": max_pixels, "all_frames": all_frames, "scores": scores}
     if files:
         absent = [path for path in files if not Path(path).is_file()]
         if absent:

@@ -92,7 +92,8 @@ def _resized(grey: Any, side: int) -> Any:
 
 
 def sharpness(grey: Any) -> float:
-    """Laplacian energy of the unit-variance 64 px grey thumbnail: low when out of focus.
+    """Laplacian energy of the unit-variance grey thumbnail (64 px, or the decoded size when that is
+    smaller): low when out of focus.
 
     Dividing by the spread first makes it blind to exposure and contrast (a dark but detailed image is
     sharp). An image with no structure even at 32 px (flat, a smooth gradient) has nothing to be in
@@ -100,12 +101,13 @@ def sharpness(grey: Any) -> float:
     """
     import cv2
 
-    thumb = _resized(grey, THUMB)
+    side = max(8, min(THUMB, *grey.shape[:2]))  # never upscaled: that would blur it
+    thumb = _resized(grey, side)
     spread = float(thumb.std())
     if spread < 1e-4:
         return 1.0
     thumb = (thumb - thumb.mean()) / spread
-    coarse = float(cv2.Laplacian(_resized(thumb, THUMB // 2), cv2.CV_32F).var())
+    coarse = float(cv2.Laplacian(_resized(thumb, side // 2), cv2.CV_32F).var())
     if coarse < _STRUCTURE:
         return 1.0
     return float(cv2.Laplacian(thumb, cv2.CV_32F).var())
