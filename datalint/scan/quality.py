@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 THUMB = 64  # the normalised grey thumbnail's side
-_STRUCTURE = 0.015  # Laplacian energy at 32 px (of a unit-variance image) below which there is no structure
+_STRUCTURE = 0.04  # Laplacian energy at half scale (unit-variance image) under which nothing has structure
 SCORE_NAMES: tuple[str, ...] = ("highlights", "shadows", "sharpness", "entropy", "colorfulness")
 
 QUALITY_KIND_MEANINGS: dict[str, str] = {
@@ -291,10 +291,10 @@ def hamming(a: int, b: int) -> int:
 
 
 class HashIndex:
-    """Multi-index hashing over 64-bit hashes: for a radius r, each hash is cut into r + 1 bands, and
-    two hashes within distance r agree exactly on at least one band (pigeonhole); candidates come from
-    the band tables and are then checked exactly. Near-linear for the sparse collisions of real data,
-    instead of the n^2/2 comparisons of brute force (benchmarks/quality_hashes.py)."""
+    """Pigeonhole hashing over 64-bit hashes: for a radius r, each hash is cut into r + 1 bands, and
+    two hashes within distance r agree exactly on at least one band; candidates come from the band
+    tables and are then checked exactly. Its work is the pairs sharing a band bucket: about 1/10 of
+    brute force at radius 10 on random hashes, 1/25 at radius 6 (benchmarks/quality_hashes.py)."""
 
     def __init__(self, hashes: Sequence[int], radius: int) -> None:
         self.hashes = list(hashes)
