@@ -254,3 +254,49 @@ def test_open_index_on_a_missing_file_says_so(tmp_path: Path) -> None:
 
     with pytest.raises(IndexFileError, match="no scan index"):
         datalint.open_index(tmp_path / "none.db")
+
+
+DATASETS = '''
+import torch
+
+class Images(torch.utils.data.Dataset):
+    """Normalised 3x64x64 scenes; `blank` returns the tensor a broken transform would."""
+
+    def __init__(self, blank):
+        self.blank = blank
+        generator = torch.Generator().manual_seed(0)
+        self.images = [torch.rand(3, 8, 8, generator=generator) for _ in range(12)]
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, index):
+        image = torch.nn.functional.interpolate(self.images[index][None], size=64, mode="nearest")[0]
+        if self.blank:
+            image = torch.zeros_like(image)
+        return (image - 0.5) / 0.25, index % 3
+
+good = Images(blank=False)
+blank = Images(blank=True)
+'''
+
+
+def test_dataset_tensors_get_scores_and_a_blanked_population_is_one_warning(tmp_path: Path) -> None:
+    (tmp_path / "tensors.py").write_text(DATASETS)
+    for name, dark in (("good", False), ("blank", True)):
+        db = tmp_path / f"{name}.db"
+        code, out, err = run_cli(
+            "scan", "--dataset", f"{tmp_path / 'tensors.py'}:{name}", "--db", str(db),
+            "--workers", "1", "--progress", "none", "--format", "json",
+        )  # fmt: skip
+        assert code in (0, 1), err
+        notes = json.loads(out)["notes"]
+        import sqlite3
+
+        with sqlite3.connect(db) as connection:
+            (info,) = connection.execute("SELECT info FROM samples WHERE idx = 0").fetchone()
+        assert json.loads(info)["quality_field"] == "0"
+        warned = [note for note in notes if "images are low_information" in note]
+        assert bool(warned) is dark, notes
+        quarantined = json.loads((tmp_path / f"{name}.quarantine.json").read_text())["samples"]
+        assert quarantined == []  # a pipeline bug is said once, not by quarantining every sample
