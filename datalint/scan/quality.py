@@ -59,7 +59,7 @@ def score_pixels(pixels: Any) -> dict[str, Any]:
     colorfulness = 0.0
     if rgb.ndim == 3:
         colorfulness = float(np.mean(rgb.max(axis=2) - rgb.min(axis=2)))
-    return {
+    scores = {
         "highlights": round(float(high), 4),
         "shadows": round(float(low), 4),
         "sharpness": round(sharpness(grey), 4),
@@ -67,6 +67,8 @@ def score_pixels(pixels: Any) -> dict[str, Any]:
         "colorfulness": round(colorfulness, 4),
         "phash": phash(grey),
     }
+    # The index stores JSON, where NaN is not a value: a score that cannot be computed is absent.
+    return {name: value for name, value in scores.items() if isinstance(value, str) or math.isfinite(value)}
 
 
 def _as_float_rgb(array: Any) -> Any:
@@ -127,12 +129,13 @@ def phash(grey: Any) -> str:
 
 
 def image_like(shape: Sequence[int]) -> str | None:
-    """ "chw" or "hwc" for a tensor shape that looks like one image (1-4 channels, sides >= 8)."""
+    """`chw` or `hwc` for a tensor shape that looks like one image (1-4 channels, sides >= 16: an 8x8
+    tensor is more likely a feature map than a picture)."""
     if len(shape) != 3:
         return None
-    if shape[0] in (1, 2, 3, 4) and min(shape[1:]) >= 8:
+    if shape[0] in (1, 2, 3, 4) and min(shape[1:]) >= 16:
         return "chw"
-    if shape[2] in (1, 2, 3, 4) and min(shape[:2]) >= 8:
+    if shape[2] in (1, 2, 3, 4) and min(shape[:2]) >= 16:
         return "hwc"
     return None
 
@@ -148,10 +151,8 @@ def score_tensor(array: Any, layout: str) -> dict[str, Any]:
         values = np.moveaxis(values, 0, -1)
     if values.shape[-1] == 2:
         values = values[..., :1]
-    low, high = float(np.nanmin(values)), float(np.nanmax(values))
-    if not (math.isfinite(low) and math.isfinite(high)):
-        values = np.nan_to_num(values)
-        low, high = float(values.min()), float(values.max())
+    values = np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)  # NaN is `non_finite`'s to report
+    low, high = float(values.min()), float(values.max())
     scaled = (values - low) / (high - low) if high > low else np.zeros_like(values)
     if low >= 0 and high <= 1:
         scaled = values  # already a picture in 0..1: keep its real brightness
