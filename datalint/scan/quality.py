@@ -59,7 +59,7 @@ def score_pixels(pixels: Any) -> dict[str, Any]:
     colorfulness = 0.0
     if rgb.ndim == 3:
         colorfulness = float(np.mean(rgb.max(axis=2) - rgb.min(axis=2)))
-    scores = {
+    scores: dict[str, float | str] = {
         "highlights": round(float(high), 4),
         "shadows": round(float(low), 4),
         "sharpness": round(sharpness(grey), 4),
