@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "host_checks": "datalint.diagnosis.doctor",
     "write_report": "datalint.report",
     "ReportOptions": "datalint.report",
+    "open_index": "datalint.scan.reader",
 }
 
 __all__ = ["__version__", *_EXPORTS]

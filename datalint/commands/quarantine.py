@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.commands.arguments import add_format, add_output_file, positive_int, size
-from datalint.commands.scan import KIND_HELP
+from datalint.commands.scan import KIND_HELP, add_quality_arguments, against_index
 from datalint.errors import UsageError
 from datalint.text import printable, shown_name
 
@@ -45,10 +45,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--ignore-index", type=int, metavar="I", help="override the scan's --ignore-index")
     parser.add_argument("--max-bytes", type=size, metavar="SIZE", help="override the scan's --max-bytes")
     parser.add_argument("--require", action="append", metavar="FIELD", help="override the scan's --require")
+    add_quality_arguments(parser)
     parser.set_defaults(run=run, extras=("scan",))
 
 
 def run(args: argparse.Namespace) -> int:
+    from datalint.scan import policy
     from datalint.scan.api import check_output_path, derive_quarantine
 
     if args.output_file is not None:
@@ -60,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
         ignore_index=args.ignore_index,
         max_bytes=args.max_bytes,
         require=tuple(args.require) if args.require else None,
+        thresholds=policy.parse_thresholds(args.threshold) or None,
+        against=against_index(args.against),
     )
     target = None if args.output_file is None else Path(args.output_file)
     written = _write(document, _chosen_format(args.format, target), target)

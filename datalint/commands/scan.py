@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 from datalint.commands.arguments import count, non_negative_float, positive_float, positive_int, size
@@ -114,6 +115,12 @@ def add_image_arguments(group: Any) -> None:
     group.add_argument(
         "--all-frames", action="store_true", help="decode every frame / page, not only the first"
     )
+    group.add_argument(
+        "--no-scores",
+        action="store_true",
+        help="skip the quality scores and perceptual hashes (no dark, blurry, near_duplicate, leak...): "
+        "a faster scan of PNG-heavy folders",
+    )
 
 
 def choose_source(args: argparse.Namespace) -> Any:
@@ -195,6 +202,7 @@ def _image_source(args: argparse.Namespace) -> Any:
         extensions=extensions or None,
         max_pixels=args.max_pixels or images.DEFAULT_MAX_PIXELS,
         all_frames=args.all_frames,
+        scores=not args.no_scores,
         labels=tuple(args.label),
         image_root=args.image_root,
     )
@@ -275,6 +283,7 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
         help="samples above this size are 'oversized' (e.g. 64MB, 1GiB)",
     )
     probes.add_argument("--kinds", metavar="KINDS", help=KIND_HELP)
+    add_quality_arguments(probes)
 
     output = parser.add_argument_group("output")
     output.add_argument("--db", metavar="PATH", help="the SQLite index (default .datalint/<dataset>.db)")
@@ -295,6 +304,31 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="progress on stderr: a bar on a terminal, a line every 30 s otherwise",
     )
+
+
+THRESHOLD_HELP = (
+    "a quality limit instead of its default, KIND=NUMBER (repeatable): dark, light, blurry, "
+    "low_information, grayscale (absolute score limits), odd_size, odd_aspect, outlier_mads (robust "
+    "deviations), near_duplicate (hash distance); see docs/images.md"
+)
+AGAINST_HELP = (
+    "another split's scan index (e.g. train.db): images of this scan that are the same or nearly the "
+    "same as one there are `leak` findings, quarantined from this split"
+)
+
+
+def add_quality_arguments(group: Any) -> None:
+    group.add_argument("--threshold", action="append", metavar="KIND=NUMBER", help=THRESHOLD_HELP)
+    group.add_argument("--against", metavar="DB", help=AGAINST_HELP)
+
+
+def against_index(path: str | None) -> str | None:
+    """The other split's index as an absolute path (stored with the run), checked to exist."""
+    if path is None:
+        return None
+    if not Path(path).is_file():
+        raise UsageError(f"--against {path}: no scan index there; scan the other split first (--db {path})")
+    return str(Path(path).resolve())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -324,6 +358,8 @@ def scan_options(args: argparse.Namespace) -> Any:
             ignore_index=args.ignore_index,
             require=tuple(args.require),
             max_bytes=args.max_bytes,
+            thresholds=policy.parse_thresholds(args.threshold),
+            against=against_index(args.against),
         ),
         rescan=args.rescan,
         incremental=args.incremental,

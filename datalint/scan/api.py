@@ -295,7 +295,8 @@ def _scan_locked(
         workers=workers,
         notes=tuple(notes)
         + policy.absent_field_notes(index, peers, options.policy)
-        + policy.dataset_notes(peers),
+        + policy.dataset_notes(peers)
+        + policy.population_warnings(index, options.policy),
         outcomes=outcome_counts(
             {k: v for k, v in counts.items() if k != "findings"},
             findings,

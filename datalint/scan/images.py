@@ -132,6 +132,7 @@ class ImageOptions:
 
     max_pixels: int = DEFAULT_MAX_PIXELS
     all_frames: bool = False  # decode every frame of animated / multi-page files, not only the first
+    quality: bool = True  # score the decoded pixels (scan/quality.py) in the same pass
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,7 @@ class ImageProbe:
     frames: int | None = None  # 1, or 2 for "more than one" (counting them all costs a decode each)
     orientation: int | None = None
     decoder: str | None = None  # which check judged the pixel data: opencv, png, pillow
+    quality: dict[str, Any] | None = None  # raw quality scores and perceptual hash (scan/quality.py)
 
     @property
     def damaged(self) -> bool:
@@ -175,7 +177,7 @@ class ImageProbe:
             "file_bytes": self.nbytes, "sha256": self.sha256 if judged else None,
             "format": self.format, "mode": self.mode, "width": self.width, "height": self.height,
             "bit_depth": self.bit_depth, "frames": self.frames, "orientation": self.orientation,
-            "decoder": self.decoder,
+            "decoder": self.decoder, "quality": self.quality if judged else None,
         }  # fmt: skip
         return {name: value for name, value in fields.items() if value is not None}
 
@@ -680,9 +682,10 @@ def _probe_decodable(
             )
             # The bomb is the story: the facts about its colours would only distract.
             return _probe(data, digest, header, [ImageFinding("decompression_bomb", detail)], decoder=None)
-        decoder, damage = _decode(im, data, options, capture)
+        decoder, damage, pixels = _decode(im, data, options, capture)
         findings.extend(damage)
         if not any(f.kind == "corrupt" for f in damage):
+            header["quality"] = _quality_scores(im, pixels) if options.quality else None
             frames, frame_findings = _frame_facts(im, options, capture)
             header["frames"] = frames
             findings.extend(frame_findings)
@@ -752,10 +755,41 @@ def _orientation_findings(im: Image.Image, header: dict[str, Any]) -> Iterator[I
 # --------------------------------------------------------------------------- decoding
 
 
+def _quality_scores(im: Image.Image, pixels: Any) -> dict[str, Any] | None:
+    """Scores of the pixels the decode produced: OpenCV's 1/8-scale JPEG (BGR), else the image
+    Pillow holds (a PNG is loaded here: its check inflates the data but keeps no pixels)."""
+    from datalint.scan import quality
+
+    try:
+        if pixels is not None:
+            return quality.score_pixels(pixels[:, :, ::-1] if pixels.ndim == 3 else pixels)
+        factor = max(1, min(im.width, im.height) // quality.THUMB)
+        picture = im.reduce(factor) if factor > 1 and im.mode in _REDUCIBLE_MODES else im
+        return quality.score_pixels(_rgb_array(picture))
+    except Exception:  # per-file boundary: a file that decodes but cannot be scored is still judged
+        return None
+
+
+_REDUCIBLE_MODES = frozenset({"L", "RGB", "RGBA", "LA", "CMYK", "I", "F", "I;16"})
+
+
+def _rgb_array(im: Image.Image) -> Any:
+    import numpy as np
+
+    if im.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
+        return np.asarray(im, dtype=np.float32) / (
+            65535.0 if im.mode.startswith("I;16") else max(1, im.getextrema()[1])
+        )
+    if im.mode not in ("L", "RGB"):
+        im = im.convert("RGB")
+    return np.asarray(im)
+
+
 def _decode(
     im: Image.Image, data: bytes, options: ImageOptions, capture: StderrCapture
-) -> tuple[str, list[ImageFinding]]:
-    """Decode the pixel data the cheapest way that still finds all damage; returns (decoder, findings).
+) -> tuple[str, list[ImageFinding], Any]:
+    """Decode the pixel data the cheapest way that still finds all damage; returns (decoder,
+    findings, the 1/8-scale BGR pixels of a JPEG or None).
 
     JPEG and PNG each have one check that judges them completely. Pillow alone is not a fair judge of
     GIF, WebP, PNM and run-length BMP (it loads a BMP whose RLE stream is broken, a GIF with broken
@@ -763,9 +797,10 @@ def _decode(
     refuses many valid files (research §8.5).
     """
     if im.format in ("JPEG", "MPO"):
-        return "opencv", check_jpeg(data, capture)
+        findings, pixels = jpeg_findings_and_pixels(data, capture, color=options.quality, side=min(im.size))
+        return "opencv", findings, pixels
     if im.format == "PNG":
-        return "png", check_png(data)
+        return "png", check_png(data), None
     findings = check_with_pillow(im, capture)
     if im.format == "BMP" and not any(f.kind in _DECIDED for f in findings):
         findings.extend(check_bmp_layout(im, data))
@@ -774,8 +809,8 @@ def _decode(
     if im.format == "TGA" and any("buffer overrun" in f.detail for f in findings if f.kind == "corrupt"):
         findings = _judge_tga_overrun(findings, data)
     if not _second_opinion_is_fair(im, data) or any(f.kind in _DECIDED for f in findings) or _animated(im):
-        return "pillow", findings  # OpenCV reads every frame of an animation: no first-frame judge
-    return "pillow+opencv", [*findings, *opencv_second_opinion(data, im.format or "?", capture)]
+        return "pillow", findings, None  # OpenCV reads every frame of an animation: no first-frame judge
+    return "pillow+opencv", [*findings, *opencv_second_opinion(data, im.format or "?", capture)], None
 
 
 # Formats where an OpenCV failure never hit a valid file (research §8.5), and the findings that
@@ -917,10 +952,19 @@ def _opencv_reason(text: str) -> str:
 
 def check_jpeg(data: bytes, capture: StderrCapture) -> list[ImageFinding]:
     """Decode a JPEG at 1/8 scale with OpenCV, with libjpeg's warnings captured; Pillow names a failure."""
-    decoded, text = _opencv_decode(data, capture)
+    return jpeg_findings_and_pixels(data, capture)[0]
+
+
+def jpeg_findings_and_pixels(
+    data: bytes, capture: StderrCapture, color: bool = False, side: int = 0
+) -> tuple[list[ImageFinding], Any]:
+    """`check_jpeg`'s findings and the reduced pixels it decoded (BGR with `color`, else grey): 1/8
+    scale, or less reduced for a JPEG whose shorter `side` would then be under 32 pixels."""
+    pixels, text = _opencv_decode(data, capture, color, side)
+    decoded = pixels is not None
     findings = classify_jpeg_messages(text)
     if decoded and opencv_flags_truncation():
-        return findings
+        return findings, pixels
     pillow_error = _pillow_jpeg_error(data)
     if pillow_error is not None:
         findings.append(judge_failure(pillow_error, "JPEG", data))  # a 12-bit JPEG is no damage
@@ -932,22 +976,36 @@ def check_jpeg(data: bytes, capture: StderrCapture) -> list[ImageFinding]:
             )
         else:
             findings.append(ImageFinding("corrupt", "OpenCV's libjpeg cannot decode it (Pillow can)"))
-    return findings
+    return findings, None
 
 
-def _opencv_decode(data: bytes, capture: StderrCapture) -> tuple[bool, str]:
+def _opencv_decode(
+    data: bytes, capture: StderrCapture, color: bool = False, side: int = 0
+) -> tuple[Any, str]:
     import cv2
     import numpy as np
 
     # Grayscale output lets libjpeg skip the chroma IDCT and colour conversion; it still entropy-
-    # decodes every component, which is where truncation and flipped bits show.
-    flags = cv2.IMREAD_REDUCED_GRAYSCALE_8 | cv2.IMREAD_IGNORE_ORIENTATION
+    # decodes every component, which is where truncation and flipped bits show. Colour, at 1/8
+    # scale, costs little more and is what the quality scores need.
+    flags = _REDUCED_GREY[8] | cv2.IMREAD_IGNORE_ORIENTATION
+    if color:
+        factor = next((f for f in (8, 4, 2) if side // f >= _MIN_SCORED_SIDE), 1)
+        flags = _REDUCED_COLOR[factor] | cv2.IMREAD_IGNORE_ORIENTATION
     with capture.capturing():
         try:
-            decoded = cv2.imdecode(np.frombuffer(data, np.uint8), flags) is not None
+            pixels = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
         except cv2.error:
-            decoded = False
-    return decoded, capture.text
+            pixels = None
+    return pixels, capture.text
+
+
+# The most a JPEG is reduced for its scores: to no less than this shorter side (1/8 of a 500x375
+# photo is 46 px; a 192 px thumbnail is decoded at 1/4).
+_MIN_SCORED_SIDE = 32
+# OpenCV's reduced-decode flags by factor (the values of cv2.IMREAD_REDUCED_*; 1 is IMREAD_COLOR).
+_REDUCED_GREY = {8: 64}
+_REDUCED_COLOR = {8: 65, 4: 33, 2: 17, 1: 1}
 
 
 def _pillow_jpeg_error(data: bytes) -> str | None:
@@ -1382,6 +1440,7 @@ class ImageFilesSource:
         self.options = ImageOptions(
             max_pixels=int(description.option("max_pixels", DEFAULT_MAX_PIXELS)),
             all_frames=bool(description.option("all_frames", False)),
+            quality=bool(description.option("scores", True)),
         )
         self.dataset: Any = None
         if description.option("dataset") is not None:
@@ -1524,6 +1583,7 @@ def images_description(
     all_frames: bool = False,
     labels: Sequence[str] = (),
     image_root: str | None = None,
+    scores: bool = True,
 ) -> Any:
     """The SourceDescription of an image scan; a folder that does not exist is a usage error.
 
@@ -1532,7 +1592,7 @@ def images_description(
     """
     from datalint.scan.sources import SourceDescription
 
-    options: dict[str, Any] = {"max_pixels": max_pixels, "all_frames": all_frames}
+    options: dict[str, Any] = {"max_pixels": max_pixels, "all_frames": all_frames, "scores": scores}
     if files:
         absent = [path for path in files if not Path(path).is_file()]
         if absent:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datalint.errors import UsageError
+from datalint.scan import quality
 from datalint.scan.images import INFO_KIND_MEANINGS, UNSUPPORTED_KIND, UNSUPPORTED_MEANING, index_findings
 from datalint.text import did_you_mean
 from datalint.units import human_bytes
@@ -57,6 +58,8 @@ KINDS: dict[str, Kind] = {
         Kind("unreadable", True, "a file that cannot be read"),
         Kind(UNSUPPORTED_KIND, True, UNSUPPORTED_MEANING),  # not damage; a loader here fails on it
         *(Kind(name, False, meaning) for name, meaning in INFO_KIND_MEANINGS.items()),  # image information
+        # Quality kinds: information unless asked for (--kinds dark,blurry); a leak is what --against asks.
+        *(Kind(name, name == "leak", meaning) for name, meaning in quality.QUALITY_KIND_MEANINGS.items()),
     )
 }
 DEFAULT_KINDS: tuple[str, ...] = tuple(name for name, kind in KINDS.items() if kind.quarantined)
@@ -83,6 +86,8 @@ class PolicyOptions:
     slow_factor: float = 10.0  # ... and this multiple of the median duration, and at least the p99
     majority: float = 0.5  # a field / shape / dtype "of most samples" is held by more than this share
     min_peers: int = 8  # with fewer ok samples, nothing is judged relative to its peers
+    thresholds: tuple[tuple[str, float], ...] = ()  # quality limits overridden (`--threshold dark=0.1`)
+    against: str | None = None  # the other split's index: its images leak into this one
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -93,6 +98,8 @@ class PolicyOptions:
         for name in ("kinds", "require"):
             if name in known:
                 known[name] = tuple(known[name])
+        if "thresholds" in known:
+            known["thresholds"] = tuple((str(kind), float(value)) for kind, value in known["thresholds"])
         return cls(**known)
 
 
@@ -328,7 +335,150 @@ def derive_findings(db: Any, options: PolicyOptions, peers: Population | None = 
             findings.append(Finding(row["idx"], kind, "; ".join(dict.fromkeys(parts)), kind in options.kinds))
     # Image files judged against the whole index: duplicates (content hash), tiny, extreme aspect.
     findings.extend(Finding(idx, kind, text, kind in options.kinds) for idx, kind, text in index_findings(db))
-    return sorted(findings)
+    findings.extend(
+        Finding(idx, kind, text, kind in options.kinds)
+        for idx, kind, text in quality_index_findings(db, options)
+    )
+    return _merged(findings)
+
+
+# A relative kind says nothing more where its fixed counterpart already holds for the sample.
+_SAID_BY: dict[str, str] = {"odd_size": "tiny", "odd_aspect": "extreme_aspect", "near_duplicate": "duplicate"}
+
+
+def _merged(findings: list[Finding]) -> list[Finding]:
+    """One finding per (index, kind) (a mode-L `grayscale` and a visually grey one say it once), and
+    no `odd_size` beside `tiny`, `odd_aspect` beside `extreme_aspect`, `near_duplicate` beside `duplicate`."""
+    merged: dict[tuple[int, str], Finding] = {}
+    for finding in findings:
+        merged.setdefault((finding.idx, finding.kind), finding)
+    return sorted(
+        finding
+        for (idx, kind), finding in merged.items()
+        if kind not in _SAID_BY or (idx, _SAID_BY[kind]) not in merged
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Image quality, near-duplicates and leaks, judged over the whole index (scores in samples.info.quality)
+
+
+def quality_thresholds(options: PolicyOptions) -> quality.QualityThresholds:
+    return quality.QualityThresholds().with_overrides(dict(options.thresholds))
+
+
+def parse_thresholds(items: Iterable[str] | None) -> tuple[tuple[str, float], ...]:
+    """`["dark=0.1", "blurry=0.3"]` -> pairs; an unknown kind or a non-number is a usage error."""
+    known = quality.QualityThresholds.__dataclass_fields__
+    pairs: list[tuple[str, float]] = []
+    for item in items or ():
+        for part in (piece.strip() for piece in item.split(",")):
+            if not part:
+                continue
+            name, equals, value = part.partition("=")
+            name = name.strip()
+            if not equals or name not in known:
+                raise UsageError(
+                    f"--threshold {part!r}: expected KIND=NUMBER with KIND one of {', '.join(known)}"
+                )
+            try:
+                pairs.append((name, float(value)))
+            except ValueError:
+                raise UsageError(f"--threshold {part!r}: {value.strip()!r} is not a number") from None
+    return tuple(pairs)
+
+
+def quality_rows(db: Any) -> list[tuple[int, str, dict[str, Any]]]:
+    """(index, key, scores) of every scored, undamaged image."""
+    query = (
+        "SELECT idx, key, json_extract(info, '$.quality') FROM samples "
+        "WHERE status = 'ok' AND json_extract(info, '$.quality') IS NOT NULL ORDER BY idx"
+    )
+    return [
+        (idx, key if key is not None else f"#{idx}", json.loads(text)) for idx, key, text in db.execute(query)
+    ]
+
+
+def quality_limits(db: Any, options: PolicyOptions) -> dict[str, quality.KindLimit]:
+    """The limit each scored kind is judged with on this index (the report draws them)."""
+    rows = quality_rows(db)
+    scores = {
+        name: [row[2][name] for row in rows if row[2].get(name) is not None] for name in quality.SCORE_NAMES
+    }
+    return quality.kind_limits(scores, quality_thresholds(options), fixed=dict(options.thresholds))
+
+
+def quality_index_findings(db: Any, options: PolicyOptions) -> list[tuple[int, str, str]]:
+    """Scored kinds against the population's limits, odd sizes and shapes, near-duplicates, leaks."""
+    thresholds = quality_thresholds(options)
+    rows = quality_rows(db)
+    found: list[tuple[int, str, str]] = []
+    if len(rows) >= options.min_peers:
+        limits = quality_limits(db, options)
+        for idx, _key, scores in rows:
+            for kind, limit in limits.items():
+                value = scores.get(limit.score)
+                if value is not None and quality.past_limit(value, limit):
+                    side = "over" if limit.direction == "high" else "under"
+                    detail = (
+                        f"{limit.score} {value:.3g}, {side} the limit {limit.limit:.3g} "
+                        f"(median {limit.median:.3g})"
+                    )
+                    found.append((idx, kind, detail))
+        found.extend(quality.shape_outliers(_image_shapes(db), thresholds, options.min_peers))
+    hashed = [(idx, key, scores["phash"]) for idx, key, scores in rows if scores.get("phash")]
+    found.extend(quality.near_duplicate_findings(hashed, thresholds.near_duplicate))
+    if options.against:
+        found.extend(_leaks(db, options.against, thresholds.near_duplicate))
+    return found
+
+
+def _image_shapes(db: Any) -> dict[int, tuple[int, int]]:
+    query = (
+        "SELECT idx, json_extract(info, '$.width'), json_extract(info, '$.height') FROM samples "
+        "WHERE status = 'ok' AND json_extract(info, '$.sha256') IS NOT NULL "
+        "AND json_extract(info, '$.width') > 0"
+    )
+    return {idx: (int(w), int(h)) for idx, w, h in db.execute(query) if w and h}
+
+
+def hashed_images(db: Any) -> list[tuple[int, str, str | None, str | None]]:
+    """(index, key, sha256, phash) of every undamaged image."""
+    query = (
+        "SELECT idx, key, json_extract(info, '$.sha256'), json_extract(info, '$.quality.phash') FROM samples "
+        "WHERE status = 'ok' AND json_extract(info, '$.sha256') IS NOT NULL ORDER BY idx"
+    )
+    return [
+        (idx, key if key is not None else f"#{idx}", digest, value)
+        for idx, key, digest, value in db.execute(query)
+    ]
+
+
+def _leaks(db: Any, against: str, radius: int) -> list[tuple[int, str, str]]:
+    from pathlib import Path
+
+    from datalint.scan.store import open_index
+
+    other = open_index(Path(against), create=False)
+    try:
+        theirs = [(key, digest, value) for _idx, key, digest, value in hashed_images(other)]
+    finally:
+        other.close()
+    return quality.leak_findings(hashed_images(db), theirs, radius, against)
+
+
+def population_warnings(db: Any, options: PolicyOptions, share: float = 0.5) -> tuple[str, ...]:
+    """A line for each quality kind that most images are past the absolute limit of: a pipeline bug
+    (a transform that blacks out every image, a normalisation gone wrong), not bad samples."""
+    notes = []
+    for kind, limit in quality_limits(db, options).items():
+        if limit.total >= options.min_peers and limit.past_absolute > share * limit.total:
+            notes.append(
+                f"{limit.past_absolute} of {limit.total} images are {kind} ({limit.score} past "
+                f"{getattr(quality_thresholds(options), kind):g}): most of the population, so look at the "
+                "pipeline (a transform or normalisation) rather than at single samples"
+            )
+    return tuple(notes)
 
 
 def _candidate_filter(

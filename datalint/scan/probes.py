@@ -16,6 +16,8 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from datalint.scan.quality import image_like, score_tensor
+
 # A sample is walked at most this deep, and only this many fields of one container are described
 # one by one: signatures stay small even for a sample holding a list of 10,000 boxes.
 MAX_DEPTH = 8
@@ -101,6 +103,8 @@ def describe(sample: Any, labels: Sequence[str] = ()) -> dict[str, Any]:
         info["requires_grad_fields"] = walk.grad_paths
     if walk.device_paths:
         info["non_cpu_fields"] = walk.device_paths
+    if walk.image is not None:
+        info.update(_image_scores(*walk.image))
     return {
         "nbytes": walk.nbytes,
         "signature": sig,
@@ -130,6 +134,7 @@ class _Walk:
         self.non_finite: dict[str, int] = {}
         self.grad_paths: list[str] = []
         self.device_paths: list[str] = []
+        self.image: tuple[str, Any, str] | None = None  # the first image-like tensor: path, tensor, layout
 
     def visit(self, value: Any, path: str, depth: int) -> dict[str, Any]:
         self.nodes += 1
@@ -178,7 +183,20 @@ class _Walk:
             self.grad_paths.append(path)
         if value.device.type != "cpu":
             self.device_paths.append(path)
+        if self.image is None:
+            layout = image_like(tuple(value.shape))
+            if layout is not None:
+                self.image = (path, value, layout)
         return leaf_signature(value)
+
+
+def _image_scores(path: str, tensor: Any, layout: str) -> dict[str, Any]:
+    """The quality scores of the tensor the model sees (scan/quality.py), or nothing if it cannot be read."""
+    try:
+        values = tensor.detach().to("cpu").float().numpy()
+        return {"quality": score_tensor(values, layout), "quality_field": path}
+    except Exception:  # per-sample boundary: an odd tensor type is no reason to lose the sample
+        return {}
 
 
 def _summarise(described: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], int]:

@@ -1,0 +1,418 @@
+"""Image quality scores, perceptual hashes and the near-duplicate index.
+
+Everything here is a pure function of pixels or of numbers already in the index. A worker scores the
+pixels its decoder already produced (`score_pixels`, from the 1/8-scale JPEG decode or the image
+Pillow loaded), so scoring costs a resize and a few array passes, never a second decode. The parent
+turns the stored raw scores into findings after the scan (`quality_findings`), with thresholds
+computed over the whole index, so `datalint quarantine` re-judges them without rescanning.
+
+The scores (all stored under `samples.info.quality`, and in the `scores` view):
+
+- `highlights`: the 99th percentile of luminance, 0..1 (`dark` when low: even the brightest pixels
+  are dark; a night scene with lit windows is not dark);
+- `shadows`: the 1st percentile of luminance, 0..1 (`light` when high: washed out);
+- `sharpness`: the Laplacian energy of the contrast-normalised 64 px grey thumbnail (`blurry` when
+  low): it judges focus, not contrast or exposure; a smooth gradient (no structure at all) scores a
+  neutral 1, so it is not called blurry;
+- `entropy`: of the grey histogram, in bits, 0..8 (`low_information` when low);
+- `colorfulness`: mean largest channel difference, 0..1 (`grayscale` when about 0: grey content
+  stored as colour);
+- `phash`: a 64-bit DCT perceptual hash as 16 hex digits (near-duplicates).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+THUMB = 64  # the normalised grey thumbnail's side
+_STRUCTURE = 0.04  # Laplacian energy at half scale (unit-variance image) under which nothing has structure
+SCORE_NAMES: tuple[str, ...] = ("highlights", "shadows", "sharpness", "entropy", "colorfulness")
+
+QUALITY_KIND_MEANINGS: dict[str, str] = {
+    "dark": "even the brightest pixels are dark (99th-percentile luminance under the threshold)",
+    "light": "washed out (even the darkest pixels are bright)",
+    "blurry": "little fine detail for its coarse structure (out of focus or upscaled)",
+    "low_information": "few distinct grey levels (a blank, flat or nearly uniform image)",
+    "odd_size": "far smaller or larger than most images of the scan",
+    "odd_aspect": "a shape far from most images of the scan",
+    "near_duplicate": "looks the same as another image (perceptual hash); the representative is named",
+    "leak": "the same or nearly the same image is in the other split (--against)",
+}
+
+
+# --------------------------------------------------------------------------- per image (workers)
+
+
+def score_pixels(pixels: Any) -> dict[str, Any]:
+    """Raw quality scores and the perceptual hash of a decoded image (H x W or H x W x C, uint8 or
+    float in 0..1 or 0..255). Channels beyond 3 (alpha) are ignored."""
+    import numpy as np
+
+    rgb = _as_float_rgb(np.asarray(pixels))
+    grey = rgb @ np.array([0.299, 0.587, 0.114]) if rgb.ndim == 3 else rgb
+    low, high = np.percentile(grey, [1, 99])
+    histogram = np.bincount(np.clip(grey * 255, 0, 255).astype(np.uint8).ravel(), minlength=256)
+    probabilities = histogram[histogram > 0] / grey.size
+    colorfulness = 0.0
+    if rgb.ndim == 3:
+        colorfulness = float(np.mean(rgb.max(axis=2) - rgb.min(axis=2)))
+    scores: dict[str, float | str] = {
+        "highlights": round(float(high), 4),
+        "shadows": round(float(low), 4),
+        "sharpness": round(sharpness(grey), 4),
+        "entropy": round(float(-(probabilities * np.log2(probabilities)).sum()), 4),
+        "colorfulness": round(colorfulness, 4),
+        "phash": phash(grey),
+    }
+    # The index stores JSON, where NaN is not a value: a score that cannot be computed is absent.
+    return {name: value for name, value in scores.items() if isinstance(value, str) or math.isfinite(value)}
+
+
+def _as_float_rgb(array: Any) -> Any:
+    import numpy as np
+
+    if array.ndim == 3 and array.shape[2] == 1:
+        array = array[:, :, 0]
+    if array.ndim == 3:
+        array = array[:, :, :3]
+    scale = 255.0 if array.dtype == np.uint8 or float(array.max(initial=0)) > 1.0 else 1.0
+    if array.dtype == np.uint16:
+        scale = 65535.0
+    return array.astype(np.float32) / scale
+
+
+def _resized(grey: Any, side: int) -> Any:
+    import cv2
+    import numpy as np
+
+    return cv2.resize(
+        np.ascontiguousarray(grey, dtype=np.float32), (side, side), interpolation=cv2.INTER_AREA
+    )
+
+
+def sharpness(grey: Any) -> float:
+    """Laplacian energy of the unit-variance grey thumbnail (64 px, or the decoded size when that is
+    smaller): low when out of focus.
+
+    Dividing by the spread first makes it blind to exposure and contrast (a dark but detailed image is
+    sharp). An image with no structure even at 32 px (flat, a smooth gradient) has nothing to be in
+    focus about, and scores a neutral 1 rather than looking blurred.
+    """
+    import cv2
+
+    side = max(8, min(THUMB, *grey.shape[:2]))  # never upscaled: that would blur it
+    thumb = _resized(grey, side)
+    spread = float(thumb.std())
+    if spread < 1e-4:
+        return 1.0
+    thumb = (thumb - thumb.mean()) / spread
+    coarse = float(cv2.Laplacian(_resized(thumb, side // 2), cv2.CV_32F).var())
+    if coarse < _STRUCTURE:
+        return 1.0
+    return float(cv2.Laplacian(thumb, cv2.CV_32F).var())
+
+
+def phash(grey: Any) -> str:
+    """64-bit DCT hash: the 8x8 lowest frequencies of a 32x32 thumbnail against their median."""
+    import cv2
+    import numpy as np
+
+    frequencies = cv2.dct(_resized(grey, 32))[:8, :8].ravel()
+    bits = frequencies[1:] > np.median(frequencies[1:])  # the DC term says only the brightness
+    value = 0
+    for bit in bits:
+        value = (value << 1) | int(bit)
+    return f"{value << 1:016x}"
+
+
+def image_like(shape: Sequence[int]) -> str | None:
+    """`chw` or `hwc` for a tensor shape that looks like one image (1-4 channels, sides >= 16: an 8x8
+    tensor is more likely a feature map than a picture)."""
+    if len(shape) != 3:
+        return None
+    if shape[0] in (1, 2, 3, 4) and min(shape[1:]) >= 16:
+        return "chw"
+    if shape[2] in (1, 2, 3, 4) and min(shape[:2]) >= 16:
+        return "hwc"
+    return None
+
+
+def score_tensor(array: Any, layout: str) -> dict[str, Any]:
+    """Scores of an image-like tensor as the model sees it: min-max scaled to 0..1 over the tensor, so
+    a normalised image scores as its picture would; a constant tensor (a transform that blanks every
+    image) stays constant and is `low_information`."""
+    import numpy as np
+
+    values = np.asarray(array, dtype=np.float32)
+    if layout == "chw":
+        values = np.moveaxis(values, 0, -1)
+    if values.shape[-1] == 2:
+        values = values[..., :1]
+    values = np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)  # NaN is `non_finite`'s to report
+    low, high = float(values.min()), float(values.max())
+    scaled = (values - low) / (high - low) if high > low else np.zeros_like(values)
+    if low >= 0 and high <= 1:
+        scaled = values  # already a picture in 0..1: keep its real brightness
+    return score_pixels(scaled)
+
+
+# --------------------------------------------------------------------------- thresholds (the parent)
+
+
+@dataclass(frozen=True)
+class QualityThresholds:
+    """Defaults for the quality kinds.
+
+    `dark`, `light`, `blurry`, `low_information` and `grayscale` are absolute limits on the scores;
+    where the population's median is itself past one (a set of night photos, every image blacked out
+    by a transform), the limit becomes `outlier_mads` robust deviations (1.4826 x MAD) from the median
+    instead, so only that population's outliers are flagged and the population warning says what
+    most images share. A limit the user sets is used as given. `odd_size` and `odd_aspect` are
+    relative: robust deviations of log size (sqrt of area) or log aspect from the median, the spread
+    floored at 0.1 so a uniform set needs a real difference.
+    """
+
+    dark: float = 0.14
+    light: float = 0.8
+    blurry: float = 0.1
+    low_information: float = 1.3
+    grayscale: float = 0.012
+    outlier_mads: float = 4.0
+    odd_size: float = 4.0
+    odd_aspect: float = 4.0
+    near_duplicate: int = 10  # Hamming distance of the 64-bit hashes, at most
+
+    def with_overrides(self, overrides: Mapping[str, float]) -> QualityThresholds:
+        known = {name: value for name, value in overrides.items() if name in self.__dataclass_fields__}
+        if "near_duplicate" in known:
+            known["near_duplicate"] = int(known["near_duplicate"])
+        return QualityThresholds(**{**self.__dict__, **known})
+
+
+# kind -> (score, direction): "low" flags scores under the limit, "high" over it.
+SCORED_KINDS: dict[str, tuple[str, str]] = {
+    "dark": ("highlights", "low"),
+    "light": ("shadows", "high"),
+    "blurry": ("sharpness", "low"),
+    "low_information": ("entropy", "low"),
+    "grayscale": ("colorfulness", "low"),
+}
+
+
+@dataclass(frozen=True)
+class KindLimit:
+    """The limit one quality kind was judged with, and the population it came from."""
+
+    kind: str
+    score: str
+    direction: str
+    limit: float
+    median: float | None
+    spread: float | None
+    past_absolute: int  # how many images are past the absolute limit (the population warning)
+    total: int
+
+
+def robust_center(values: Sequence[float]) -> tuple[float, float]:
+    """(median, 1.4826 x MAD): a Gaussian's standard deviation, unmoved by a few outliers."""
+    import numpy as np
+
+    array = np.asarray(values, dtype=np.float64)
+    median = float(np.median(array))
+    return median, float(1.4826 * np.median(np.abs(array - median)))
+
+
+def kind_limits(
+    scores: Mapping[str, Sequence[float]], thresholds: QualityThresholds, fixed: Iterable[str] = ()
+) -> dict[str, KindLimit]:
+    """The limit of each scored kind over a population: `scores` maps a score name to its values.
+    The kinds in `fixed` (limits the user set) keep their absolute limit whatever the population."""
+    fixed = set(fixed)
+    limits: dict[str, KindLimit] = {}
+    for kind, (score, direction) in SCORED_KINDS.items():
+        values = scores.get(score) or []
+        absolute = float(getattr(thresholds, kind))
+        if not values:
+            continue
+        median, spread = robust_center(values)
+        if direction == "high":
+            past = sum(value > absolute for value in values)
+            shifted = median > absolute and kind not in fixed
+            limit = median + thresholds.outlier_mads * spread if shifted else absolute
+        else:
+            past = sum(value < absolute for value in values)
+            shifted = median < absolute and kind not in fixed
+            limit = median - thresholds.outlier_mads * spread if shifted else absolute
+        limits[kind] = KindLimit(kind, score, direction, limit, median, spread, past, len(values))
+    return limits
+
+
+def past_limit(value: float, limit: KindLimit) -> bool:
+    return value > limit.limit if limit.direction == "high" else value < limit.limit
+
+
+def shape_outliers(
+    shapes: Mapping[int, tuple[int, int]], thresholds: QualityThresholds, min_peers: int = 8
+) -> list[tuple[int, str, str]]:
+    """(index, kind, detail) for `odd_size` (log of sqrt(area)) and `odd_aspect` (log of w/h) far from
+    the population's median; the spread is floored at 10% in log terms."""
+    if len(shapes) < min_peers:
+        return []
+    found: list[tuple[int, str, str]] = []
+    sizes = {idx: 0.5 * math.log(max(1, w * h)) for idx, (w, h) in shapes.items()}
+    aspects = {idx: math.log(max(1, w) / max(1, h)) for idx, (w, h) in shapes.items()}
+    for kind, values, factor in (
+        ("odd_size", sizes, thresholds.odd_size),
+        ("odd_aspect", aspects, thresholds.odd_aspect),
+    ):
+        median, spread = robust_center(list(values.values()))
+        spread = max(spread, 0.1)
+        for idx, value in values.items():
+            deviation = (value - median) / spread
+            if abs(deviation) > factor:
+                w, h = shapes[idx]
+                typical = math.exp(median)
+                what = (
+                    f"{w}x{h}: side {math.sqrt(w * h):.0f} px against a typical {typical:.0f}"
+                    if kind == "odd_size"
+                    else f"{w}x{h}: aspect {w / max(1, h):.2f} against a typical {typical:.2f}"
+                )
+                found.append((idx, kind, f"{what} ({abs(deviation):.1f} robust deviations)"))
+    return found
+
+
+# --------------------------------------------------------------------------- near-duplicates
+
+
+def hamming(a: int, b: int) -> int:
+    return (a ^ b).bit_count()
+
+
+class HashIndex:
+    """Pigeonhole hashing over 64-bit hashes: for a radius r, each hash is cut into r + 1 bands, and
+    two hashes within distance r agree exactly on at least one band; candidates come from the band
+    tables and are then checked exactly. Its work is the pairs sharing a band bucket: about 1/10 of
+    brute force at radius 10 on random hashes, 1/25 at radius 6 (benchmarks/quality_hashes.py)."""
+
+    def __init__(self, hashes: Sequence[int], radius: int) -> None:
+        self.hashes = list(hashes)
+        self.radius = radius
+        bands = radius + 1
+        edges = [round(64 * i / bands) for i in range(bands + 1)]
+        self._bands = [(edges[i], edges[i + 1] - edges[i]) for i in range(bands)]
+        self._tables: list[dict[int, list[int]]] = [{} for _ in self._bands]
+        for position, value in enumerate(self.hashes):
+            for table, (shift, width) in zip(self._tables, self._bands, strict=True):
+                table.setdefault((value >> shift) & ((1 << width) - 1), []).append(position)
+
+    def pairs(self) -> Iterator[tuple[int, int]]:
+        """Every (i, j), i < j, of positions whose hashes are within the radius, each once."""
+        for table in self._tables:
+            for bucket in table.values():
+                if len(bucket) < 2:
+                    continue
+                for a_at, a in enumerate(bucket):
+                    value = self.hashes[a]
+                    for b in bucket[a_at + 1 :]:
+                        if (value ^ self.hashes[b]).bit_count() <= self.radius and self._first_band(
+                            a, b, table
+                        ):
+                            yield a, b
+
+    def _first_band(self, a: int, b: int, table: dict[int, list[int]]) -> bool:
+        """True when `table` is the first band the two agree on, so a pair is reported once."""
+        for other, (shift, width) in zip(self._tables, self._bands, strict=True):
+            mask = (1 << width) - 1
+            if (self.hashes[a] >> shift) & mask == (self.hashes[b] >> shift) & mask:
+                return other is table
+        return False
+
+    def nearest(self, value: int) -> tuple[int, int] | None:
+        """The closest indexed hash within the radius (position, distance), or None."""
+        best: tuple[int, int] | None = None
+        for table, (shift, width) in zip(self._tables, self._bands, strict=True):
+            for position in table.get((value >> shift) & ((1 << width) - 1), ()):
+                distance = (value ^ self.hashes[position]).bit_count()
+                if distance <= self.radius and (best is None or distance < best[1]):
+                    best = (position, distance)
+        return best
+
+
+def brute_force_pairs(hashes: Sequence[int], radius: int) -> set[tuple[int, int]]:
+    """The reference the index is tested against."""
+    return {
+        (i, j)
+        for i in range(len(hashes))
+        for j in range(i + 1, len(hashes))
+        if hamming(hashes[i], hashes[j]) <= radius
+    }
+
+
+def group_pairs(count: int, pairs: Iterable[tuple[int, int]]) -> list[list[int]]:
+    """Connected components (union-find) of the pairs; groups of two or more, members sorted."""
+    parent = list(range(count))
+
+    def root(node: int) -> int:
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for a, b in pairs:
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    groups: dict[int, list[int]] = {}
+    for node in range(count):
+        groups.setdefault(root(node), []).append(node)
+    return [members for members in groups.values() if len(members) > 1]
+
+
+def near_duplicate_findings(
+    hashed: Sequence[tuple[int, str, str]], radius: int
+) -> list[tuple[int, str, str]]:
+    """`hashed` is (index, key, phash hex) per image -> `near_duplicate` for every member of a group
+    but its representative (the first by key), naming the group and the representative."""
+    ordered = sorted(hashed, key=lambda item: (item[1], item[0]))
+    values = [int(digest, 16) for _idx, _key, digest in ordered]
+    found: list[tuple[int, str, str]] = []
+    for members in group_pairs(len(values), HashIndex(values, radius).pairs()):
+        representative = ordered[members[0]]
+        group = f"group {representative[0]}"
+        for member in members[1:]:
+            idx, _key, _digest = ordered[member]
+            distance = hamming(values[member], values[members[0]])
+            others = f" ({len(members)} images)" if len(members) > 2 else ""
+            detail = f"{group}{others}: looks like {representative[1]} (hash distance {distance})"
+            found.append((idx, "near_duplicate", detail))
+    return found
+
+
+def leak_findings(
+    ours: Sequence[tuple[int, str, str | None, str | None]],
+    theirs: Sequence[tuple[str, str | None, str | None]],
+    radius: int,
+    split: str,
+) -> list[tuple[int, str, str]]:
+    """`ours` is (index, key, sha256, phash) of this scan, `theirs` (key, sha256, phash) of the other
+    split -> `leak` for each of ours with the same bytes or a hash within `radius` of one of theirs."""
+    by_digest = {digest: key for key, digest, _hash in theirs if digest}
+    their_hashes = [(key, int(value, 16)) for key, _digest, value in theirs if value]
+    index = HashIndex([value for _key, value in their_hashes], radius)
+    found: list[tuple[int, str, str]] = []
+    for idx, _key, digest, value in ours:
+        if digest and digest in by_digest:
+            found.append((idx, "leak", f"the same bytes as {by_digest[digest]} in {split}"))
+            continue
+        if value is None:
+            continue
+        match = index.nearest(int(value, 16))
+        if match is not None:
+            position, distance = match
+            found.append(
+                (idx, "leak", f"looks like {their_hashes[position][0]} in {split} (hash distance {distance})")
+            )
+    return found

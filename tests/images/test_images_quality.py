@@ -1,0 +1,302 @@
+"""Quality kinds, near-duplicates and leaks: real generated pixels, real JPEG/PNG files, real scans."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+from images_support import findings_by_key, run_cli
+from PIL import Image
+
+from datalint.scan import quality
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "datalint_quality_corpus", ROOT / "benchmarks/quality_corpus.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+corpus = _generator()
+
+
+def _write(folder: Path, name: str, pixels: np.ndarray, **options: object) -> None:
+    Image.fromarray(corpus.to_uint8(pixels)).save(folder / name, **options)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of 24 clean scenes, one image of every scored kind, and clean look-alikes."""
+    folder = tmp_path_factory.mktemp("quality") / "images"
+    folder.mkdir()
+    rng = np.random.default_rng(3)
+    for number in range(24):
+        _write(folder, f"clean_{number:02d}.jpg", corpus.scene(rng, 256, 192), quality=90)
+    for kind in ("dark", "light", "blurry", "low_information", "grayscale", "clean_night", "clean_gradient"):
+        _write(folder, f"{kind}.jpg", corpus.planted(kind, rng, 256, 192), quality=90)
+    _write(folder, "big.jpg", corpus.scene(rng, 1600, 1200), quality=90)
+    _write(folder, "banner.png", corpus.scene(rng, 440, 110))
+    original = Image.fromarray(corpus.to_uint8(corpus.scene(rng, 256, 192)))
+    original.save(folder / "original.jpg", quality=90)
+    original.save(folder / "recoded_q50.jpg", quality=50)
+    original.resize((128, 96)).save(folder / "recoded_half.png")
+    original.crop((10, 8, 246, 184)).save(folder / "recoded_crop.jpg", quality=85)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def scanned(planted: Path) -> tuple[Path, dict[str, set[str]]]:
+    db = planted.parent / "scan.db"
+    code, _out, err = run_cli(
+        "scan", "--images", str(planted), "--db", str(db), "--workers", "1", "--progress", "none"
+    )
+    assert code in (0, 1), err
+    return db, findings_by_key(db)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("dark.jpg", "dark"), ("light.jpg", "light"), ("blurry.jpg", "blurry"),
+     ("low_information.jpg", "low_information"), ("grayscale.jpg", "grayscale"),
+     ("big.jpg", "odd_size"), ("banner.png", "odd_aspect")],
+)  # fmt: skip
+def test_each_kind_is_found_on_its_planted_image(
+    scanned: tuple[Path, dict[str, set[str]]], name: str, kind: str
+) -> None:
+    _db, found = scanned
+    assert kind in found.get(name, set())
+    others = [key for key, kinds in found.items() if kind in kinds and key.startswith("clean_")]
+    assert others == []
+
+
+def test_look_alikes_are_not_flagged(scanned: tuple[Path, dict[str, set[str]]]) -> None:
+    _db, found = scanned
+    assert "dark" not in found.get("clean_night.jpg", set())  # dark, but lit detail
+    assert "blurry" not in found.get("clean_gradient.jpg", set())  # smooth, but nothing out of focus
+
+
+def test_near_duplicates_form_one_group_named_by_its_representative(
+    scanned: tuple[Path, dict[str, set[str]]],
+) -> None:
+    db, found = scanned
+    copies = {"recoded_q50.jpg", "recoded_half.png", "recoded_crop.jpg"}
+    assert {key for key, kinds in found.items() if "near_duplicate" in kinds} == copies
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        details = [
+            row[0] for row in connection.execute("SELECT detail FROM findings WHERE kind = 'near_duplicate'")
+        ]
+    assert all("looks like original.jpg" in detail for detail in details)
+
+
+def test_scores_are_stored_and_quality_kinds_are_not_quarantined_by_default(
+    scanned: tuple[Path, dict[str, set[str]]],
+) -> None:
+    db, _found = scanned
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        (info,) = connection.execute("SELECT info FROM samples WHERE key = 'dark.jpg'").fetchone()
+        quarantined = connection.execute(
+            "SELECT COUNT(*) FROM findings WHERE kind = 'dark' AND quarantine = 1"
+        ).fetchone()
+    scores = json.loads(info)["quality"]
+    assert scores["highlights"] < 0.14 and len(scores["phash"]) == 16
+    assert quarantined == (0,)
+
+
+def test_quarantine_rederives_thresholds_and_kinds_without_rescanning(
+    scanned: tuple[Path, dict[str, set[str]]],
+) -> None:
+    db, _found = scanned
+    code, out, err = run_cli("quarantine", str(db), "--kinds", "dark,blurry")
+    assert code == 0, err
+    assert {sample["key"] for sample in json.loads(out)["samples"]} == {"dark.jpg", "blurry.jpg"}
+    code, out, err = run_cli("quarantine", str(db), "--kinds", "dark", "--threshold", "dark=0.85")
+    assert code == 0, err
+    keys = {sample["key"] for sample in json.loads(out)["samples"]}
+    assert {"dark.jpg", "clean_night.jpg"} <= keys  # a limit the user sets is used as given
+    code, out, err = run_cli("quarantine", str(db), "--kinds", "dark", "--threshold", "dark=0.05")
+    assert code == 0, err
+    assert json.loads(out)["samples"] == []
+
+
+def test_a_bad_threshold_is_a_usage_error(scanned: tuple[Path, dict[str, set[str]]]) -> None:
+    db, _found = scanned
+    code, _out, err = run_cli("quarantine", str(db), "--threshold", "darkness=0.2")
+    assert code == 2 and "KIND=NUMBER" in err
+
+
+def test_against_another_split_finds_leaks_and_quarantines_them(planted: Path, tmp_path: Path) -> None:
+    train_db = planted.parent / "scan.db"
+    val = tmp_path / "val"
+    val.mkdir()
+    leaked = Image.open(planted / "clean_03.jpg")
+    leaked.resize((200, 150)).save(val / "leaked.jpg", quality=70)
+    (val / "copied.jpg").write_bytes((planted / "clean_04.jpg").read_bytes())
+    rng = np.random.default_rng(99)
+    for number in range(8):
+        _write(val, f"fresh_{number}.jpg", corpus.scene(rng, 256, 192), quality=90)
+    db = tmp_path / "val.db"
+    code, _out, err = run_cli(
+        "scan",
+        "--images",
+        str(val),
+        "--db",
+        str(db),
+        "--workers",
+        "1",
+        "--progress",
+        "none",
+        "--against",
+        str(train_db),
+    )
+    assert code == 1, err
+    found = findings_by_key(db)
+    assert {key for key, kinds in found.items() if "leak" in kinds} == {"leaked.jpg", "copied.jpg"}
+    quarantine = json.loads((tmp_path / "val.quarantine.json").read_text())
+    assert {sample["key"] for sample in quarantine["samples"]} == {"leaked.jpg", "copied.jpg"}
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        details = dict(
+            connection.execute(
+                "SELECT s.key, f.detail FROM findings f JOIN samples s USING (idx) WHERE kind = 'leak'"
+            )
+        )
+    assert "clean_03.jpg" in details["leaked.jpg"] and "same bytes as clean_04.jpg" in details["copied.jpg"]
+
+
+def test_against_a_missing_index_is_a_usage_error(planted: Path, tmp_path: Path) -> None:
+    code, _out, err = run_cli(
+        "scan",
+        "--images",
+        str(planted),
+        "--db",
+        str(tmp_path / "x.db"),
+        "--against",
+        str(tmp_path / "none.db"),
+    )
+    assert code == 2 and "no scan index" in err
+
+
+@pytest.mark.parametrize("radius", [3, 10])
+def test_hash_index_finds_exactly_the_brute_force_pairs(radius: int) -> None:
+    rng = random.Random(radius)
+    hashes = [rng.getrandbits(64) for _ in range(300)]
+    for _ in range(150):  # near copies at every distance around the radius
+        base = rng.choice(hashes)
+        flips = rng.sample(range(64), rng.randint(0, radius + 3))
+        hashes.append(base ^ sum(1 << bit for bit in flips))
+    pairs = list(quality.HashIndex(hashes, radius).pairs())
+    assert len(pairs) == len(set(pairs))
+    assert set(pairs) == quality.brute_force_pairs(hashes, radius)
+
+
+def test_scores_of_real_pixels_order_as_a_user_expects() -> None:
+    rng = np.random.default_rng(5)
+    sharp = corpus.to_uint8(corpus.scene(rng, 256, 192))
+    blurred = corpus.to_uint8(corpus.planted("blurry", np.random.default_rng(5), 256, 192))
+    assert quality.score_pixels(sharp)["sharpness"] > 3 * quality.score_pixels(blurred)["sharpness"]
+    flat = np.full((64, 64, 3), 120, np.uint8)
+    assert quality.score_pixels(flat)["entropy"] == 0.0
+    grey = np.repeat(sharp.mean(axis=2, keepdims=True).astype(np.uint8), 3, axis=2)
+    assert quality.score_pixels(grey)["colorfulness"] == 0.0 < quality.score_pixels(sharp)["colorfulness"]
+
+
+def test_open_index_gives_data_frames_with_pandas(scanned: tuple[Path, dict[str, set[str]]]) -> None:
+    import datalint
+
+    db, _found = scanned
+    with datalint.open_index(db) as index:
+        scores = index.scores()
+        blurriest = scores.nsmallest(1, "sharpness")["key"].tolist()
+        findings = index.findings("dark")
+        samples = index.samples()
+    assert blurriest == ["blurry.jpg"]
+    assert findings["key"].tolist() == ["dark.jpg"] and not findings["quarantine"].any()
+    assert len(samples) == len(scores) and set(samples["status"]) == {"ok"}
+
+
+def test_open_index_gives_lists_of_dicts_without_pandas(scanned: tuple[Path, dict[str, set[str]]]) -> None:
+    import subprocess
+
+    db, _found = scanned
+    program = (
+        "import sys; sys.modules['pandas'] = None\n"  # as if pandas were not installed
+        "import datalint\n"
+        f"index = datalint.open_index({str(db)!r})\n"
+        "rows = index.scores()\n"
+        "assert isinstance(rows, list) and isinstance(rows[0], dict), rows\n"
+        "print(min(rows, key=lambda row: row['sharpness'])['key'])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "blurry.jpg"
+
+
+def test_open_index_on_a_missing_file_says_so(tmp_path: Path) -> None:
+    import datalint
+    from datalint.scan.store import IndexFileError
+
+    with pytest.raises(IndexFileError, match="no scan index"):
+        datalint.open_index(tmp_path / "none.db")
+
+
+DATASETS = '''
+import torch
+
+class Images(torch.utils.data.Dataset):
+    """Normalised 3x64x64 scenes; `blank` returns the tensor a broken transform would."""
+
+    def __init__(self, blank):
+        self.blank = blank
+        generator = torch.Generator().manual_seed(0)
+        self.images = [torch.rand(3, 8, 8, generator=generator) for _ in range(12)]
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, index):
+        image = torch.nn.functional.interpolate(self.images[index][None], size=64, mode="nearest")[0]
+        if self.blank:
+            image = torch.zeros_like(image)
+        return (image - 0.5) / 0.25, index % 3
+
+good = Images(blank=False)
+blank = Images(blank=True)
+'''
+
+
+def test_dataset_tensors_get_scores_and_a_blanked_population_is_one_warning(tmp_path: Path) -> None:
+    (tmp_path / "tensors.py").write_text(DATASETS)
+    for name, dark in (("good", False), ("blank", True)):
+        db = tmp_path / f"{name}.db"
+        code, out, err = run_cli(
+            "scan", "--dataset", f"{tmp_path / 'tensors.py'}:{name}", "--db", str(db),
+            "--workers", "1", "--progress", "none", "--format", "json",
+        )  # fmt: skip
+        assert code in (0, 1), err
+        notes = json.loads(out)["notes"]
+        import sqlite3
+
+        with sqlite3.connect(db) as connection:
+            (info,) = connection.execute("SELECT info FROM samples WHERE idx = 0").fetchone()
+        assert json.loads(info)["quality_field"] == "0"
+        warned = [note for note in notes if "images are low_information" in note]
+        assert bool(warned) is dark, notes
+        quarantined = json.loads((tmp_path / f"{name}.quarantine.json").read_text())["samples"]
+        assert quarantined == []  # a pipeline bug is said once, not by quarantining every sample
