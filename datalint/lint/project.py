@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from datalint import __version__
-from datalint.lint.module import TORCH_DATASET_BASES, canonical
+from datalint.lint.module import TORCH_DATASET_BASES, canonical, dotted
 
 DatasetKind = Literal["map", "iterable"]
 
@@ -253,7 +253,7 @@ def summarize(tree: ast.Module, module: str, is_package: bool) -> FileSummary:
     def qualify(expr: ast.AST) -> str:
         if isinstance(expr, ast.Subscript):
             expr = expr.value
-        name = _dotted(expr)
+        name = dotted(expr)
         if name is None:
             return ""
         head, dot, rest = name.partition(".")
@@ -312,7 +312,7 @@ def _returns_unpicklable(function: ast.FunctionDef | ast.AsyncFunctionDef) -> st
 
 
 def _capwords(func: ast.AST) -> bool:
-    name = _dotted(func) or ""
+    name = dotted(func) or ""
     last = name.rpartition(".")[2]
     return bool(last) and last[0].isupper() and not last.isupper()
 
@@ -396,17 +396,6 @@ def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             for handler in getattr(statement, "handlers", []):
                 yield from _top_level(handler.body)
             yield from _top_level(getattr(statement, "finalbody", []))
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 # ---- the summary cache ------------------------------------------------------------------------------
