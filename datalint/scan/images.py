@@ -1434,7 +1434,7 @@ class ImageFilesSource:
     process that built the source, so the folder is walked once.
     """
 
-    def __init__(self, description: Any) -> None:
+    def __init__(self, description: Any, listing: ImageListing | None = None) -> None:
         self.description = description
         self.root = Path(description.option("root", description.spec))
         self.options = ImageOptions(
@@ -1443,7 +1443,9 @@ class ImageFilesSource:
             quality=bool(description.option("scores", True)),
         )
         self.dataset: Any = None
-        if description.option("dataset") is not None:
+        if listing is not None:  # the folder's files as known without walking it (`datalint watch`)
+            self.listing = listing
+        elif description.option("dataset") is not None:
             self.dataset, files = _dataset_and_files(description)
             self.root = resolve_dataset_root(
                 files,

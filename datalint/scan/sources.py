@@ -103,6 +103,11 @@ def build_source(description: SourceDescription) -> Any:
     return source
 
 
+def hold_source(description: SourceDescription, source: Any) -> None:
+    """Make `build_source` return `source` for this description until `forget_source`."""
+    _BUILT[description] = source
+
+
 def is_built(description: SourceDescription) -> bool:
     """Whether this process already holds the source (built here, or a dataset object handed over)."""
     return description in _BUILT

@@ -4,8 +4,12 @@ Every update is an incremental scan (`datalint.scan.changes`): a stat walk finds
 the index, only that is measured, and the list is rewritten atomically. What starts an update:
 
 - folders: filesystem events through `watchfiles` (its Rust notify core debounces and copes with
-  inotify limits), and a periodic walk as a safety net (`rescan_every`) for the events that are lost
-  on NFS or when inotify watches run out;
+  inotify limits). An update after events lists the folder from the index's keys and the event
+  paths alone, without walking it; a full walk is made first, every `rescan_every` seconds (the
+  safety net for events lost on NFS or when inotify watches run out), after a folder event (a
+  folder created, moved or deleted names none of its files), after a burst of more than
+  `_MAX_EVENT_PATHS` paths (watchfiles reports no inotify queue overflow, so a burst is treated
+  as one), and whenever the event thread had to be restarted;
 - datasets: a poll (`poll`), each in a freshly spawned interpreter, so the spec's module is
   imported again and sees new records.
 
@@ -18,16 +22,19 @@ scan writes it, so a watch killed with SIGKILL leaves a valid index that the nex
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import json
 import multiprocessing
+import os
 import queue
 import signal
 import sqlite3
+import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +47,7 @@ Log = Callable[[str], None]
 _CHECK_ROOT_EVERY = 1.0  # seconds between checks that the watched folder is still there
 _RETRY_PAUSED = 5.0  # seconds between walks of a paused folder, to see whether its files are back
 _QUIET_FILES = (".tmp", ".part", ".crdownload")  # being downloaded: the rename to the final name counts
+_MAX_EVENT_PATHS = 20_000  # more paths than this between two updates: walk the folder instead
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class Update:
     entered: tuple[str, ...]
     left: tuple[str, ...]
     elapsed: float
+    listing: str = "walk"  # how the folder's files were found: "walk", or "events" (from event paths)
 
     def line(self) -> str:
         changed = (self.changes or {}).get("added") is not None
@@ -174,6 +183,7 @@ def watch_folder(
     events = _Events(root, ignored=_own_files(db, quarantine))
     due: float | None = time.monotonic()  # the first update resumes whatever the index lacks
     next_walk = time.monotonic() + watch.rescan_every
+    pending = _Pending()  # the paths events named since the last update; a full walk first
     paused: str | None = None
     first = True  # the first update is logged even when nothing changed: the index is current
     try:
@@ -183,22 +193,26 @@ def watch_folder(
                     paused = f"{root} is gone (a lost mount?)"
                     warn(f"paused: {paused}; the last list is kept")
                 events.close()  # a folder put back is another inode: watch it afresh
+                pending.walk = True
                 due = time.monotonic()
                 stop.wait(_CHECK_ROOT_EVERY)
                 continue
-            events.ensure_running()
-            if events.drain(timeout=_next_wait(due, next_walk, time.monotonic())):
+            if events.ensure_running():
+                pending.walk = True  # events may have been missed while no thread watched
+            if pending.add(events.drain(timeout=_next_wait(due, next_walk, time.monotonic()))):
                 due = time.monotonic() + watch.settle  # wait until the writer has been quiet
             now = time.monotonic()
             if now >= next_walk:
-                due, next_walk = now, now + watch.rescan_every
+                due, next_walk, pending.walk = now, now + watch.rescan_every, True
             if due is None and paused is not None:
                 due = now + _RETRY_PAUSED
             if due is None or now < due:
                 continue
             due = None
             try:
+                held = not pending.walk and _hold_event_listing(description, root, db, pending.paths)
                 update = _update(description, scan_options, db, lister, _scan_here)
+                update = dataclasses.replace(update, listing="events" if held else "walk")
             except (api.SourceVanishedError, FileNotFoundError) as exc:
                 reason = str(exc) if isinstance(exc, api.SourceVanishedError) else f"{root} is gone"
                 if paused is None:
@@ -217,9 +231,103 @@ def watch_folder(
                 log(_format(update, watch))
             first = False
             if (update.changes or {}).get("deferred"):
-                due = time.monotonic() + watch.settle / 2
+                due = time.monotonic() + watch.settle / 2  # the paths stay pending until measured
+            else:
+                pending.clear()
     finally:
         events.close()
+
+
+class _Pending:
+    """What the next folder update must look at: the event paths, or (`walk`) the whole folder."""
+
+    def __init__(self) -> None:
+        self.paths: set[str] = set()
+        self.walk = True
+
+    def add(self, paths: set[str] | None) -> bool:
+        """Take the paths of a drain; True when there were any."""
+        if not paths:
+            return False
+        self.paths |= paths
+        if len(self.paths) > _MAX_EVENT_PATHS:
+            self.walk = True
+        return True
+
+    def clear(self) -> None:
+        self.paths = set()
+        self.walk = False
+
+
+def _hold_event_listing(description: SourceDescription, root: Path, db: Path, paths: set[str]) -> bool:
+    """Give the next scan the folder's files from the index and the event paths, without a walk
+    (the scan then stats each file as any incremental scan does); False, and nothing held, when
+    only a walk can tell."""
+    from datalint.scan.images import DEFAULT_EXTENSIONS, ImageFilesSource, ImageListing, normalize_extensions
+    from datalint.scan.sources import hold_source
+
+    if any(description.option(name) is not None for name in ("dataset", "file_list", "files")):
+        return False
+    keys = _indexed_keys(db)
+    if keys is None:
+        return False
+    wanted = frozenset(normalize_extensions(description.option("extensions", DEFAULT_EXTENSIONS)))
+    files = event_listing(root, keys, paths, wanted)
+    if files is None:
+        return False
+    hold_source(description, ImageFilesSource(description, ImageListing(str(root), files)))
+    return True
+
+
+def event_listing(
+    root: Path, keys: set[str], paths: Iterable[str], wanted: frozenset[str]
+) -> tuple[str, ...] | None:
+    """The folder's image files: `keys` (the last listing) with the event `paths` looked at again,
+    sorted as a walk sorts them; None when only a walk can tell (a folder event, an unreadable entry).
+    """
+    files = set(keys)
+    folders: list[str] | None = None
+    base = os.fspath(root)
+    for path in paths:
+        relative = os.path.relpath(path, base)
+        if relative == "." or relative == ".." or relative.startswith(".." + os.sep):
+            return None  # the folder itself, or a path outside it (a symlinked root): walk
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            if relative in files:
+                files.discard(relative)
+                continue
+            if folders is None:
+                folders = sorted(files)
+            at = bisect.bisect_left(folders, relative + "/")
+            if at < len(folders) and folders[at].startswith(relative + "/"):
+                return None  # a folder of indexed files went: its files sent no events of their own
+            continue
+        except (OSError, ValueError):
+            return None
+        if stat.S_ISDIR(mode):
+            return None  # a folder created or moved in: its files sent no events of their own
+        if os.path.splitext(relative)[1].lower() in wanted:
+            files.add(relative)
+    return tuple(sorted(files))
+
+
+def _indexed_keys(db: Path) -> set[str] | None:
+    """The keys of the last complete listing, or None when the index cannot say (an interrupted
+    scan, folders that could not be listed)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as connection:
+            last = connection.execute(
+                "SELECT length FROM runs WHERE kind != 'guard' ORDER BY id DESC LIMIT 1"
+            )
+            length = last.fetchone()
+            keys = [row[0] for row in connection.execute("SELECT key FROM samples")]
+    except sqlite3.Error:
+        return None
+    if length is None or length[0] != len(keys) or any(key is None or key.endswith("/") for key in keys):
+        return None
+    return set(keys)
 
 
 def _own_files(db: Path, quarantine: Path) -> tuple[str, ...]:
@@ -253,13 +361,16 @@ class _Events:
     def __init__(self, root: Path, ignored: tuple[str, ...]) -> None:
         self.root = root
         self.ignored = ignored
-        self.queue: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[set[str]] = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
         self.stop = threading.Event()
 
-    def ensure_running(self) -> None:
+    def ensure_running(self) -> bool:
+        """Start the thread when it is not running; True when it had to be (re)started."""
         if self.thread is None or not self.thread.is_alive():
             self.restart()
+            return True
+        return False
 
     def restart(self) -> None:
         self.close()
@@ -275,15 +386,14 @@ class _Events:
             self.thread.join(timeout=5)
         self.thread = None
 
-    def drain(self, timeout: float) -> bool:
-        """True when at least one relevant change arrived within `timeout` seconds."""
-        seen = False
+    def drain(self, timeout: float) -> set[str]:
+        """The paths of the relevant changes that arrived within `timeout` seconds (empty: none)."""
+        paths: set[str] = set()
         with contextlib.suppress(queue.Empty):
-            self.queue.get(timeout=timeout) if timeout > 0 else self.queue.get_nowait()
-            seen = True
+            paths |= self.queue.get(timeout=timeout) if timeout > 0 else self.queue.get_nowait()
             while True:
-                self.queue.get_nowait()
-        return seen
+                paths |= self.queue.get_nowait()
+        return paths
 
     def _run(self, stop: threading.Event) -> None:
         import watchfiles
@@ -300,7 +410,7 @@ class _Events:
                 raise_interrupt=False,
             ):
                 if changes:
-                    self.queue.put(len(changes))
+                    self.queue.put({path for _, path in changes})
 
     def _relevant(self, change: Any, path: str) -> bool:
         # The index and the list may live inside the watched folder: their writes are no change.

@@ -11,9 +11,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
-from incremental_support import damage, quarantined_keys, write_image
+from incremental_support import damage, quarantined_keys, scan_in_child, write_image
 from scan_support import start_cli
 
 pytestmark = pytest.mark.slow
@@ -154,3 +155,41 @@ def test_a_watched_dataset_is_polled_and_its_new_keys_measured(tmp_path: Path) -
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
     assert count_rows(db) == 7 and "1 added, 6 moved; 1 measured" in out
+
+
+def index_content(db: Path) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(db)) as connection:
+        return connection.execute(
+            "SELECT s.idx, s.key, s.status, (SELECT group_concat(kind) FROM "
+            "(SELECT kind FROM findings f WHERE f.idx = s.idx ORDER BY kind)) FROM samples s ORDER BY s.idx"
+        ).fetchall()
+
+
+def test_updates_follow_the_event_paths_and_a_folder_event_walks_the_folder(tmp_path: Path) -> None:
+    folder, db = tmp_path / "images", tmp_path / "w.db"
+    quarantine = tmp_path / "w.quarantine.json"
+    for n in range(6):
+        write_image(folder / "a" / f"{n:03d}.png")
+    with watching(folder, db, "--settle", "0.3s", "--rescan-every", "1h", "--format", "json") as process:
+        wait_for(lambda: count_rows(db) == 6, 30, "the first scan")
+        write_image(folder / "a" / "001b.png")  # sorts between two indexed files: positions move
+        damage(folder / "a" / "004.png")
+        (folder / "a" / "002.png").unlink()
+        (folder / "a" / "notes.txt").write_text("not an image")
+        wait_for(lambda: set(listed(quarantine)) == {"a/004.png"} and count_rows(db) == 6, 30, "the update")
+        moved_in = tmp_path / "b"
+        write_image(moved_in / "x.png")
+        damage(moved_in / "y.png")
+        moved_in.rename(folder / "b")  # one event for the folder, none for its files
+        wait_for(lambda: count_rows(db) == 8 and "b/y.png" in listed(quarantine), 30, "the folder's files")
+        out, _ = stop(process)
+    updates = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert updates[0]["listing"] == "walk"  # the first update resumes from a walk
+    changed = [u for u in updates[1:] if u["changes"]["measured"] or u["changes"]["removed"]]
+    assert changed[-1]["listing"] == "walk" and changed[-1]["changes"]["added"] == 2
+    assert changed[:-1] and all(u["listing"] == "events" for u in changed[:-1])
+
+    full_db = tmp_path / "full.db"
+    scan_in_child("--images", str(folder), "--db", str(full_db))
+    assert index_content(db) == index_content(full_db)
+    assert listed(quarantine) == listed(tmp_path / "full.quarantine.json")
