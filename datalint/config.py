@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from datalint import marshal_cache
 from datalint.errors import UsageError
 from datalint.files import read_regular_file
 
@@ -467,8 +468,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     stamp = (status.st_mtime_ns, status.st_size)
-    cache = _toml_cache_path(path)
-    cached = _read_toml_cache(cache, stamp)
+    cache = marshal_cache.cache_path("toml", path)
+    cached = marshal_cache.read(cache, stamp)
     if cached is not None:
         return cached
     tomllib = _toml()
@@ -483,46 +484,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     except RecursionError:
         raise ConfigError(f"{path}: nested too deeply to read as TOML") from None
-    _write_toml_cache(cache, stamp, table)
+    marshal_cache.write(cache, stamp, table)
     return table
-
-
-def _toml_cache_path(path: Path) -> Path:
-    import os
-    import sys
-    import zlib
-
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    digest = zlib.crc32(str(path.resolve()).encode()) & 0xFFFFFFFF
-    return Path(base) / "datalint" / f"toml-{digest:08x}-py{sys.version_info[0]}{sys.version_info[1]}.marshal"
-
-
-def _read_toml_cache(cache: Path, stamp: tuple[int, int]) -> dict[str, Any] | None:
-    import marshal
-
-    try:
-        document = marshal.loads(cache.read_bytes())
-    except (OSError, ValueError, EOFError, TypeError):
-        return None
-    if not isinstance(document, dict) or document.get("stamp") != stamp:
-        return None
-    table = document.get("table")
-    return table if isinstance(table, dict) else None
-
-
-def _write_toml_cache(cache: Path, stamp: tuple[int, int], table: dict[str, Any]) -> None:
-    """Best effort: a read-only home, or a value marshal cannot hold (a TOML date), means no cache."""
-    import marshal
-    import os
-
-    try:
-        data = marshal.dumps({"stamp": stamp, "table": table})
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-        partial.write_bytes(data)
-        os.replace(partial, cache)  # atomic: a parallel run never reads half a file
-    except (OSError, TypeError, ValueError):
-        return
 
 
 def _string_list(where: str, key: str, value: Any) -> list[str]:

@@ -9,17 +9,15 @@ file fails at load time with the file named, not silently at lint time.
 from __future__ import annotations
 
 import inspect
-import marshal
 import os
 import re
-import sys
-import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
+from datalint import marshal_cache
 from datalint.errors import DatalintError
 
 SEVERITIES: tuple[str, ...] = ("error", "warning", "info")
@@ -185,48 +183,18 @@ def _rule_tables(directory: Path) -> dict[Path, dict[str, Any]]:
     """
     paths = sorted(directory / name for name in os.listdir(directory) if name.endswith(".toml"))
     stamp = {p.name: _file_stamp(p) for p in paths}
-    cache = _cache_path(directory)
-    cached = _read_cache(cache, stamp)
+    cache = marshal_cache.cache_path("catalog", directory)
+    cached = marshal_cache.read(cache, stamp)
     if cached is not None:
         return {directory / name: table for name, table in cached.items()}
     tables = {p: _read_table(p) for p in paths}
-    _write_cache(cache, stamp, {p.name: t for p, t in tables.items()})
+    marshal_cache.write(cache, stamp, {p.name: t for p, t in tables.items()})
     return tables
 
 
 def _file_stamp(path: Path) -> list[int]:
     status = path.stat()
     return [status.st_mtime_ns, status.st_size]
-
-
-def _cache_path(directory: Path) -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    digest = zlib.crc32(str(directory.resolve()).encode()) & 0xFFFFFFFF
-    python = f"py{sys.version_info[0]}{sys.version_info[1]}"  # marshal's format may change between versions
-    return Path(base) / "datalint" / f"catalog-{digest:08x}-{python}.marshal"
-
-
-def _read_cache(cache: Path, stamp: dict[str, list[int]]) -> dict[str, Any] | None:
-    try:
-        document = marshal.loads(cache.read_bytes())
-    except (OSError, ValueError, EOFError, TypeError):
-        return None
-    if not isinstance(document, dict) or document.get("stamp") != stamp:
-        return None
-    tables = document.get("tables")
-    return tables if isinstance(tables, dict) else None
-
-
-def _write_cache(cache: Path, stamp: dict[str, list[int]], tables: dict[str, Any]) -> None:
-    """Best effort: a read-only home or a TOML value marshal cannot hold (a date) just means no cache."""
-    try:
-        data = marshal.dumps({"stamp": stamp, "tables": tables})
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-        partial.write_bytes(data)
-        os.replace(partial, cache)  # atomic: a parallel run never reads half a file
-    except (OSError, TypeError, ValueError):
-        return
 
 
 def rule_from_table(path: Path, data: dict[str, Any], matchers: Mapping[str, Matcher]) -> Rule:

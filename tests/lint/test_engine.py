@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from datalint import marshal_cache
 from datalint.config import Config
 from datalint.lint.catalog import CatalogError, load_catalog, load_rule
 from datalint.lint.engine import Linter, MatcherError, lint_paths, lint_source, select_rules
@@ -222,7 +223,7 @@ def test_the_parsed_catalog_cache_follows_edits_and_survives_corruption(
         return rule.summary
 
     assert summary() == "s"
-    written = catalog._cache_path(rules)
+    written = marshal_cache.cache_path("catalog", rules)
     assert written.is_file() and written.is_relative_to(tmp_path / "cache")
     path.write_text(path.read_text().replace('summary = "s"', 'summary = "edited"'))
     assert summary() == "edited"
