@@ -426,7 +426,8 @@ class SummaryCache:
     @staticmethod
     def key(data: bytes, module: str, is_package: bool) -> str:
         digest = hashlib.blake2b(digest_size=20)
-        digest.update(f"{__version__}\0{SUMMARY_FORMAT}\0{module}\0{int(is_package)}\0".encode())
+        header = f"{__version__}\0{SUMMARY_FORMAT}\0{module}\0{int(is_package)}\0"
+        digest.update(header.encode("utf-8", "surrogateescape"))  # a file's name need not be UTF-8
         digest.update(data)
         return digest.hexdigest()
 

@@ -158,10 +158,11 @@ def current_rows(
     """(key, position, size, mtime_ns, inode, content) per sample, stat'ed when its key is a file.
 
     Plain strings and `os.stat`: this runs once per file of the dataset on every incremental scan.
+    The key is as the index stores it (`store.stored_key`: a name that is not UTF-8 is its bytes).
     """
     if root is None:
         for position, key in enumerate(keys):
-            yield key, position, None, None, None, None
+            yield store.stored_key(key), position, None, None, None, None
         return
     base = os.fspath(root)
     for position, key in enumerate(keys):
@@ -172,10 +173,10 @@ def current_rows(
         try:
             info = os.stat(path)
         except (OSError, ValueError):  # gone since the listing, a broken link, a NUL in a listed path
-            yield key, position, None, None, None, None
+            yield store.stored_key(key), position, None, None, None, None
             continue
         content = content_hash(Path(path)) if verify_content and stat.S_ISREG(info.st_mode) else None
-        yield key, position, info.st_size, info.st_mtime_ns, info.st_ino, content
+        yield store.stored_key(key), position, info.st_size, info.st_mtime_ns, info.st_ino, content
 
 
 # ----------------------------------------------------------------------------------------------

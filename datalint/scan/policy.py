@@ -394,9 +394,15 @@ def quality_rows(db: Any) -> list[tuple[int, str, dict[str, Any]]]:
         "SELECT idx, key, json_extract(info, '$.quality') FROM samples "
         "WHERE status = 'ok' AND json_extract(info, '$.quality') IS NOT NULL ORDER BY idx"
     )
-    return [
-        (idx, key if key is not None else f"#{idx}", json.loads(text)) for idx, key, text in db.execute(query)
-    ]
+    return [(idx, _image_key(idx, key), json.loads(text)) for idx, key, text in db.execute(query)]
+
+
+def _image_key(idx: int, stored: Any) -> str:
+    """A sample's key as the dataset gave it (a name that is not UTF-8 is stored as its bytes), or #idx."""
+    from datalint.scan.store import read_key
+
+    key = read_key(stored)
+    return key if key is not None else f"#{idx}"
 
 
 def quality_limits(db: Any, options: PolicyOptions) -> dict[str, quality.KindLimit]:
@@ -448,10 +454,7 @@ def hashed_images(db: Any) -> list[tuple[int, str, str | None, str | None]]:
         "SELECT idx, key, json_extract(info, '$.sha256'), json_extract(info, '$.quality.phash') FROM samples "
         "WHERE status = 'ok' AND json_extract(info, '$.sha256') IS NOT NULL ORDER BY idx"
     )
-    return [
-        (idx, key if key is not None else f"#{idx}", digest, value)
-        for idx, key, digest, value in db.execute(query)
-    ]
+    return [(idx, _image_key(idx, key), digest, value) for idx, key, digest, value in db.execute(query)]
 
 
 def _leaks(db: Any, against: str, radius: int) -> list[tuple[int, str, str]]:

@@ -46,6 +46,13 @@ def test_a_scan_stores_and_prints_every_name_exactly(odd_names: Path, tmp_path: 
     assert keys == {NOT_UTF8, ESCAPES, NEWLINE}, "the list names each file as os.listdir does"
     assert set(os.listdir(odd_names)) >= keys
 
+    # A valid image under such a name goes through every population pass (hashes, near-duplicates).
+    (odd_names / os.fsdecode(b"copy\xe9.jpg")).write_bytes((odd_names / "plain.jpg").read_bytes())
+    grown = datalint("scan", "--images", str(odd_names), "--db", str(db), "--workers", "1")
+    assert grown.returncode == 1 and "duplicate" in grown.stdout, grown.stdout + grown.stderr
+    assert_no_internal_error(grown)
+    (odd_names / os.fsdecode(b"copy\xe9.jpg")).unlink()
+
     again = datalint("scan", "--images", str(odd_names), "--db", str(db), "--workers", "1")
     assert again.returncode == 1 and "0 measured, 4 from a previous run" in again.stdout, again.stdout
     assert_no_internal_error(again)
