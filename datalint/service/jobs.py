@@ -193,8 +193,8 @@ class JobManager:
         now = time.time()
         for name in self.registry.names():
             dataset = self.registry.get(name)
-            if dataset is None or dataset.interval is None:
-                continue
+            if dataset is None or dataset.interval is None or dataset.watch:
+                continue  # a watched dataset's watcher is its one scanner
             jobs = self.jobs(name)
             if any(j.state in ACTIVE for j in jobs):
                 continue
