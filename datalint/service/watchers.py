@@ -98,6 +98,7 @@ class Watchers:
 
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
+        self._stop_orphans()
         self._tick()  # the watchers start with the service, not one poll later
         self._thread = threading.Thread(target=self._loop, name="datalint-watchers", daemon=True)
         self._thread.start()
@@ -206,10 +207,22 @@ class Watchers:
             return
         finally:
             log.close()
+        (self.folder / f"{name}.pid").write_text(str(child.pid), encoding="utf-8")
         with self._lock:
             self._children[name] = child
             self._started[name] = time.monotonic()
         self._event(name, f"watcher started (pid {child.pid})")
+
+    def _stop_orphans(self) -> None:
+        """Watchers a SIGKILLed service left running (their own sessions survive it): a second would
+        be a second writer of the same index."""
+        from datalint.service.jobs import _stop_orphan
+
+        for path in self.folder.glob("*.pid"):
+            with contextlib.suppress(OSError, ValueError):
+                index = self.registry.index_path(path.stem)
+                _stop_orphan(int(path.read_text(encoding="utf-8")), str(index))  # checks its command line
+            path.unlink(missing_ok=True)
 
     def _event(self, name: str, what: str) -> None:
         logger.info("dataset %s: %s", name, what)

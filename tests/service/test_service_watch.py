@@ -29,6 +29,14 @@ def _watcher(server: Server) -> dict[str, Any] | None:
     return server.request("GET", "/v1/datasets/photos", token=None).json().get("watcher")  # type: ignore[no-any-return]
 
 
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for a parent that no longer exists to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _listed(server: Server) -> set[str]:
     body = server.request("GET", "/v1/datasets/photos/quarantine", token=None)
     if body.status_code != 200:
@@ -72,10 +80,18 @@ def test_a_watched_folder_is_kept_listed_and_its_watcher_restarted(tmp_path: Pat
         )
         assert again["restarts"] == 1
         assert "killed by signal 9" in again["last_exit"]
-        pid = again["pid"]
+
+        # a SIGKILLed service leaves its watcher running; the next start stops it before its own
+        server.kill()
+        assert _alive(again["pid"])
+        server.start()
+        pid = _wait(
+            "the new service's watcher", lambda: (w := _watcher(server)) and w["running"] and w, server
+        )["pid"]
+        _wait("the orphan watcher gone", lambda: not _alive(again["pid"]), server, 20)
+        assert pid != again["pid"]
     finally:
         assert server.stop() in (0, -signal.SIGTERM)
-    with pytest.raises(ProcessLookupError):  # stopping the service stopped its watcher
-        os.kill(pid, 0)
+    assert not _alive(pid)  # stopping the service stopped its watcher
     log = server.log.read_text()
     assert "watcher started" in log and "watcher stopped" in log
