@@ -35,6 +35,7 @@ from datalint.service.config import NAME_PATTERN, ConfigError, ServiceConfig
 from datalint.service.ingest import IncomingFailure, IngestWriter
 from datalint.service.jobs import MODES, Job, JobManager
 from datalint.service.registry import Registry
+from datalint.service.watchers import Watchers
 
 logger = logging.getLogger("datalint.service")
 COOKIE = "datalint_token"
@@ -137,6 +138,13 @@ class DatasetIn(_Strict):
         return self
 
 
+class WatcherOut(BaseModel):
+    running: bool
+    pid: int | None
+    restarts: int
+    last_exit: str | None
+
+
 class DatasetOut(BaseModel):
     name: str
     source: str
@@ -146,6 +154,7 @@ class DatasetOut(BaseModel):
     last_scan: dict[str, Any] | None
     interval: float | None
     watch: bool
+    watcher: WatcherOut | None = None  # present once the service has started a watcher for it
 
 
 class DatasetList(BaseModel):
@@ -194,6 +203,7 @@ class Service:
     auth: Authenticator
     registry: Registry
     jobs: JobManager
+    watchers: Watchers
     writers: dict[str, IngestWriter] = field(default_factory=dict)
     ingested: dict[str, int] = field(default_factory=dict)
     stopping: bool = False
@@ -226,7 +236,16 @@ class Service:
             last_scan=stats.last_scan,
             interval=dataset.interval,
             watch=dataset.watch,
+            watcher=self._watcher(name),
         )
+
+    def _watcher(self, name: str) -> WatcherOut | None:
+        for state in self.watchers.states():
+            if state.dataset == name:
+                return WatcherOut(
+                    running=state.running, pid=state.pid, restarts=state.restarts, last_exit=state.last_exit
+                )
+        return None
 
 
 def _job_out(job: Job) -> JobOut:
@@ -292,18 +311,22 @@ async def _too_large(send: Any, limit: int) -> None:
 
 def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool = True) -> FastAPI:
     registry = Registry(config)
-    service = Service(config=config, auth=auth, registry=registry, jobs=JobManager(registry))
+    service = Service(
+        config=config, auth=auth, registry=registry, jobs=JobManager(registry), watchers=Watchers(registry)
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if start_jobs:
             service.jobs.start()
+            service.watchers.start()
         registry.warm()  # the first GET of a big list should not pay for building it
         logger.info("serving %d datasets from %s", len(registry.names()), config.data_dir)
         yield
         service.stopping = True
         logger.info("draining: checkpointing running scans")
         await asyncio.to_thread(service.jobs.shutdown)
+        await asyncio.to_thread(service.watchers.shutdown)
         for writer in service.writers.values():
             await asyncio.to_thread(writer.close)
         logger.info("stopped")
@@ -505,11 +528,17 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
         status_code=202,
         tags=["scans"],
         dependencies=[admin],
-        responses=_ERRORS,
+        responses={**_ERRORS, 409: {"model": ErrorOut, "description": "the dataset is watched"}},
     )
     def start_scan(name: DatasetName, body: ScanRequest | None = None) -> JobOut:
         mode = body.mode if body is not None else "resume"
         assert mode in MODES
+        if service.watchers.running(known(name)):
+            raise HTTPException(
+                409,
+                f"dataset {name!r} is watched: its watcher is the index's one scanner and keeps the list "
+                "current; set watch = false to scan it on request",
+            )
         return _job_out(service.jobs.submit(known(name), mode))
 
     @app.get(
@@ -604,6 +633,9 @@ def _metrics_text(service: Service) -> str:
         "# HELP datalint_scan_samples_per_second Samples measured per second by all running scans.",
         "# TYPE datalint_scan_samples_per_second gauge",
         f"datalint_scan_samples_per_second {service.jobs.samples_per_second:.1f}",
+        "# HELP datalint_watchers_running Watchers (watch = true) running now.",
+        "# TYPE datalint_watchers_running gauge",
+        f"datalint_watchers_running {service.watchers.count_running()}",
         "# HELP datalint_failures_ingested_total Guard failures committed since the service started.",
         "# TYPE datalint_failures_ingested_total counter",
     ]

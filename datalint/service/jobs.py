@@ -193,8 +193,8 @@ class JobManager:
         now = time.time()
         for name in self.registry.names():
             dataset = self.registry.get(name)
-            if dataset is None or dataset.interval is None:
-                continue
+            if dataset is None or dataset.interval is None or dataset.watch:
+                continue  # a watched dataset's watcher is its one scanner
             jobs = self.jobs(name)
             if any(j.state in ACTIVE for j in jobs):
                 continue
@@ -407,8 +407,16 @@ def _stop_orphan(pid: int, job_id: str) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGTERM)
     for _ in range(100):
-        if not Path(f"/proc/{pid}").exists():
+        if not _running(pid):
             return
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie stays until init reaps it, which may be never)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

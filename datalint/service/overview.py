@@ -63,7 +63,7 @@ def render_overview(datasets: list[dict[str, Any]], running: list[dict[str, Any]
         el(
             "tr",
             el("td", el("a", d["name"], href=f"/v1/datasets/{d['name']}/report", class_="report-link")),
-            el("td", d["source"]),
+            el("td", d["source"], _watching(d.get("watcher"))),
             el("td", str(d["samples"]), class_="num"),
             el("td", str(d["quarantined"]), class_="num bad" if d["quarantined"] else "num"),
             el("td", str(d["guard_failures"]), class_="num"),
@@ -164,6 +164,16 @@ def render_login(message: str = "") -> str:
     )
     body = el("body", el("h1", "datalint service"), el("p", message, class_="bad") if message else "", form)
     return "<!DOCTYPE html>\n" + el("html", head, body, lang="en") + "\n"
+
+
+def _watching(watcher: dict[str, Any] | None) -> Html | str:
+    if watcher is None:
+        return ""
+    if watcher["running"]:
+        text = f"watched (pid {watcher['pid']}, restarts {watcher['restarts']})"
+    else:
+        text = f"watcher down ({watcher['last_exit']}), restarting"
+    return el("span", " · " + text, class_="watcher")
 
 
 def _last_scan(run: dict[str, Any] | None) -> Html:

@@ -1,0 +1,244 @@
+"""`watch = true`: one `datalint watch` child per watched dataset, kept alive by the service.
+
+Each watcher is `python -m datalint watch --images DIR|--dataset SPEC --db INDEX --quarantine LIST`
+with the dataset's scan options, in its own session, so a watcher that crashes or is SIGKILLed takes
+only itself down; the service restarts it with a doubling backoff (reset once it has stayed up for a
+while) and stops its whole process group on shutdown. The watcher is the dataset's one writer of
+scans: while it runs, an API scan of that dataset is refused (409), because the index's scan lock would
+refuse the second scanner anyway. The served list follows on its own: the registry notices the list
+file changing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from datalint.service.config import DatasetConfig
+from datalint.service.registry import Registry
+
+logger = logging.getLogger("datalint.service")
+
+BACKOFF_START_S = 1.0
+BACKOFF_MAX_S = 60.0
+HEALTHY_AFTER_S = 30.0  # a watcher up this long has recovered: the next death restarts it at once
+STOP_GRACE_S = 10.0
+
+
+@dataclass(frozen=True)
+class WatcherState:
+    """What the API and the overview show of one watcher."""
+
+    dataset: str
+    running: bool
+    pid: int | None
+    restarts: int
+    last_exit: str | None
+
+
+def watch_command(dataset: DatasetConfig, registry: Registry) -> list[str]:
+    """The `datalint watch` command line for a dataset: its source, its files and its scan options."""
+    command = [sys.executable, "-m", "datalint", "watch"]
+    if dataset.images is not None:
+        command += ["--images", str(dataset.images)]
+    else:
+        assert dataset.dataset is not None
+        command += ["--dataset", dataset.dataset]
+    command += [
+        "--db",
+        str(registry.index_path(dataset.name)),
+        "--quarantine",
+        str(registry.quarantine_path(dataset.name)),
+        "--progress",
+        "none",
+    ]
+    options = dict(dataset.scan_options)
+    if registry.config.scheduler:
+        options.setdefault("backend", "dask")
+        options.setdefault("scheduler", registry.config.scheduler)
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        for one in value if isinstance(value, list) else [value]:
+            command += [flag, str(one)]
+    return command
+
+
+class Watchers:
+    """Starts the watched datasets' watchers, restarts the dead ones, stops them all on shutdown."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        poll: float = 0.5,
+        on_event: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.folder = registry.config.data_dir / "watchers"
+        self.poll = poll
+        self.on_event = on_event
+        self._lock = threading.Lock()
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self._started: dict[str, float] = {}
+        self._backoff: dict[str, float] = {}
+        self._next_start: dict[str, float] = {}
+        self._restarts: dict[str, int] = {}
+        self._last_exit: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._stop_orphans()
+        self._tick()  # the watchers start with the service, not one poll later
+        self._thread = threading.Thread(target=self._loop, name="datalint-watchers", daemon=True)
+        self._thread.start()
+
+    def running(self, name: str) -> bool:
+        with self._lock:
+            child = self._children.get(name)
+            return child is not None and child.poll() is None
+
+    def states(self) -> list[WatcherState]:
+        with self._lock:
+            names = sorted(set(self._children) | set(self._restarts))
+            return [
+                WatcherState(
+                    dataset=name,
+                    running=name in self._children and self._children[name].poll() is None,
+                    pid=self._children[name].pid if name in self._children else None,
+                    restarts=self._restarts.get(name, 0),
+                    last_exit=self._last_exit.get(name),
+                )
+                for name in names
+            ]
+
+    def count_running(self) -> int:
+        return sum(state.running for state in self.states())
+
+    def shutdown(self, timeout: float = STOP_GRACE_S) -> None:
+        """Stop every watcher (SIGTERM to its group: it finishes the update it is writing, then exits)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with self._lock:
+            children = dict(self._children)
+            self._children.clear()
+        for child in children.values():
+            _signal_group(child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for name, child in children.items():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(child.pid, signal.SIGKILL)
+                child.wait()
+            self._event(name, f"watcher stopped (exit {child.returncode})")
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.poll):
+            try:
+                self._tick()
+            except Exception:  # the loop must outlive any one watcher's surprise; the log says what
+                logger.exception("watcher loop")
+
+    def _tick(self) -> None:
+        wanted = {name for name in self.registry.names() if self._watched(name)}
+        now = time.monotonic()
+        with self._lock:
+            for name, child in list(self._children.items()):
+                code = child.poll()
+                if code is None and name in wanted:
+                    continue
+                if code is None:  # unregistered or no longer watched
+                    _signal_group(child.pid, signal.SIGTERM)
+                    continue
+                del self._children[name]
+                self._died(name, code, now)
+            due = [n for n in wanted if n not in self._children and self._next_start.get(n, 0.0) <= now]
+        for name in sorted(due):
+            if not self._stop.is_set():
+                self._launch(name)
+
+    def _watched(self, name: str) -> bool:
+        dataset = self.registry.get(name)
+        return dataset is not None and dataset.watch
+
+    def _died(self, name: str, code: int, now: float) -> None:
+        how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+        up = now - self._started.get(name, now)
+        previous = self._backoff.get(name, BACKOFF_START_S / 2)
+        backoff = BACKOFF_START_S if up >= HEALTHY_AFTER_S else min(previous * 2, BACKOFF_MAX_S)
+        self._backoff[name] = backoff
+        self._next_start[name] = now + backoff
+        self._restarts[name] = self._restarts.get(name, 0) + 1
+        self._last_exit[name] = how
+        self.registry.changed(name, rebuild=True)
+        self._event(name, f"watcher {how} after {up:.0f}s; restarting in {backoff:g}s")
+
+    def _launch(self, name: str) -> None:
+        dataset = self.registry.get(name)
+        if dataset is None:
+            return
+        self.registry.folder(name).mkdir(parents=True, exist_ok=True)
+        log = (self.folder / f"{name}.log").open("ab")
+        try:
+            child = subprocess.Popen(
+                watch_command(dataset, self.registry),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._died(name, 127, time.monotonic())
+            self._event(name, f"watcher could not start: {exc}")
+            return
+        finally:
+            log.close()
+        (self.folder / f"{name}.pid").write_text(str(child.pid), encoding="utf-8")
+        with self._lock:
+            self._children[name] = child
+            self._started[name] = time.monotonic()
+        self._event(name, f"watcher started (pid {child.pid})")
+
+    def _stop_orphans(self) -> None:
+        """Watchers a SIGKILLed service left running (their own sessions survive it): a second would
+        be a second writer of the same index."""
+        from datalint.service.jobs import _stop_orphan
+
+        for path in self.folder.glob("*.pid"):
+            with contextlib.suppress(OSError, ValueError):
+                index = self.registry.index_path(path.stem)
+                _stop_orphan(int(path.read_text(encoding="utf-8")), str(index))  # checks its command line
+            path.unlink(missing_ok=True)
+
+    def _event(self, name: str, what: str) -> None:
+        logger.info("dataset %s: %s", name, what)
+        if self.on_event is not None:
+            self.on_event(name, what)
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)  # the watcher leads its own group: its scan's workers get it too
+
+
+def as_dict(state: WatcherState) -> dict[str, Any]:
+    return {
+        "running": state.running,
+        "pid": state.pid,
+        "restarts": state.restarts,
+        "last_exit": state.last_exit,
+    }

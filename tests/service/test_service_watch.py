@@ -1,0 +1,97 @@
+"""`watch = true`: the service runs a `datalint watch` child per watched dataset and keeps it alive."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+from service_server import Server
+
+pytestmark = pytest.mark.slow
+
+
+def _wait(what: str, check: Any, server: Server, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not seen within {timeout} s:\n{server.log.read_text()}")
+
+
+def _watcher(server: Server) -> dict[str, Any] | None:
+    return server.request("GET", "/v1/datasets/photos", token=None).json().get("watcher")  # type: ignore[no-any-return]
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for a parent that no longer exists to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _listed(server: Server) -> set[str]:
+    body = server.request("GET", "/v1/datasets/photos/quarantine", token=None)
+    if body.status_code != 200:
+        return set()
+    return {Path(sample["key"]).name for sample in body.json()["samples"] if sample["key"]}
+
+
+def test_a_watched_folder_is_kept_listed_and_its_watcher_restarted(tmp_path: Path) -> None:
+    images = tmp_path / "photos"
+    images.mkdir()
+    for n in range(3):
+        Image.new("RGB", (16, 16), (n * 40, 0, 0)).save(images / f"ok{n}.png")
+    table = f'\n[[datasets]]\nname = "photos"\nimages = "{images}"\nworkers = 1\nwatch = true\n'
+    server = Server(tmp_path, table, tokens=False).start()  # open, on loopback only
+    try:
+        first = _wait("a running watcher", lambda: (w := _watcher(server)) and w["running"] and w, server)
+
+        # the watcher is the index's one scanner: an API scan of the dataset is refused, and says why
+        refused = server.request("POST", "/v1/datasets/photos/scans", token=None)
+        assert refused.status_code == 409
+        assert "watched" in refused.json()["detail"]
+
+        # a damaged image dropped into the folder reaches the served list on its own
+        whole = (images / "ok0.png").read_bytes()
+        (images / "cut.png").write_bytes(whole[: len(whole) // 2])
+        dropped = time.monotonic()
+        _wait("cut.png on the served list", lambda: "cut.png" in _listed(server), server)
+        print(f"listed {time.monotonic() - dropped:.1f} s after the drop")
+        assert not {"ok0.png", "ok1.png", "ok2.png"} & _listed(server)
+
+        metrics = server.request("GET", "/metrics", token=None).text
+        assert "datalint_watchers_running 1" in metrics
+        assert f"watched (pid {first['pid']}" in server.request("GET", "/", token=None).text
+
+        # a SIGKILLed watcher is restarted, and the restart is counted
+        os.kill(first["pid"], signal.SIGKILL)
+        again = _wait(
+            "a restarted watcher",
+            lambda: (w := _watcher(server)) and w["running"] and w["pid"] != first["pid"] and w,
+            server,
+        )
+        assert again["restarts"] == 1
+        assert "killed by signal 9" in again["last_exit"]
+
+        # a SIGKILLed service leaves its watcher running; the next start stops it before its own
+        server.kill()
+        assert _alive(again["pid"])
+        server.start()
+        pid = _wait(
+            "the new service's watcher", lambda: (w := _watcher(server)) and w["running"] and w, server
+        )["pid"]
+        _wait("the orphan watcher gone", lambda: not _alive(again["pid"]), server, 20)
+        assert pid != again["pid"]
+    finally:
+        assert server.stop() in (0, -signal.SIGTERM)
+    assert not _alive(pid)  # stopping the service stopped its watcher
+    log = server.log.read_text()
+    assert "watcher started" in log and "watcher stopped" in log
