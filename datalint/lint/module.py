@@ -625,9 +625,41 @@ class Module:
     @cached_property
     def loader_classes(self) -> tuple[ClassInfo, ...]:
         """In-file subclasses of DataLoader (directly or through other in-file classes)."""
-        if not self.imports_torch:
+        if not self.imports_torch and self.project is None:
             return ()
-        return tuple(c for c in self.classes if self._external_bases(c) & LOADER_CLASSES)
+        return tuple(
+            c
+            for c in self.classes
+            if self._external_bases(c) & LOADER_CLASSES
+            or any(self._project_loader(base) is not None for base in self._external_bases(c))
+        )
+
+    @cached_property
+    def _imported_project_loaders(self) -> frozenset[str]:
+        """Local names of DataLoader subclasses imported from other project files."""
+        return frozenset(
+            local for local, target in self.imports.items() if self._project_loader(target) is not None
+        )
+
+    def _project_loader(self, qualified: str) -> bool | None:
+        """For a class of another project file: None unless it derives from DataLoader; else
+        whether it keeps DataLoader's signature (see `Project.loader_fact`)."""
+        if self.project is None or self.source_root is None or canonical(qualified) in LOADER_CLASSES:
+            return None
+        if qualified.startswith("."):
+            from datalint.lint.project import absolute_module
+
+            level = len(qualified) - len(qualified.lstrip("."))
+            package = (
+                absolute_module(self.module_name, self.is_package, level, None) if self.module_name else None
+            )
+            if package is None:
+                return None
+            rest = qualified[level:]
+            qualified = f"{package}.{rest}" if package else rest
+        if self.module_name and qualified.startswith(self.qualified_prefix):
+            return None  # a class of this file: the in-file analysis covers it
+        return self.project.loader_fact(qualified, self.source_root)
 
     @cached_property
     def dataset_classes(self) -> tuple[ClassInfo, ...]:
@@ -854,10 +886,11 @@ class Module:
     @cached_property
     def loader_calls(self) -> tuple[LoaderCall, ...]:
         """Every DataLoader construction in the file, with classified arguments."""
-        if not self.imports_torch:
+        imported_loaders = self._imported_project_loaders
+        if not self.imports_torch and not imported_loaders:
             return ()
         # Only a call whose last name could be a DataLoader is resolved: the cheap test first.
-        names = {"DataLoader", *(c.name for c in self.loader_classes)}
+        names = {"DataLoader", *(c.name for c in self.loader_classes), *imported_loaders}
         names.update(local for local, target in self.imports.items() if canonical(target) in LOADER_CLASSES)
         names.update(self._chosen_loader_names(names))
         found = []
@@ -913,6 +946,10 @@ class Module:
         choice = self._loader_class_choice(call)
         if choice is not None:
             return LoaderCall(call, self.segment(call.func), self._loader_args(call, choice), choice)
+        if qualified is not None and self.resolve_class(call.func) is None:
+            in_project = self._project_loader(qualified)
+            if in_project is not None:
+                return LoaderCall(call, qualified, self._loader_args(call, in_project), in_project)
         if not self.loader_classes:
             return None
         local = self.resolve_class(call.func)

@@ -37,6 +37,7 @@ from datalint.lint.module import TORCH_DATASET_BASES, canonical, dotted
 
 DatasetKind = Literal["map", "iterable"]
 
+LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 SUMMARY_FORMAT = 3  # bumped when FileSummary's fields change: old cache entries are then ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
@@ -639,6 +640,22 @@ class Project:
                             break
         self._facts[key] = result
         return result
+
+    def loader_fact(self, qualname: str, importer_root: Path, depth: int = 0) -> bool | None:
+        """Whether the project class `qualname` derives from torch's DataLoader: None when it does
+        not (or is unknown); else whether it keeps DataLoader's own signature (no `__init__` of its
+        own or of a project class in between), so its arguments mean what DataLoader's do."""
+        ref = self.find_class(qualname, importer_root) if depth <= _MAX_DEPTH else None
+        if ref is None:
+            return None
+        own_init = "__init__" in ref.summary.methods
+        for base in ref.summary.bases:
+            if canonical(base) == LOADER_CLASS:
+                return not own_init
+            inner = self.loader_fact(base, ref.source_root, depth + 1) if base else None
+            if inner is not None:
+                return inner and not own_init
+        return None
 
     def method_names(self, qualname: str, importer_root: Path, depth: int = 0) -> frozenset[str]:
         """Methods a project class defines or inherits from other project classes (unknown: none)."""
