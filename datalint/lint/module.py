@@ -871,6 +871,18 @@ class Module:
             return None  # unknown, or defined in this file (the file's own analysis covers it)
         return self.project.unpicklable_return(qualified, self.source_root)
 
+    def dataset_forward(
+        self, call: ast.Call
+    ) -> tuple[Link, tuple[str, ...], tuple[tuple[str, str, str], ...]] | None:
+        """For `make_dataset(...)` of a function in another project file that hands its parameters
+        to a Dataset constructor: where it is, its positional parameters and what it hands on."""
+        if self.project is None or self.source_root is None:
+            return None
+        qualified = self.absolute_qualname(call.func)
+        if qualified is None or (qualified.startswith(self.qualified_prefix) and self.module_name):
+            return None
+        return self.project.dataset_forward(qualified, self.source_root)
+
     def subclassed_elsewhere(self, info: ClassInfo) -> bool:
         """Whether a class in another linted file of the project derives from `info`."""
         if self.project is None or not self.module_name or self.enclosing_class(info.node) is not None:

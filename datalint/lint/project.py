@@ -36,10 +36,11 @@ from datalint import __version__
 from datalint.lint.module import TORCH_DATASET_BASES, canonical, dotted
 
 DatasetKind = Literal["map", "iterable"]
+Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
-SUMMARY_FORMAT = 3  # bumped when FileSummary's fields change: old cache entries are then ignored
+SUMMARY_FORMAT = 4  # bumped when FileSummary's fields change: old cache entries are then ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 
 # ---- values --------------------------------------------------------------------------------------
@@ -71,6 +72,10 @@ class FileSummary:
     aliases: Mapping[str, str]  # module-level `Name = other.Name` -> qualified "other.Name"
     # Top-level functions that return something pickle cannot send: name -> (line, what it is).
     unpicklable_returns: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    # Top-level functions that hand their parameters on to a constructor call they make:
+    # name -> (line, positional parameter names, ((callee, keyword, parameter), ...)); keyword
+    # "**" is `Callee(..., **parameter)`. Whether the callee is a Dataset is resolved later.
+    forwards: Mapping[str, Forward] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +85,7 @@ class FileSummary:
             "star_imports": list(self.star_imports),
             "aliases": dict(self.aliases),
             "unpicklable_returns": {k: list(v) for k, v in self.unpicklable_returns.items()},
+            "forwards": {k: [v[0], list(v[1]), [list(x) for x in v[2]]] for k, v in self.forwards.items()},
             "classes": [
                 [
                     c.name,
@@ -114,6 +120,10 @@ class FileSummary:
             classes,
             dict(data["aliases"]),
             {k: (int(v[0]), str(v[1])) for k, v in data.get("unpicklable_returns", {}).items()},
+            {
+                k: (int(v[0]), tuple(v[1]), tuple((a, b, c) for a, b, c in v[2]))
+                for k, v in data.get("forwards", {}).items()
+            },
         )
 
 
@@ -271,6 +281,13 @@ def summarize(tree: ast.Module, module: str, is_package: bool) -> FileSummary:
             target = statement.targets[0]
             if isinstance(target, ast.Name) and (value := qualify(statement.value)):
                 aliases[target.id] = value
+    forwards: dict[str, Forward] = {}
+    for statement in _top_level(tree.body):
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+            handed = _handed_parameters(statement, qualify)
+            if handed:
+                positional = tuple(a.arg for a in (*statement.args.posonlyargs, *statement.args.args))
+                forwards[statement.name] = (statement.lineno, positional, handed)
     classes: dict[str, ClassSummary] = {}
     seen: set[str] = set()
     for node in class_nodes:
@@ -280,7 +297,29 @@ def summarize(tree: ast.Module, module: str, is_package: bool) -> FileSummary:
             continue
         seen.add(node.name)
         classes[node.name] = summary
-    return FileSummary(module, is_package, imports, tuple(stars), classes, aliases, unpicklable)
+    return FileSummary(module, is_package, imports, tuple(stars), classes, aliases, unpicklable, forwards)
+
+
+def _handed_parameters(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, qualify: Any
+) -> tuple[tuple[str, str, str], ...]:
+    """(callee, keyword, parameter) for each `Callee(..., keyword=parameter)` (or `**parameter`)
+    the function makes with one of its own parameters, unchanged."""
+    arguments = function.args
+    parameters = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    if arguments.kwarg is not None:
+        parameters.add(arguments.kwarg.arg)
+    handed: set[tuple[str, str, str]] = set()
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call):
+            continue
+        callee = qualify(node.func)
+        if not callee:
+            continue
+        for keyword in node.keywords:
+            if isinstance(keyword.value, ast.Name) and keyword.value.id in parameters:
+                handed.add((callee, keyword.arg or "**", keyword.value.id))
+    return tuple(sorted(handed))
 
 
 def _returns_unpicklable(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
@@ -605,6 +644,31 @@ class Project:
             target = summary.imports.get(name) or summary.aliases.get(name)
             if target and depth < _MAX_DEPTH and target != f"{summary.module}.{name}":
                 return self.unpicklable_return(target, module_name(path)[1], depth + 1)
+            return None
+        return None
+
+    def dataset_forward(
+        self, qualname: str, importer_root: Path, depth: int = 0
+    ) -> tuple[Link, tuple[str, ...], tuple[tuple[str, str, str], ...]] | None:
+        """For a project function that hands its parameters to a Dataset constructor: where it is,
+        its positional parameters and the (dataset class, keyword, parameter) it hands on."""
+        parts = qualname.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module, name = ".".join(parts[:cut]), parts[cut]
+            path = self.file_of(module, importer_root)
+            if path is None:
+                continue
+            summary = self.summary_of(path)
+            if summary is None or cut != len(parts) - 1:
+                return None
+            root = module_name(path)[1]
+            if name in summary.forwards:
+                line, positional, handed = summary.forwards[name]
+                to_datasets = tuple(h for h in handed if self.dataset_fact(h[0], root) is not None)
+                return (Link(name, str(path), line), positional, to_datasets) if to_datasets else None
+            target = summary.imports.get(name) or summary.aliases.get(name)
+            if target and depth < _MAX_DEPTH and target != f"{summary.module}.{name}":
+                return self.dataset_forward(target, root, depth + 1)
             return None
         return None
 

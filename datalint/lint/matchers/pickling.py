@@ -265,6 +265,8 @@ def _constructor_arguments(
         info = module.resolve_class(call.func)
         if info is not None and any(info.node is known.node for known in datasets):
             calls[id(call)] = (call, info)
+        elif info is None and (call.keywords or call.args) and module.dataset_forward(call) is not None:
+            calls[id(call)] = (call, None)
     for loader in module.loader_calls:
         node = loader.arg("dataset").node
         dataset = module.resolve(node) if node is not None else None
@@ -272,6 +274,9 @@ def _constructor_arguments(
             calls.setdefault(id(dataset), (dataset, None))
     for call, info in calls.values():
         if _read_only_without_workers(module, call) or module.constructed_for_this_process(call):
+            continue
+        if info is None and (forward := module.dataset_forward(call)) is not None:
+            yield from _forwarded_arguments(module, call, forward, stored_keywords, storing_calls)
             continue
         init = module.method(info, "__init__") if info is not None else None
         for argument in _kept_arguments(module, call, init, stored_keywords, storing_calls):
@@ -281,6 +286,52 @@ def _constructor_arguments(
                 related = factory_places(module, argument, storing_calls)
                 yield Match(call, {"where": f"`{name}(...)`", "what": what}, related=related)
                 break
+
+
+def _forwarded_arguments(
+    module: Module,
+    call: ast.Call,
+    forward: tuple[Link, tuple[str, ...], tuple[tuple[str, str, str], ...]],
+    stored_keywords: Sequence[str],
+    storing_calls: Sequence[str],
+) -> Iterator[Match]:
+    """`make_dataset(..., transform=lambda ...)` of a helper in another file that hands the argument
+    on to a Dataset constructor as a keyword the dataset keeps."""
+    link, positional, handed = forward
+
+    def kept(keyword: str) -> bool:
+        return keyword in stored_keywords or "transform" in keyword
+
+    by_parameter: dict[str, str] = {}  # helper parameter -> the dataset class it reaches
+    swallowing: dict[str, str] = {}  # `**parameter` -> the dataset class it is spread into
+    for dataset, handed_as, parameter in handed:
+        if handed_as == "**":
+            swallowing[parameter] = dataset
+        elif kept(handed_as):
+            by_parameter[parameter] = dataset
+    arguments: list[tuple[ast.expr, str]] = []
+    for index, argument in enumerate(call.args):
+        if isinstance(argument, ast.Starred):
+            break
+        if index < len(positional) and positional[index] in by_parameter:
+            arguments.append((argument, by_parameter[positional[index]]))
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            continue
+        if keyword.arg in by_parameter:
+            arguments.append((keyword.value, by_parameter[keyword.arg]))
+        elif keyword.arg not in positional and swallowing and kept(keyword.arg):
+            arguments.append((keyword.value, next(iter(swallowing.values()))))
+    for argument, dataset in arguments:
+        what = stored_unpicklable(module, argument, storing_calls)
+        if what:
+            name = module.segment(call.func)
+            target = dataset.rpartition(".")[2]
+            where = f"`{name}(...)` (through `{target}(...)` in {display(link)})"
+            handed_on = Related(link.path, link.line, f"`{link.name}()` passes it on to `{target}(...)`")
+            related = (handed_on, *factory_places(module, argument, storing_calls))
+            yield Match(call, {"where": where, "what": what}, related=related)
+            return
 
 
 def _read_only_without_workers(module: Module, construction: ast.Call) -> bool:
