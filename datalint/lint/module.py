@@ -38,6 +38,11 @@ START_METHODS: tuple[str, ...] = ("fork", "spawn", "forkserver")
 
 # torch.utils.data re-exports these submodules' public names; qualified names are
 # reported in the short public form so rule files list one spelling.
+# Calls whose result reads the samples of their first argument: `Subset(ds, idx)` one split,
+# `random_split(ds, lengths)` a list of them.
+SUBSET_CALLS: frozenset[str] = frozenset({"torch.utils.data.Subset"})
+SPLIT_CALLS: frozenset[str] = SUBSET_CALLS | {"torch.utils.data.random_split"}
+
 CANONICAL_MODULES: dict[str, str] = {
     "torch.utils.data.dataloader": "torch.utils.data",
     "torch.utils.data.dataset": "torch.utils.data",
@@ -503,6 +508,42 @@ class Module:
             return parent.value
         return None  # a loop target, a parameter, an import, tuple unpacking, a walrus...
 
+    def split_source(self, node: ast.expr) -> ast.AST:
+        """What `node` resolves to, looking through `Subset(ds, ...)` and `random_split(ds, ...)`
+        (`train, val = random_split(ds, ...)`, `splits[0]`): a split reads `ds`'s samples, and
+        pickles `ds` with everything it holds, transforms included, to start workers."""
+        resolved: ast.AST = self.resolve(node)
+        for _ in range(4):
+            split: ast.AST | None = None
+            if isinstance(resolved, ast.Subscript):
+                split = self.resolve(resolved.value)
+            elif isinstance(resolved, ast.Name):
+                split = self._unpacked_from(resolved)
+            elif isinstance(resolved, ast.Call) and self._is_split(resolved, SUBSET_CALLS):
+                split = resolved
+            if not (isinstance(split, ast.Call) and self._is_split(split, SPLIT_CALLS) and split.args):
+                return resolved
+            if isinstance(split.args[0], ast.Starred):
+                return resolved
+            resolved = self.resolve(split.args[0])
+        return resolved
+
+    def _is_split(self, call: ast.Call, names: frozenset[str]) -> bool:
+        qualified = self.qualname(call.func)
+        return qualified is not None and canonical(qualified) in names
+
+    def _unpacked_from(self, name: ast.Name) -> ast.AST | None:
+        """`value` for a name bound once in its scope by `a, b = value`; else None."""
+        scope = self.scope_of(name)
+        sites = [site for site in self._binding_sites.get(name.id, ()) if self.scope_of(site) is scope]
+        if len(sites) != 1:
+            return None
+        target = self.parent(sites[0])
+        assign = self.parent(target) if isinstance(target, ast.Tuple | ast.List) else None
+        if isinstance(assign, ast.Assign) and len(assign.targets) == 1 and assign.targets[0] is target:
+            return assign.value
+        return None
+
     def resolve(self, node: ast.expr, depth: int = 0) -> ast.AST:
         """Follow a name to its sole binding (`x = expr` -> expr), repeatedly; else the node itself."""
         while isinstance(node, ast.Name) and depth < 8:
@@ -723,7 +764,7 @@ class Module:
         """No loader reads this constructed object: it is only iterated, indexed or measured here."""
         for loader in self.loader_calls:
             node = loader.arg("dataset").node
-            if node is not None and self.resolve(node) is construction:
+            if node is not None and self.split_source(node) is construction:
                 return False
         return self._in_process_use(construction)
 
@@ -1004,7 +1045,7 @@ class Module:
         node = loader.arg("dataset").node
         if node is None:
             return None
-        resolved = self.resolve(node)
+        resolved = self.split_source(node)
         if isinstance(resolved, ast.Call):
             return self.resolve_class(resolved.func)
         return None

@@ -269,7 +269,7 @@ def _constructor_arguments(
             calls[id(call)] = (call, None)
     for loader in module.loader_calls:
         node = loader.arg("dataset").node
-        dataset = module.resolve(node) if node is not None else None
+        dataset = module.split_source(node) if node is not None else None
         if isinstance(dataset, ast.Call) and module.resolve_class(dataset.func) is None:
             calls.setdefault(id(dataset), (dataset, None))
     for call, info in calls.values():
@@ -342,7 +342,7 @@ def _read_only_without_workers(module: Module, construction: ast.Call) -> bool:
 
 def _reads(module: Module, loader: LoaderCall, construction: ast.Call) -> bool:
     dataset = loader.arg("dataset").node
-    return dataset is not None and module.resolve(dataset) is construction
+    return dataset is not None and module.split_source(dataset) is construction
 
 
 def _kept_arguments(
