@@ -29,6 +29,26 @@ from datalint.lint.module import ClassInfo, Match, Module
 # ---- DL301 python-objects-copy-on-read ----------------------------------------------------------
 
 INDEX_FUNCTIONS = frozenset({"int", "abs", "min", "max", "divmod", "round", "operator.index"})
+# Calls that make an index map (positions, not samples): `self.keep = np.flatnonzero(mask)`;
+# `self.keep[idx]` is then an index too, and what it subscripts is indexed per sample.
+INDEX_MAP_CALLS = frozenset(
+    {
+        "range",
+        "numpy.arange",
+        "numpy.argsort",
+        "numpy.flatnonzero",
+        "numpy.nonzero",
+        "numpy.where",
+        "numpy.random.permutation",
+        "torch.arange",
+        "torch.randperm",
+        "torch.argsort",
+        "torch.nonzero",
+        "torch.where",
+    }
+)
+# Conversions that keep an index map an index map.
+INDEX_MAP_CONVERSIONS = frozenset({"list", "sorted", "tuple", "numpy.array", "numpy.asarray", "torch.tensor"})
 
 
 @dataclass(frozen=True)
@@ -83,16 +103,87 @@ def _sized_by(module: Module, info: ClassInfo, attr: str) -> bool:
 
 def _attrs_indexed_per_sample(module: Module, info: ClassInfo) -> set[str]:
     found: set[str] = set()
+    maps = _index_maps(module, info)
     for name in ("__getitem__", "__getitems__"):
         method = module.method(info, name)
         if method is not None:
             params = [a.arg for a in (*method.args.posonlyargs, *method.args.args)][1:2]
-            _collect_indexed(module, info, method, set(params), found, depth=0)
+            _collect_indexed(module, info, method, set(params), found, depth=0, maps=maps)
     return found
 
 
+def _index_maps(module: Module, info: ClassInfo) -> frozenset[str]:
+    """Attributes every assignment of which is an index map (`np.flatnonzero(mask)`,
+    `list(range(n))`, `[i for i, r in enumerate(rows) if r.ok]`): subscripting one with the
+    sample index gives another index (`self.rows[self._raw_idx[idx]]`)."""
+    values: dict[str, list[ast.expr | None]] = {}
+    for assignment in self_assignments(module, info):
+        values.setdefault(assignment.attr, []).append(assignment.value)
+    return frozenset(
+        attr
+        for attr, found in values.items()
+        if all(v is not None and _is_index_map(module, v, 0) for v in found)
+    )
+
+
+def _is_index_map(module: Module, expr: ast.expr, depth: int) -> bool:
+    if depth > 4:
+        return False
+    if isinstance(expr, ast.Subscript):  # `np.where(mask)[0]`, `order[:n]`
+        return _is_index_map(module, expr.value, depth + 1)
+    if isinstance(expr, ast.Name):
+        resolved = module.resolve(expr)
+        return (
+            resolved is not expr
+            and isinstance(resolved, ast.expr)
+            and _is_index_map(module, resolved, depth + 1)
+        )
+    if isinstance(expr, ast.ListComp):
+        return _enumerates_positions(module, expr)
+    if not isinstance(expr, ast.Call):
+        return False
+    func = expr.func
+    if isinstance(func, ast.Attribute) and func.attr == "tolist" and not expr.args:
+        return _is_index_map(module, func.value, depth + 1)
+    qualified = module.qualname(func)
+    if qualified in INDEX_MAP_CALLS:
+        return True
+    return (
+        qualified in INDEX_MAP_CONVERSIONS
+        and len(expr.args) == 1
+        and _is_index_map(module, expr.args[0], depth + 1)
+    )
+
+
+def _enumerates_positions(module: Module, comprehension: ast.ListComp) -> bool:
+    """`[i for i in range(n) if ...]`, `[i for i, row in enumerate(rows) if ...]`."""
+    if len(comprehension.generators) != 1 or not isinstance(comprehension.elt, ast.Name):
+        return False
+    generator = comprehension.generators[0]
+    source = generator.iter
+    if not isinstance(source, ast.Call):
+        return False
+    name = module.qualname(source.func)
+    target = generator.target
+    if name == "range":
+        return isinstance(target, ast.Name) and target.id == comprehension.elt.id
+    return (
+        name == "enumerate"
+        and isinstance(target, ast.Tuple)
+        and bool(target.elts)
+        and isinstance(target.elts[0], ast.Name)
+        and target.elts[0].id == comprehension.elt.id
+    )
+
+
 def _collect_indexed(
-    module: Module, info: ClassInfo, function: FunctionDef, tainted: set[str], found: set[str], depth: int
+    module: Module,
+    info: ClassInfo,
+    function: FunctionDef,
+    tainted: set[str],
+    found: set[str],
+    depth: int,
+    maps: frozenset[str] = frozenset(),
 ) -> None:
     """Attributes `self.x` subscripted by an expression computed from the sample index."""
     tainted = set(tainted)
@@ -100,17 +191,17 @@ def _collect_indexed(
     for node in sorted(walk_scope(function), key=_position):
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
-            if _index_derived(module, node.value, tainted):
+            if _index_derived(module, node.value, tainted, maps):
                 tainted |= names_in(target)
             elif isinstance(target, ast.Name) and is_self_attribute(node.value):
                 assert isinstance(node.value, ast.Attribute)
                 aliases[target.id] = node.value.attr
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
             attr = _subscripted_attr(node, aliases)
-            if attr is not None and _index_derived(module, node.slice, tainted):
+            if attr is not None and _index_derived(module, node.slice, tainted, maps):
                 found.add(attr)
         elif isinstance(node, ast.Call) and depth < 3 and is_self_attribute(node.func):
-            _follow_call(module, info, node, tainted, found, depth)
+            _follow_call(module, info, node, tainted, found, depth, maps)
 
 
 def _position(node: ast.AST) -> tuple[int, int]:
@@ -118,7 +209,13 @@ def _position(node: ast.AST) -> tuple[int, int]:
 
 
 def _follow_call(
-    module: Module, info: ClassInfo, call: ast.Call, tainted: set[str], found: set[str], depth: int
+    module: Module,
+    info: ClassInfo,
+    call: ast.Call,
+    tainted: set[str],
+    found: set[str],
+    depth: int,
+    maps: frozenset[str] = frozenset(),
 ) -> None:
     """`self.load(index)`: the index flows into the method's parameter."""
     assert isinstance(call.func, ast.Attribute)
@@ -127,11 +224,15 @@ def _follow_call(
         return
     params = [a.arg for a in (*callee.args.posonlyargs, *callee.args.args)][1:]
     passed = {
-        params[i] for i, arg in enumerate(call.args[: len(params)]) if _index_derived(module, arg, tainted)
+        params[i]
+        for i, arg in enumerate(call.args[: len(params)])
+        if _index_derived(module, arg, tainted, maps)
     }
-    passed |= {k.arg for k in call.keywords if k.arg in params and _index_derived(module, k.value, tainted)}
+    passed |= {
+        k.arg for k in call.keywords if k.arg in params and _index_derived(module, k.value, tainted, maps)
+    }
     if passed:
-        _collect_indexed(module, info, callee, passed, found, depth + 1)
+        _collect_indexed(module, info, callee, passed, found, depth + 1, maps)
 
 
 def _subscripted_attr(node: ast.Subscript, aliases: dict[str, str]) -> str | None:
@@ -146,20 +247,31 @@ def _subscripted_attr(node: ast.Subscript, aliases: dict[str, str]) -> str | Non
     return None
 
 
-def _index_derived(module: Module, expr: ast.expr, tainted: set[str]) -> bool:
-    """Whether `expr` is arithmetic on the sample index (a value looked up *with* it is not)."""
+def _index_derived(
+    module: Module, expr: ast.expr, tainted: set[str], maps: frozenset[str] = frozenset()
+) -> bool:
+    """Whether `expr` is arithmetic on the sample index, or the index looked up in an index map
+    (`self._raw_idx[idx]`); a value looked up *with* it in anything else is not."""
+
+    def derived(part: ast.expr) -> bool:
+        return _index_derived(module, part, tainted, maps)
+
     if isinstance(expr, ast.Name):
         return expr.id in tainted
     if isinstance(expr, ast.BinOp):
-        return _index_derived(module, expr.left, tainted) or _index_derived(module, expr.right, tainted)
+        return derived(expr.left) or derived(expr.right)
     if isinstance(expr, ast.UnaryOp):
-        return _index_derived(module, expr.operand, tainted)
+        return derived(expr.operand)
     if isinstance(expr, ast.IfExp):
-        return _index_derived(module, expr.body, tainted) or _index_derived(module, expr.orelse, tainted)
+        return derived(expr.body) or derived(expr.orelse)
     if isinstance(expr, ast.Tuple):
-        return any(_index_derived(module, e, tainted) for e in expr.elts)
+        return any(derived(e) for e in expr.elts)
     if isinstance(expr, ast.Call) and module.qualname(expr.func) in INDEX_FUNCTIONS:
-        return any(_index_derived(module, a, tainted) for a in expr.args)
+        return any(derived(a) for a in expr.args)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "item":
+        return derived(expr.func.value)  # `self.order[idx].item()`
+    if maps and isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute):
+        return is_self_attribute(expr.value) and expr.value.attr in maps and derived(expr.slice)
     return False
 
 
