@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import sys
 import time
 import warnings
@@ -272,16 +273,25 @@ def _length(spec: str, dataset: Any) -> int:
 
 def key_function(dataset: Any) -> Callable[[int], Any] | None:
     """How the dataset names sample `i`: its `datalint_key(i)` method, or the path of entry `i` of
-    ImageFolder-style `samples` / `imgs` lists; None when it names none. The index, the quarantine
+    ImageFolder-style `samples` / `imgs` (a list or tuple, or a numpy array of paths or of
+    (path, label) rows); None when it names none. The index, the quarantine
     list and the training path's staleness check all read keys through this one rule."""
     method = getattr(dataset, "datalint_key", None)
     if callable(method):
         return method
     for attribute in ("samples", "imgs"):
-        entries = getattr(dataset, attribute, None)
-        if isinstance(entries, (list, tuple)) and entries and _is_path_entry(entries[0]):
+        entries: Any = getattr(dataset, attribute, None)
+        listed = isinstance(entries, (list, tuple)) or _is_text_array(entries)
+        if listed and len(entries) > 0 and _is_path_entry(entries[0]):
             return _EntryKeys(entries)
     return None
+
+
+def _is_text_array(value: Any) -> bool:
+    """A numpy array of paths (1-D) or of (path, label) rows (2-D), told apart without importing
+    numpy: a string, bytes or object dtype, one or two dimensions."""
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    return kind in ("U", "S", "O") and getattr(value, "ndim", None) in (1, 2)
 
 
 class _EntryKeys:
@@ -295,13 +305,20 @@ class _EntryKeys:
 
 
 def _is_path_entry(entry: Any) -> bool:
-    head = entry[0] if isinstance(entry, (list, tuple)) and entry else entry
-    return isinstance(head, str) or hasattr(head, "__fspath__")
+    head = _head(entry)
+    return isinstance(head, (str, bytes)) or hasattr(head, "__fspath__")
 
 
 def _path_of(entry: Any) -> str:
-    head = entry[0] if isinstance(entry, (list, tuple)) else entry
-    return str(head)
+    head = _head(entry)
+    return os.fsdecode(head) if isinstance(head, bytes) else str(head)
+
+
+def _head(entry: Any) -> Any:
+    """The path of an entry: the entry itself, or the first item of a (path, label) row."""
+    if isinstance(entry, (list, tuple)) or getattr(entry, "ndim", 0) == 1:
+        return entry[0] if len(entry) > 0 else None
+    return entry
 
 
 def _reset_load_truncated_images(spec: str) -> None:
