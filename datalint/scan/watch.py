@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datalint.scan import api
+from datalint.scan import api, store
 from datalint.scan.sources import SourceDescription
 
 Log = Callable[[str], None]
@@ -317,17 +317,20 @@ def _indexed_keys(db: Path) -> set[str] | None:
     """The keys of the last complete listing, or None when the index cannot say (an interrupted
     scan, folders that could not be listed)."""
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as connection:
+        uri = f"{db.resolve().as_uri()}?mode=ro"  # a path may hold `?` or `#`
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as connection:
             last = connection.execute(
                 "SELECT length FROM runs WHERE kind != 'guard' ORDER BY id DESC LIMIT 1"
             )
             length = last.fetchone()
-            keys = [row[0] for row in connection.execute("SELECT key FROM samples")]
+            # A name that is not UTF-8 is stored as its bytes: read it back as the listing gives it.
+            keys = [store.read_key(row[0]) for row in connection.execute("SELECT key FROM samples")]
     except sqlite3.Error:
         return None
-    if length is None or length[0] != len(keys) or any(key is None or key.endswith("/") for key in keys):
-        return None
-    return set(keys)
+    named = {key for key in keys if key is not None and not key.endswith("/")}
+    if length is None or length[0] != len(keys) or len(named) != len(keys):
+        return None  # unkeyed samples, or folders that could not be listed: walk instead
+    return named
 
 
 def _own_files(db: Path, quarantine: Path) -> tuple[str, ...]:
