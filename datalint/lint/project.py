@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -438,6 +438,14 @@ def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield from _top_level(getattr(statement, "finalbody", []))
 
 
+def _defines_unpicklable_return(summary: FileSummary, name: str) -> bool:
+    return name in summary.unpicklable_returns
+
+
+def _defines_forward(summary: FileSummary, name: str) -> bool:
+    return name in summary.forwards
+
+
 # ---- the summary cache ------------------------------------------------------------------------------
 
 
@@ -625,33 +633,38 @@ class Project:
                 return found
         return None
 
-    def unpicklable_return(
-        self, qualname: str, importer_root: Path, depth: int = 0
-    ) -> tuple[Link, str] | None:
+    def unpicklable_return(self, qualname: str, importer_root: Path) -> tuple[Link, str] | None:
         """(where, what) when the project function `qualname` returns an unpicklable callable."""
-        parts = qualname.split(".")
-        for cut in range(len(parts) - 1, 0, -1):
-            module, name = ".".join(parts[:cut]), parts[cut]
-            path = self.file_of(module, importer_root)
-            if path is None:
-                continue
-            summary = self.summary_of(path)
-            if summary is None or cut != len(parts) - 1:
-                return None
-            if name in summary.unpicklable_returns:
-                line, what = summary.unpicklable_returns[name]
-                return Link(name, str(path), line), what
-            target = summary.imports.get(name) or summary.aliases.get(name)
-            if target and depth < _MAX_DEPTH and target != f"{summary.module}.{name}":
-                return self.unpicklable_return(target, module_name(path)[1], depth + 1)
+        found = self._defining(qualname, importer_root, _defines_unpicklable_return)
+        if found is None:
             return None
-        return None
+        summary, name, path = found
+        line, what = summary.unpicklable_returns[name]
+        return Link(name, str(path), line), what
 
     def dataset_forward(
-        self, qualname: str, importer_root: Path, depth: int = 0
+        self, qualname: str, importer_root: Path
     ) -> tuple[Link, tuple[str, ...], tuple[tuple[str, str, str], ...]] | None:
         """For a project function that hands its parameters to a Dataset constructor: where it is,
         its positional parameters and the (dataset class, keyword, parameter) it hands on."""
+        found = self._defining(qualname, importer_root, _defines_forward)
+        if found is None:
+            return None
+        summary, name, path = found
+        line, positional, handed = summary.forwards[name]
+        root = module_name(path)[1]
+        to_datasets = tuple(h for h in handed if self.dataset_fact(h[0], root) is not None)
+        return (Link(name, str(path), line), positional, to_datasets) if to_datasets else None
+
+    def _defining(
+        self,
+        qualname: str,
+        importer_root: Path,
+        defines: Callable[[FileSummary, str], bool],
+        depth: int = 0,
+    ) -> tuple[FileSummary, str, Path] | None:
+        """(summary, name, path) of the project file that defines the function `qualname`, through
+        re-exports and aliases; `defines(summary, name)` says whether a file's summary has it."""
         parts = qualname.split(".")
         for cut in range(len(parts) - 1, 0, -1):
             module, name = ".".join(parts[:cut]), parts[cut]
@@ -661,14 +674,11 @@ class Project:
             summary = self.summary_of(path)
             if summary is None or cut != len(parts) - 1:
                 return None
-            root = module_name(path)[1]
-            if name in summary.forwards:
-                line, positional, handed = summary.forwards[name]
-                to_datasets = tuple(h for h in handed if self.dataset_fact(h[0], root) is not None)
-                return (Link(name, str(path), line), positional, to_datasets) if to_datasets else None
+            if defines(summary, name):
+                return summary, name, path
             target = summary.imports.get(name) or summary.aliases.get(name)
             if target and depth < _MAX_DEPTH and target != f"{summary.module}.{name}":
-                return self.dataset_forward(target, root, depth + 1)
+                return self._defining(target, module_name(path)[1], defines, depth + 1)
             return None
         return None
 
