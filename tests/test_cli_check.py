@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from cli_support import datalint
 
 BAD = textwrap.dedent(
     """\
@@ -22,17 +23,6 @@ BAD = textwrap.dedent(
     """
 )
 CLEAN = "from torch.utils.data import DataLoader\n\nloader = DataLoader(dataset, num_workers=2)\n"
-
-
-def datalint(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "datalint", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "DATALINT_DEBUG": ""},
-    )
 
 
 @pytest.fixture

@@ -5,29 +5,15 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import jsonschema
 import pytest
+from cli_support import datalint
 
 BAD = "from torch.utils.data import DataLoader\n\nloader = DataLoader(dataset, prefetch_factor=2)\n"
 CLEAN = "from torch.utils.data import DataLoader\n\nloader = DataLoader(dataset, num_workers=2)\n"
-
-
-def datalint(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "datalint", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "DATALINT_DEBUG": ""},
-    )
 
 
 @pytest.fixture
