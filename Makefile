@@ -27,7 +27,7 @@ browser:
 		  || echo "warning: could not install chromium; browser tests will be skipped"; }
 
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 	$(BIN)/ruff check datalint tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python scripts/docs_check.py

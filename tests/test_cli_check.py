@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -352,54 +350,3 @@ def test_check_imports_no_heavy_library(project: Path) -> None:
     }
     assert "datalint" in imported
     assert not imported & set(HEAVY), f"datalint check imported {sorted(imported & set(HEAVY))}"
-
-
-def git(*args: str, cwd: Path) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=datalint", "-c", "user.email=datalint@example.invalid", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_pre_commit_hook_runs_datalint_check(tmp_path: Path) -> None:
-    """`pre-commit try-repo` installs a copy of this repository as a hook repo and runs the hook."""
-    root = Path(__file__).resolve().parent.parent
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    for name in ("datalint", "rules", "docs"):
-        shutil.copytree(root / name, hook / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("README.md", ".pre-commit-hooks.yaml"):
-        shutil.copy(root / name, hook / name)
-    # The hook's behaviour does not depend on the scan half's dependencies (datalint check imports
-    # none of them, see test_check_imports_no_heavy_library); installing numpy, OpenCV... would only
-    # add minutes of downloads to the suite.
-    pyproject = (root / "pyproject.toml").read_text()
-    start = pyproject.index("dependencies = [")
-    end = pyproject.index("]\n", start) + 2
-    (hook / "pyproject.toml").write_text(pyproject[:start] + "dependencies = []\n" + pyproject[end:])
-    git("init", "-q", cwd=hook)
-    git("add", "-A", cwd=hook)
-    git("commit", "-qm", "hook", cwd=hook)
-
-    user = tmp_path / "user"
-    user.mkdir()
-    (user / "train.py").write_text(BAD)
-    (user / "notes.md").write_text("DataLoader(ds, prefetch_factor=2)\n")  # not Python: never passed
-    git("init", "-q", cwd=user)
-    git("add", "-A", cwd=user)
-    result = subprocess.run(
-        [sys.executable, "-m", "pre_commit", "try-repo", str(hook), "datalint", "--all-files"],
-        cwd=user,
-        capture_output=True,
-        text=True,
-        timeout=540,
-        env={**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache")},
-    )
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "train.py:3:10: DL001" in result.stdout
-    assert "notes.md" not in result.stdout and "DL002" not in result.stdout
