@@ -276,6 +276,25 @@ def test_notebook_findings_name_their_cell(tmp_path: Path) -> None:
     assert "broken.ipynb:1:1: DL000" in datalint("check", cwd=tmp_path).stdout
 
 
+def test_ipython_syntax_is_set_aside_and_a_cell_that_is_not_python_costs_only_itself(tmp_path: Path) -> None:
+    def code(*lines: str) -> dict[str, object]:
+        return {"cell_type": "code", "source": [line + "\n" for line in lines]}
+
+    cells = [
+        code("%run train.py \\", "    --epochs 3 \\", "--data /data"),  # a magic continued over lines
+        code("ls -l data", "pip install h5py"),  # automagics, without %
+        code("    x = 1", "    y = x"),  # pasted from a block: IPython drops the first line's indent
+        code("from torch.utils.data import DataLoader"),
+        code("for x in :", "    pass"),  # not Python however it is read
+        code("loader = DataLoader(ds, prefetch_factor=2)"),
+    ]
+    (tmp_path / "nb.ipynb").write_text(json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5}))
+    lines = datalint("check", "nb.ipynb", cwd=tmp_path).stdout.splitlines()
+    findings = [line.split(" [")[0] for line in lines if line.startswith("nb.ipynb")]
+    assert findings == ["nb.ipynb:cell 5:1:10: DL000", "nb.ipynb:cell 6:1:10: DL001"]
+    assert "cell 5 (syntax error: invalid syntax); only this cell was skipped" in lines[0]
+
+
 # ---- datalint rule ------------------------------------------------------------------------------
 
 

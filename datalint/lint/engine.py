@@ -151,6 +151,11 @@ class Linter:
             fix = fix_in_cell(finding.fix, code.origin, cell) if finding.fix is not None else None
             placed = replace(finding, line=line, end_line=end[0], end_column=end[1], fix=fix, cell=cell)
             findings.append(placed)
+        rules = self._rules_for(path)
+        for left in code.skipped:  # not Python: left out, and said, while the other cells are checked
+            reason = f"cell {left.cell} ({left.reason}); only this cell was skipped"
+            for finding in self._unparsable(rules, path, "", reason, left.line, left.column):
+                findings.append(replace(finding, line=left.line, end_line=left.line, cell=left.cell))
         return sorted(findings, key=sort_key)
 
     def _rules_for(self, path: str) -> tuple[_ActiveRule, ...]:

@@ -2,18 +2,27 @@
 
 Cells are linted together, as the kernel runs them (an import in cell 1 is known in cell 5),
 and every finding is reported at its cell and the line inside that cell. IPython syntax that
-is not Python (`%magic`, `!shell`, `x = !ls`, `obj?`, a `%%cell` magic's whole cell) becomes
-`pass` or a placeholder of the same indentation, so line numbers stay put and nothing shifts.
+is not Python (`%magic`, `!shell`, `x = !ls`, `obj?`, a `%%cell` magic's whole cell, a magic
+continued over `\\` lines, an automagic such as `ls -l`) becomes `pass` or a placeholder of the
+same indentation, so line numbers stay put and nothing shifts. A cell that still does not parse
+is left out on its own (the kernel compiles each cell apart too), and named in `skipped`.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass
 
 _MAGIC_LINE = re.compile(r"^(?P<indent>\s*)(?:[%!]|\?\??\w)|^\s*[\w.]+\?\??\s*$")
 _MAGIC_ASSIGNMENT = re.compile(r"^(?P<target>\s*[\w.]+\s*=)\s*[%!]")
+# IPython's automagics and default shell aliases, written without `%` (`ls -l`, `cd data`,
+# `pip install x`): tried only on a cell that does not parse otherwise.
+_AUTOMAGIC = re.compile(
+    r"^\s*(?:cat|cd|conda|cp|env|ldir|less|lf|lk|ll|load_ext|ls|lx|man|matplotlib|mkdir|more|mv"
+    r"|pip|pwd|reload_ext|rm|rmdir|run|time|timeit|who|whos)(?:\s+[^\s=(\[.,:]|\s*$)"
+)
 
 
 class NotebookError(ValueError):
@@ -21,9 +30,20 @@ class NotebookError(ValueError):
 
 
 @dataclass(frozen=True)
+class SkippedCell:
+    """A code cell that is not Python even with IPython's syntax set aside: left out of `text`."""
+
+    cell: int  # 1-based, counting every cell as the notebook does
+    line: int  # where the parser stopped, in the cell's own lines
+    column: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class NotebookCode:
     text: str  # the code cells, joined, IPython syntax neutralised
     origins: tuple[tuple[int, int], ...]  # line n of `text` (1-based) -> (cell number, line in cell)
+    skipped: tuple[SkippedCell, ...] = ()
 
     def origin(self, line: int) -> tuple[int, int]:
         if 0 < line <= len(self.origins):
@@ -61,15 +81,65 @@ def notebook_code(document: str) -> NotebookCode:
     """The notebook's code cells as one Python text, and where each of its lines came from."""
     lines: list[str] = []
     origins: list[tuple[int, int]] = []
+    skipped: list[SkippedCell] = []
     for number, cell in enumerate(_cells(document), start=1):
         if cell.get("cell_type") != "code":
             continue
         cell_lines = _source(cell).splitlines()
-        whole_cell_magic = bool(cell_lines) and cell_lines[0].lstrip().startswith("%%")
-        for index, line in enumerate(cell_lines, start=1):
-            lines.append("" if whole_cell_magic else _python_line(line))
-            origins.append((number, index))
-    return NotebookCode("\n".join(lines) + "\n" if lines else "", tuple(origins))
+        python, problem = _python_cell(cell_lines)
+        if problem is not None:
+            skipped.append(SkippedCell(number, *problem))
+        lines.extend(python)
+        origins.extend((number, index) for index in range(1, len(cell_lines) + 1))
+    return NotebookCode("\n".join(lines) + "\n" if lines else "", tuple(origins), tuple(skipped))
+
+
+def _python_cell(cell_lines: list[str]) -> tuple[list[str], tuple[int, int, str] | None]:
+    """The cell's lines as Python, one for one; blank lines and (line, column, reason) when the
+    cell is not Python whatever is set aside."""
+    if cell_lines and cell_lines[0].lstrip().startswith("%%"):
+        return [""] * len(cell_lines), None  # a cell magic: the whole cell is another language
+    python = _python_lines(cell_lines)
+    problem = _syntax_error(python)
+    if problem is None:
+        return python, None
+    relaxed = _without_leading_indent([("" if _AUTOMAGIC.match(line) else line) for line in python])
+    if _syntax_error(relaxed) is None:
+        return relaxed, None
+    return [""] * len(cell_lines), problem
+
+
+def _without_leading_indent(lines: list[str]) -> list[str]:
+    """IPython removes the first line's indentation from a whole cell before compiling it (a cell
+    pasted from inside a block); columns in such a cell then count from the removed indent."""
+    first = next((line for line in lines if line.strip()), "")
+    indent = first[: len(first) - len(first.lstrip())]
+    if not indent:
+        return lines
+    return [line[len(indent) :] if line.startswith(indent) else line for line in lines]
+
+
+def _python_lines(cell_lines: list[str]) -> list[str]:
+    python: list[str] = []
+    continued = False  # the line before was a magic or shell line ending in a backslash
+    for line in cell_lines:
+        if continued:
+            python.append("")
+        else:
+            python.append(_python_line(line))
+            continued = python[-1] != line
+        continued = continued and line.rstrip().endswith("\\")
+    return python
+
+
+def _syntax_error(lines: list[str]) -> tuple[int, int, str] | None:
+    try:
+        ast.parse("\n".join(lines) + "\n")  # as the joined text is parsed: no top-level await
+    except SyntaxError as exc:
+        return exc.lineno or 1, exc.offset or 1, f"syntax error: {exc.msg}"
+    except ValueError as exc:  # NUL bytes
+        return 1, 1, str(exc)
+    return None
 
 
 def _python_line(line: str) -> str:
