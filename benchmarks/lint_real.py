@@ -210,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--ext", type=Path, default=Path("/work/ext"), help="folder holding the checkouts")
     parser.add_argument("--repo", action="append", help="only this repository (repeatable)")
+    parser.add_argument(
+        "--repos", type=Path, default=REPOS, help="the repositories and commits (default: %(default)s)"
+    )
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--no-cache", action="store_true", help="summarize every file afresh")
     parser.add_argument("--unjudged", action="store_true", help="print the findings without a verdict")
@@ -217,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 
     verdicts = read_verdicts()
     runs: list[RepoRun] = []
-    for repo, commit in read_repos():
+    for repo, commit in read_repos(args.repos):
         if args.repo and repo not in args.repo:
             continue
         tree = tree_of(args.ext, repo)
