@@ -213,12 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repos", type=Path, default=REPOS, help="the repositories and commits (default: %(default)s)"
     )
+    parser.add_argument(
+        "--verdicts", type=Path, default=VERDICTS, help="the verdicts to score against (default: %(default)s)"
+    )
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--no-cache", action="store_true", help="summarize every file afresh")
     parser.add_argument("--unjudged", action="store_true", help="print the findings without a verdict")
     args = parser.parse_args(argv)
 
-    verdicts = read_verdicts()
+    verdicts = read_verdicts(args.verdicts)
     runs: list[RepoRun] = []
     for repo, commit in read_repos(args.repos):
         if args.repo and repo not in args.repo:
