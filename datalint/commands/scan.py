@@ -259,6 +259,15 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
         "for N workers. Without it the scan starts and stops a local cluster of --workers processes",
     )
 
+    engine.add_argument(
+        "--shard-index",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="with --webdataset or --parquet: each shard's rows written into a file of its own by the "
+        "worker that measured it, merged into the index at the end; auto: from 1,000,000 samples "
+        "(`datalint docs distributed`)",
+    )
+
     probes = parser.add_argument_group("what to check")
     probes.add_argument(
         "--label",
@@ -368,6 +377,7 @@ def scan_options(args: argparse.Namespace) -> Any:
         progress="none" if args.format == "json" and args.progress == "auto" else args.progress,
         backend=args.backend,
         scheduler=args.scheduler,
+        shard_index=args.shard_index,
     )
 
 

@@ -21,7 +21,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -31,9 +31,10 @@ from datalint.errors import DatalintError, UsageError
 from datalint.extras import require as require_extra
 from datalint.limits import effective_cpu_count
 from datalint.scan import changes as changes_
-from datalint.scan import dask_backend, policy, preflight, runner, store
+from datalint.scan import dask_backend, policy, preflight, runner, shard_writers, store
 from datalint.scan.policy import PolicyOptions, QuarantineEntry
 from datalint.scan.progress import Progress
+from datalint.scan.shards import shard_starts_of
 from datalint.scan.sources import (
     SourceDescription,
     adopt_dataset,
@@ -71,6 +72,7 @@ class ScanOptions:
     backend: str = "local"  # "dask": shards on a dask cluster (docs/distributed.md)
     setup_timeout: float = preflight.DEFAULT_SETUP_TIMEOUT  # building the dataset, len(), the keys
     scheduler: str | None = None  # dask scheduler address; None: a LocalCluster of `workers` processes
+    shard_index: str = "auto"  # per-shard index files written by the workers: auto|on|off (shard_writers)
 
     def __post_init__(self) -> None:
         dask_backend.check_options(self.backend, self.scheduler, self.workers)
@@ -147,6 +149,7 @@ def scan(
     progress: str = "none",
     backend: str = "local",
     scheduler: str | None = None,
+    shard_index: str = "auto",
 ) -> ScanSummary:
     """Scan every sample of a dataset (a spec string such as "mymod:ds", or a dataset object) in
     isolated workers; write the index and the quarantine list; return the summary.
@@ -178,6 +181,7 @@ def scan(
         progress=progress,
         backend=backend,
         scheduler=scheduler,
+        shard_index=shard_index,
     )
     return scan_source(description, options, db=db, quarantine=quarantine)
 
@@ -205,6 +209,7 @@ def scan_source(
 ) -> ScanSummary:
     """Scan any registered source kind (datasets, image files) into an index and a quarantine list."""
     require_extra("scan", "datalint.scan()")  # the index, the decoders: named before any work
+    shard_writers.check_mode(options.shard_index, description, options.worker_count())
     started = time.monotonic()
     # The dataset's own code runs in a watched child first: this process builds it only once that
     # is known to finish (docs/scan.md, "What a scan survives").
@@ -250,9 +255,16 @@ def _scan_locked(
 ) -> ScanSummary:
     """The scan proper, once this process holds the index's lock: plan, measure, judge, write the list."""
     workers = options.worker_count()
+    # Shard files a killed scan left are merged first: their samples count as measured.
+    recovered, recovered_samples = shard_writers.recover(index_path, rescan=options.rescan)
     plan = _plan_changes(index, description, source, options, length, print_, stream, workers)
     todo, resumed = plan.todo, plan.resumed
     notes: list[str] = list(plan.notes)
+    if recovered:
+        notes.append(
+            f"resumed: merged {recovered_samples:,} sample(s) from {recovered} shard file(s) an interrupted "
+            "scan had finished"
+        )
     if workers == 0:
         notes.append("--workers 0: samples ran in this process; nothing isolated, no timeout enforced")
     scanned = 0
@@ -625,17 +637,32 @@ def _measure(
     progress.start(length, resumed, description.spec)
     engine = runner.RunnerOptions(workers=workers, timeout=options.timeout, chunk_size=options.chunk_size)
     highest = -1
+    index_path = Path(store.index_path(index))
+    starts = shard_starts_of(source)
+    files = shard_writers.wanted(options.shard_index, description, workers, total, len(starts or ()))
+    folder = shard_writers.folder_of(index_path) if files else None
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    outcomes: Generator[list[Any], None, None]
     if options.backend == "dask":
         assert length is not None  # streams were refused by check_source
         outcomes = dask_backend.run(
             description, _indices(todo), total, engine,
             scheduler=options.scheduler, workers=workers, length=length,
+            shard_folder=None if folder is None else str(folder), run_id=run_id,
         )  # fmt: skip
+    elif folder is not None:
+        assert starts is not None
+        outcomes = shard_writers.run_local(description, _indices(todo), engine, folder, run_id, starts)
     else:
         outcomes = runner.run(description, _indices(todo), total, engine)
+    merged = 0
     try:
-        with _terminate_as_interrupt(), contextlib.closing(outcomes):  # closing: workers stop now
-            for rows in outcomes:
+        with _terminate_as_interrupt(), contextlib.closing(outcomes):
+            for batch in outcomes:  # closing: workers stop now
+                rows = [row for row in batch if not isinstance(row, shard_writers.ShardFile)]
+                if len(rows) < len(batch):
+                    progress.count(f.outcomes for f in batch if isinstance(f, shard_writers.ShardFile))
                 if rows:
                     stamp = store.utc_now()
                     for row in rows:
@@ -647,12 +674,19 @@ def _measure(
                 else:
                     writer.add(())
                 progress.update(rows)
+    except BaseException:
+        if folder is not None:  # what the writers finished goes in the index now; the rest resumes
+            with contextlib.suppress(Exception):
+                shard_writers.merge_finished(index_path, run_id=run_id)
+        raise
     finally:
         writer.flush()
         progress.close()
+    if folder is not None:
+        merged = shard_writers.merge_finished(index_path, run_id=run_id)[1]
     if length is None:
         length = highest + 1  # a stream's length is what it yielded
-    return writer.written, length
+    return writer.written + merged, length
 
 
 def _indices(todo: list[range]) -> Iterator[int]:

@@ -14,7 +14,9 @@
   named (`crash`, `KilledWorker`). Innocent shards that shared the dead worker come back whole.
   The cluster the scan starts has `allowed-failures` 0, so the scheduler reports the first death
   instead of trying a poisoned shard on four workers.
-* Rows come back per shard; the scanning process stays the only writer of the index.
+* Rows come back per shard; the scanning process stays the only writer of the index. With shard
+  files (`--shard-index`, datalint/scan/shard_writers.py) the task writes its shard's rows into a
+  file of its own instead and only counts come back; the scanner merges the files at the end.
 
 Only the standard library is imported here at module level: `distributed` is an optional extra.
 """
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from datalint.errors import UsageError
-from datalint.scan import runner
+from datalint.scan import runner, shard_writers
 from datalint.scan.runner import EngineError, Row, RunnerOptions
 from datalint.scan.shards import SHARDED_KINDS, shard_starts_of, split_by_shard
 from datalint.scan.sources import ScanWarning, SourceDescription, build_source
@@ -101,15 +103,24 @@ def run(
     scheduler: str | None,
     workers: int,
     length: int,
-) -> Generator[list[Row], None, None]:
+    shard_folder: str | None = None,
+    run_id: int | None = None,
+) -> Generator[list[Any], None, None]:
     """Measure `todo` on a dask cluster, yielding rows as shards finish (an empty batch at least every
-    0.1 s). Without `scheduler`, a LocalCluster of `workers` processes is started and stopped here."""
+    0.1 s). Without `scheduler`, a LocalCluster of `workers` processes is started and stopped here.
+
+    With `shard_folder` (a folder every worker can write), each task writes its rows into a shard
+    file of `run_id` there and the batches hold `shard_writers.ShardFile`s, plus the rows the
+    scanner makes itself (a sample that killed its dask worker)."""
     if total <= 0:
         return
     # A sharded source is listed here once (headers or footers only) to learn where its shards begin.
     starts = shard_starts_of(build_source(description)) if description.kind in SHARDED_KINDS else None
     with _connect(scheduler, workers) as client:
         dispatcher = _Dispatcher(client, description, options, length, starts)
+        if shard_folder is not None:
+            assert run_id is not None
+            dispatcher.write_files(shard_folder, run_id)
         yield from dispatcher.run(iter(todo), total)
 
 
@@ -217,8 +228,14 @@ class _Dispatcher:
         self.capacity_at = float("-inf")
         self.named_deaths = 0
         self.shard_starts = shard_starts  # a sharded source: one task per whole shard
+        self.shard_folder: str | None = None  # set by write_files: tasks write shard files there
+        self.index_run = 0
 
-    def run(self, todo: Iterator[int], total: int) -> Iterator[list[Row]]:
+    def write_files(self, folder: str, run_id: int) -> None:
+        """Tasks write their rows into shard files in `folder` (credited to `run_id`), not back here."""
+        self.shard_folder, self.index_run = folder, run_id
+
+    def run(self, todo: Iterator[int], total: int) -> Iterator[list[Any]]:
         self.todo = todo
         self.by_shard = split_by_shard(todo, self.shard_starts) if self.shard_starts else None
         self.remaining = total
@@ -235,7 +252,7 @@ class _Dispatcher:
                         last_yield = time.monotonic()
                         yield []
                     continue
-                rows: list[Row] = []
+                rows: list[Any] = []
                 for future, result in finished:
                     rows.extend(self._settle(future, result))
                 last_yield = time.monotonic()
@@ -260,13 +277,17 @@ class _Dispatcher:
     def _send(self, shard: Shard) -> None:
         self.submitted += 1
         key = f"datalint-shard-{self.run_id}-{self.submitted}"
+        task: tuple[Any, ...] = (scan_shard,)
+        if self.shard_folder is not None:
+            task = (write_shard_file, self.shard_folder, self.index_run)
         future = self.client.submit(
-            scan_shard,
+            task[0],
             self.description,
             list(shard.indices),
             self.shard_options,
             self.length,
             self.version,
+            *task[1:],
             key=key,
             pure=False,
         )
@@ -299,8 +320,11 @@ class _Dispatcher:
 
     # -- settling
 
-    def _settle(self, future: Any, result: Any) -> list[Row]:
+    def _settle(self, future: Any, result: Any) -> list[Any]:
         _, shard = self.in_flight.pop(future.key)
+        if future.status == "finished" and isinstance(result, shard_writers.ShardFile):
+            self._learn_file(result)
+            return [result]
         if future.status == "finished":
             rows: list[Row] = result
             self._learn(rows)
@@ -328,8 +352,16 @@ class _Dispatcher:
             mean = sum(durations) / len(durations)
             self.mean_duration = mean if self.mean_duration is None else 0.7 * self.mean_duration + 0.3 * mean
 
+    def _learn_file(self, done: shard_writers.ShardFile) -> None:
+        self.remaining -= done.samples
+        if done.samples:
+            mean = done.seconds / done.samples
+            self.mean_duration = mean if self.mean_duration is None else 0.7 * self.mean_duration + 0.3 * mean
+
     def _died(self, shard: Shard, worker: Any) -> list[Row]:
         where = getattr(worker, "address", None) or "a dask worker"
+        if self.shard_folder is not None:  # a file it finished just before dying is written again
+            shard_writers.forget_file(self.shard_folder, shard.indices)
         if not shard.suspect:
             _warn(f"{where} died while measuring {shard.describe()}; running them again, alone")
             self.suspects.append(dataclasses.replace(shard, suspect=True))
@@ -385,6 +417,30 @@ def scan_shard(
     description: SourceDescription, indices: list[int], options: RunnerOptions, length: int, version: str
 ) -> list[Row]:
     """Runs on a dask worker: the local engine over one shard, with one forked child per task."""
+    _check_worker(description, length, version)
+    rows: list[Row] = []
+    for batch in runner.run(description, indices, len(indices), options):
+        rows.extend(batch)
+    return rows
+
+
+def write_shard_file(
+    description: SourceDescription,
+    indices: list[int],
+    options: RunnerOptions,
+    length: int,
+    version: str,
+    folder: str,
+    run_id: int,
+) -> shard_writers.ShardFile:
+    """Runs on a dask worker: one shard through the local engine, its rows into a shard file that
+    this task alone writes; only the counts travel back."""
+    _check_worker(description, length, version)
+    return shard_writers.write_shard(description, indices, options, folder, run_id)
+
+
+def _check_worker(description: SourceDescription, length: int, version: str) -> None:
+    """This worker runs the scanner's datalint and sees the scanner's dataset, or the task fails."""
     from datalint import __version__
 
     where = _worker_address()
@@ -404,10 +460,6 @@ def scan_shard(
             f"dask worker {where} sees {found} samples in {description.spec}, the scanner {length}: every "
             "worker must see the same dataset (same code, same files at the same paths)"
         )
-    rows: list[Row] = []
-    for batch in runner.run(description, indices, len(indices), options):
-        rows.extend(batch)
-    return rows
 
 
 def _worker_address() -> str:

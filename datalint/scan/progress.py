@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 from datalint.scan.images import DAMAGE_KINDS, UNSUPPORTED_KIND
@@ -63,6 +63,11 @@ class Progress:
         elif self.mode == "plain" and now - self.last_line >= self.interval:
             self.last_line = now
             print(f"datalint: {self.line()}", file=self.stream, flush=True)
+
+    def count(self, outcomes: Iterable[Mapping[str, int]]) -> None:
+        """Outcomes counted elsewhere (a shard writer's), without their rows; `update()` reports them."""
+        for counts in outcomes:
+            self.counts.update(counts)
 
     def close(self) -> None:
         if self._bar is not None:

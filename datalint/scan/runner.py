@@ -650,7 +650,7 @@ def become_worker(parent_pid: int, output_fd: int, own_group: bool = True) -> No
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the scanner's to handle; it stops us
     for default in _KEEPER_IGNORES[1:]:  # a keeper ignores them; a worker dies of them as any process
         signal.signal(default, signal.SIG_DFL)
-    _die_with_parent(parent_pid)
+    die_with_parent(parent_pid)
     _no_stdin()
     _prefer_for_oom_killer()
     _no_core_files()
@@ -701,7 +701,7 @@ def _reset_load_truncated_images() -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int) -> None:
     prctl = _prctl()
     if prctl is not None and prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
         if os.getppid() != parent_pid:  # the parent died before prctl took effect
@@ -1254,7 +1254,7 @@ class _Pool:
                     os.setpgid(0, 0)
                 for ignored in _KEEPER_IGNORES:
                     signal.signal(ignored, signal.SIG_IGN)
-                _die_with_parent(parent_pid)
+                die_with_parent(parent_pid)
                 _no_core_files()
                 _prefer_for_oom_killer()  # the OOM killer takes a keeper or its worker, never the scanner
                 keeper = os.getpid()

@@ -34,7 +34,8 @@ ATTACH_BATCH = 8  # below SQLite's default SQLITE_MAX_ATTACHED of 10
 _SECONDARY = ("idx_samples_status", "idx_samples_key", "idx_findings_kind")
 _COLUMNS = ", ".join(store.SAMPLE_COLUMNS)
 _SELECTED = ", ".join("?" if column == "run_id" else column for column in store.SAMPLE_COLUMNS)
-_COPY_SAMPLES = f"INSERT INTO samples ({_COLUMNS}) SELECT {_SELECTED} FROM {{}}.samples ORDER BY idx"
+_COPY_SAMPLES = f"INSERT {{}} INTO samples ({_COLUMNS}) SELECT {{}} FROM {{}}.samples ORDER BY idx"
+KEEP_RUN_IDS = -1  # `run_id=KEEP_RUN_IDS`: every row keeps the run id its shard file gave it
 
 
 class ShardMergeError(DatalintError):
@@ -51,9 +52,19 @@ class MergeResult:
 
 
 def merge_shard_indexes(
-    target: str | Path, shard_files: Sequence[str | Path], *, run_id: int | None, batch: int = ATTACH_BATCH
+    target: str | Path,
+    shard_files: Sequence[str | Path],
+    *,
+    run_id: int | None,
+    batch: int = ATTACH_BATCH,
+    replace: bool = False,
 ) -> MergeResult:
-    """Copy the samples and findings of every shard file into `target` (created with the schema)."""
+    """Copy the samples and findings of every shard file into `target` (created with the schema).
+
+    `run_id`: the run every merged row is credited to (`KEEP_RUN_IDS`: the one each row has).
+    `replace`: a row already in the target is replaced instead of failing the merge; for the files a
+    killed scan left, which a merge cut short may already have copied.
+    """
     db = store.open_index(target)
     connection: sqlite3.Connection = db.conn
     started = time.perf_counter()
@@ -63,7 +74,7 @@ def merge_shard_indexes(
             connection.execute(f"DROP INDEX IF EXISTS {name}")
         for start in range(0, len(shard_files), batch):
             part = [Path(p) for p in shard_files[start : start + batch]]
-            counts = _merge_batch(connection, part, run_id)
+            counts = _merge_batch(connection, part, run_id, replace)
             samples, findings = samples + counts[0], findings + counts[1]
         copied = time.perf_counter()
         _rebuild_indexes(connection)
@@ -81,8 +92,12 @@ def _rebuild_indexes(connection: sqlite3.Connection) -> None:
 
 
 def _merge_batch(
-    connection: sqlite3.Connection, shard_files: Sequence[Path], run_id: int | None
+    connection: sqlite3.Connection, shard_files: Sequence[Path], run_id: int | None, replace: bool
 ) -> tuple[int, int]:
+    verb = "OR REPLACE" if replace else ""
+    keep = run_id == KEEP_RUN_IDS
+    copy_samples = _COPY_SAMPLES.format(verb, _COLUMNS if keep else _SELECTED, "{}")
+    parameters = () if keep else (run_id,)
     aliases = [f"shard{n}" for n in range(len(shard_files))]
     for alias, path in zip(aliases, shard_files, strict=True):
         if not path.is_file():
@@ -100,8 +115,8 @@ def _merge_batch(
         with connection:  # one transaction per batch
             for alias, path in zip(aliases, shard_files, strict=True):
                 try:
-                    connection.execute(_COPY_SAMPLES.format(alias), (run_id,))
-                    connection.execute(f"INSERT INTO findings SELECT * FROM {alias}.findings")
+                    connection.execute(copy_samples.format(alias), parameters)
+                    connection.execute(f"INSERT {verb} INTO findings SELECT * FROM {alias}.findings")
                 except sqlite3.IntegrityError as exc:
                     raise ShardMergeError(f"{path}: a sample is in another shard index too ({exc})") from None
         after_samples = connection.execute("SELECT count(*) FROM samples").fetchone()[0]

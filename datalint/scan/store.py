@@ -179,6 +179,25 @@ def open_index(path: str | Path, *, busy_timeout: float = 30.0, create: bool = T
     return db
 
 
+def open_shard_file(path: Path) -> Any:
+    """A new index file (same schema) that one process writes alone and nobody reads until it is done.
+
+    No journal and no fsync per commit: the file is written under a temporary name and renamed once
+    complete (after one fsync), so a writer killed half-way leaves a temporary file that is
+    discarded, never a half-written index. No WAL either, which also keeps SQLite's shared-memory
+    file off a network filesystem.
+    """
+    import sqlite_utils
+
+    connection = sqlite3.connect(path, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode = OFF")
+    connection.execute("PRAGMA synchronous = OFF")
+    connection.execute("PRAGMA locking_mode = EXCLUSIVE")
+    db = sqlite_utils.Database(connection)
+    ensure_schema(db, wal=False)
+    return db
+
+
 def sqlite_cause(exc: BaseException, path: Path) -> str | None:
     """What a person should hear about an SQLite error on `path`: the disk, the permissions, the JSON.
 
@@ -347,8 +366,10 @@ def _same_file(fd: int, path: Path) -> bool:
         return False
 
 
-def ensure_schema(db: Any) -> None:
-    """Create the tables if absent and check the schema version. Safe to call from many processes."""
+def ensure_schema(db: Any, *, wal: bool = True) -> None:
+    """Create the tables if absent and check the schema version. Safe to call from many processes.
+
+    `wal=False` leaves the journal mode alone: a file with one writer and no reader (a shard file)."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise IndexFileError(
@@ -370,6 +391,8 @@ def ensure_schema(db: Any) -> None:
         version = _BASE_VERSION
     if version < SCHEMA_VERSION:
         migrate(db, version)
+    if not wal:
+        return
     if db.journal_mode != "wal":
         db.enable_wal()
     db.execute("PRAGMA synchronous = NORMAL")  # with WAL: durable at each checkpoint, no fsync per commit
