@@ -1,0 +1,248 @@
+"""`--shard-index`: per-shard index files written by the workers, merged, resumed shard by shard.
+
+Real tar shards and Parquet files, real forked writers (and a real dask LocalCluster), real SQLite
+files; the reference is always a single-writer scan (`--shard-index off`) of the same files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from datalint.scan import shard_writers
+from datalint.scan.sources import SourceDescription
+from datalint.scan.webdataset import webdataset_description
+from tests.scan.scan_support import rows, run_cli, start_cli
+from tests.shards.shard_support import good_sample, jpeg, write_faulty_shards, write_shard
+
+# What a measurement may change between two scans of the same bytes: the rest must be equal.
+MEASURED = (
+    "idx, key, status, nbytes, signature, non_finite, labels, info, reported, error_type, error_message"
+)
+
+
+def webdataset_folder(folder: Path, extra_shards: int = 3, per_shard: int = 5, side: int = 48) -> Path:
+    """The planted faults of `write_faulty_shards` (a truncated shard among them) plus good shards."""
+    folder.mkdir()
+    write_faulty_shards(folder)
+    for shard in range(3, 3 + extra_shards):
+        samples = [good_sample(f"s{n:04d}", 100 * shard + n) for n in range(per_shard)]
+        for sample in samples:
+            sample["jpg"] = jpeg(int(sample["cls"]), side)
+        write_shard(folder / f"train-{shard:06d}.tar", samples)
+    return folder
+
+
+def scan(pattern: str, db: Path, *flags: str, source: str = "--webdataset") -> dict[str, Any]:
+    code, out, err = run_cli("scan", source, pattern, "--db", str(db), "--format", "json", *flags)
+    assert code in (0, 1), err
+    return dict(json.loads(out))
+
+
+def measured(db: Path) -> list[tuple[Any, ...]]:
+    return rows(db, f"SELECT {MEASURED} FROM samples ORDER BY idx")
+
+
+def quarantine(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(json.loads(Path(summary["quarantine"]).read_text())["samples"])
+
+
+def assert_same_scan(db: Path, summary: dict[str, Any], single: Path, single_summary: dict[str, Any]) -> None:
+    assert measured(db) == measured(single)
+    assert rows(db, "SELECT * FROM findings ORDER BY idx, kind") == rows(
+        single, "SELECT * FROM findings ORDER BY idx, kind"
+    )
+    assert quarantine(summary) == quarantine(single_summary)
+    for name in ("outcomes", "findings", "quarantined", "length"):
+        assert summary[name] == single_summary[name], name
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, dict[str, Any]]:
+    """The shards and their single-writer scan: (pattern, index, summary)."""
+    folder = webdataset_folder(tmp_path_factory.mktemp("faulty") / "shards")
+    pattern = str(folder / "train-*.tar")
+    single = folder.parent / "single.db"
+    summary = scan(pattern, single, "--shard-index", "off", "--workers", "2")
+    assert summary["quarantined"] == 5
+    assert not shard_writers.folder_of(single).exists()  # off: no shard file, today's single writer
+    return pattern, single, summary
+
+
+def test_shard_files_merge_into_the_index_one_writer_makes(
+    faulty: tuple[str, Path, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pattern, single, single_summary = faulty
+    db = tmp_path / "sharded.db"
+    made = merges(monkeypatch)
+    summary = scan(pattern, db, "--shard-index", "on", "--workers", "2")
+    assert made == [(SHARDS, summary["length"])]  # every row came through a shard file, one per shard
+    assert_same_scan(db, summary, single, single_summary)
+    assert summary["scanned"] == single_summary["scanned"] == summary["length"]
+    assert not shard_writers.folder_of(db).exists()  # merged, then removed
+    indexes = {name for (name,) in rows(db, "SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert {"idx_samples_status", "idx_samples_key", "idx_findings_kind"} <= indexes
+    # Each shard's rows were measured by one process: one measuring child per shard writer.
+    workers_per_shard = rows(
+        db, "SELECT count(DISTINCT worker) FROM samples GROUP BY substr(key, 1, instr(key || '/', '/'))"
+    )
+    assert {count for (count,) in workers_per_shard} == {1}
+
+
+def test_below_the_auto_threshold_the_scanner_stays_the_single_writer(
+    faulty: tuple[str, Path, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    description = webdataset_description(faulty[0])
+    assert not shard_writers.wanted("auto", description, 2, samples=31, shards=8)
+    assert shard_writers.wanted("auto", description, 2, samples=shard_writers.AUTO_FROM_SAMPLES, shards=8)
+    assert not shard_writers.wanted("auto", description, 2, samples=10**9, shards=1)
+    assert not shard_writers.wanted("on", description, 0, samples=10**9, shards=8)  # --workers 0
+    dataset = SourceDescription.make("dataset", "mymod:ds")
+    assert not shard_writers.wanted("auto", dataset, 2, samples=10**9, shards=0)
+    db = tmp_path / "auto.db"
+    made = merges(monkeypatch)
+    scan(faulty[0], db, "--workers", "2")
+    assert made == []
+    assert measured(db) == measured(faulty[1])
+    assert not shard_writers.folder_of(db).exists()
+
+
+def test_shard_index_on_without_shards_or_workers_is_a_usage_error(
+    faulty: tuple[str, Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "a.jpg").write_bytes(jpeg(1))
+    code, _, err = run_cli(
+        "scan", "--images", str(images), "--shard-index", "on", "--db", str(tmp_path / "i.db")
+    )
+    assert code == 2 and "has no shards" in err, err
+    code, _, err = run_cli(
+        "scan",
+        "--webdataset",
+        faulty[0],
+        "--shard-index",
+        "on",
+        "--workers",
+        "0",
+        "--db",
+        str(tmp_path / "w.db"),
+    )
+    assert code == 2 and "--workers 0" in err, err
+    assert not (tmp_path / "i.db").exists() and not (tmp_path / "w.db").exists()  # refused before any work
+
+
+SHARDS = 6  # in `faulty`: three shards of planted faults, three good ones
+
+
+def merges(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """(files, samples) of each merge the scan makes of its shard files, recorded as it makes them."""
+    made: list[tuple[int, int]] = []
+    merge = shard_writers.merge_finished
+
+    def recorded(*args: Any, **kwargs: Any) -> tuple[int, int]:
+        result = merge(*args, **kwargs)
+        made.append(result)
+        return result
+
+    monkeypatch.setattr(shard_writers, "merge_finished", recorded)
+    return made
+
+
+def shard_files(folder: Path) -> tuple[list[str], list[str]]:
+    """(finished shard files, half-written ones) in a shard folder, by name."""
+    names = sorted(path.name for path in folder.iterdir()) if folder.is_dir() else []
+    return [n for n in names if n.endswith(".db") and not n.startswith(".")], [
+        n for n in names if n.endswith(".part")
+    ]
+
+
+def index_range(name: str) -> range:
+    first, last = name.lstrip(".").split(".db")[0].split("-")
+    return range(int(first), int(last) + 1)
+
+
+@pytest.mark.slow
+def test_a_killed_sharded_scan_resumes_shard_by_shard(tmp_path: Path) -> None:
+    # Shards of larger images, so that each shard's writer works long enough to be caught mid-file.
+    folder = webdataset_folder(tmp_path / "shards", extra_shards=9, per_shard=8, side=640)
+    pattern = str(folder / "train-*.tar")
+    db = tmp_path / "killed.db"
+    shards = shard_writers.folder_of(db)
+    child = start_cli(
+        "scan", "--webdataset", pattern, "--db", str(db), "--shard-index", "on", "--workers", "2"
+    )
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            finished, parts = shard_files(shards)
+            if len(finished) >= 2 and parts:
+                os.kill(child.pid, signal.SIGKILL)  # the scanner only: its writers die with it
+                break
+            assert child.poll() is None, f"the scan ended before it could be killed: {child.communicate()}"
+            assert time.monotonic() < deadline, "no shard file appeared"
+            time.sleep(0.005)
+    finally:
+        child.kill()
+        child.communicate()
+    time.sleep(0.5)  # the writers and their measuring children leave with their parent
+    finished, parts = shard_files(shards)
+    assert finished and parts, (finished, parts)
+    kept = {index for name in finished for index in index_range(name)}
+    cut = {index for name in parts for index in index_range(name)} - kept
+
+    summary = scan(pattern, db, "--shard-index", "on", "--workers", "2")
+    assert not shards.exists()
+    assert f"from {len(finished)} shard file(s) an interrupted scan had finished" in " ".join(
+        summary["notes"]
+    )
+    runs = dict(rows(db, "SELECT idx, run_id FROM samples"))
+    first_run, resumed_run = min(runs.values()), max(runs.values())
+    assert first_run < resumed_run
+    assert {index for index, run in runs.items() if run == first_run} >= kept  # not measured again
+    assert all(runs[index] == resumed_run for index in cut)  # the half-written file's shard: measured again
+    assert summary["scanned"] == sum(1 for run in runs.values() if run == resumed_run)
+    # Nothing lost, nothing twice: the same rows, findings and list as one uninterrupted single writer.
+    single = tmp_path / "single.db"
+    single_summary = scan(pattern, single, "--shard-index", "off", "--workers", "2")
+    assert_same_scan(db, summary, single, single_summary)
+    assert len(runs) == summary["length"] == len({key for (key,) in rows(db, "SELECT key FROM samples")})
+
+
+@pytest.mark.slow
+def test_the_dask_backend_writes_shard_files_on_its_workers(
+    faulty: tuple[str, Path, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("distributed")
+    pattern, single, single_summary = faulty
+    db = tmp_path / "dask.db"
+    made = merges(monkeypatch)
+    summary = scan(pattern, db, "--shard-index", "on", "--backend", "dask", "--workers", "2")
+    assert made == [(SHARDS, summary["length"])]
+    assert_same_scan(db, summary, single, single_summary)
+    assert not shard_writers.folder_of(db).exists()
+
+
+def test_parquet_files_are_shards_too(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    from tests.shards.test_parquet_scan import corrupt_last_row_group, write_part
+
+    good = [jpeg(n) for n in range(8)]
+    broken = list(good)
+    broken[3] = good[3][:100]
+    write_part(tmp_path / "part-0.parquet", good, [f"a{n}" for n in range(8)])
+    write_part(tmp_path / "part-1.parquet", broken, [f"b{n}" for n in range(8)])
+    corrupt_last_row_group(write_part(tmp_path / "part-2.parquet", good, [f"c{n}" for n in range(8)]))
+    pattern = str(tmp_path / "part-*.parquet")
+    single = tmp_path / "single.db"
+    single_summary = scan(pattern, single, "--shard-index", "off", "--workers", "2", source="--parquet")
+    db = tmp_path / "sharded.db"
+    summary = scan(pattern, db, "--shard-index", "on", "--workers", "2", source="--parquet")
+    assert summary["quarantined"] == 5
+    assert_same_scan(db, summary, single, single_summary)
