@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import os
 import signal
+import sqlite3
 import sys
 import traceback
 import warnings
@@ -168,23 +169,37 @@ def recover(index_path: str | Path, *, rescan: bool) -> tuple[int, int]:
         with contextlib.suppress(OSError):
             folder.rmdir()
         return 0, 0
+    for path in finished_files(folder):
+        if not _readable(path):  # finished, then damaged (a power loss before the disk had it all)
+            path.unlink()  # its samples are measured again, as a half-written file's are
     # A merge cut short may have copied some of them already: the same rows are replaced, not refused.
-    merged = merge_finished(index_path, run_id=KEEP_RUN_IDS, replace=True)
-    return merged
+    return merge_finished(index_path, run_id=KEEP_RUN_IDS, replace=True)
+
+
+def _readable(path: Path) -> bool:
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            db.execute("SELECT count(*) FROM samples").fetchone()
+            return bool(db.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION)
+    except sqlite3.DatabaseError:
+        return False
 
 
 def merge_finished(index_path: str | Path, *, run_id: int, replace: bool = False) -> tuple[int, int]:
-    """Merge every finished shard file into the index, then remove them. Returns (files, samples)."""
+    """Merge every finished shard file into the index, then remove them and the parts of writers
+    that died (the scan is over: nobody writes them any more). Returns (files, samples)."""
     folder = folder_of(index_path)
     files = finished_files(folder)
-    if not files:
-        return 0, 0
-    result = merge_shard_indexes(index_path, files, run_id=run_id, replace=replace)
+    samples = 0
+    if files:
+        samples = merge_shard_indexes(index_path, files, run_id=run_id, replace=replace).samples
     for path in files:  # only now: a scan killed during the merge merges them again (replace=True)
         path.unlink()
-    with contextlib.suppress(OSError):
-        folder.rmdir()  # empty unless a writer still works in it
-    return len(files), result.samples
+    if folder.is_dir():
+        discard_parts(folder)
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+    return len(files), samples
 
 
 def finished_files(folder: Path) -> list[Path]:

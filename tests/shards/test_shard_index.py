@@ -246,3 +246,26 @@ def test_parquet_files_are_shards_too(tmp_path: Path) -> None:
     summary = scan(pattern, db, "--shard-index", "on", "--workers", "2", source="--parquet")
     assert summary["quarantined"] == 5
     assert_same_scan(db, summary, single, single_summary)
+
+
+def test_recovery_merges_finished_files_and_drops_half_written_and_damaged_ones(
+    faulty: tuple[str, Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    from datalint.scan.runner import RunnerOptions
+
+    description = webdataset_description(faulty[0])
+    db = tmp_path / "index.db"
+    folder = shard_writers.folder_of(db)
+    folder.mkdir()
+    # Two shards of the real source, each written by the real writer (the local engine, one child).
+    first = shard_writers.write_shard(description, range(0, 4), RunnerOptions(workers=1), folder, 7)
+    second = shard_writers.write_shard(description, range(4, 8), RunnerOptions(workers=1), folder, 7)
+    assert (first.samples, first.outcomes) == (4, {"ok": 4})
+    assert second.outcomes == {"ok": 1, "damaged": 3}  # train-000001.tar: a cut JPEG, bad JSON, bad cls
+    whole = Path(second.path).read_bytes()
+    Path(second.path).write_bytes(whole[: len(whole) // 3])  # finished, then damaged on disk
+    (folder / shard_writers.part_name(range(8, 12), 12345)).write_bytes(whole[:4096])  # a writer killed
+    assert shard_writers.recover(db, rescan=False) == (1, 4)
+    assert not folder.exists()
+    assert rows(db, "SELECT idx, run_id FROM samples ORDER BY idx") == [(n, 7) for n in range(4)]
+    assert measured(db) == measured(faulty[1])[:4]
