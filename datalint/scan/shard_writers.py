@@ -187,12 +187,17 @@ def _readable(path: Path) -> bool:
 
 def merge_finished(index_path: str | Path, *, run_id: int, replace: bool = False) -> tuple[int, int]:
     """Merge every finished shard file into the index, then remove them and the parts of writers
-    that died (the scan is over: nobody writes them any more). Returns (files, samples)."""
+    that died (the scan is over: nobody writes them any more). Returns (files, samples).
+
+    A row of another run already in the index for one of their samples (the training guard's) is
+    replaced, as the single writer replaces it."""
     folder = folder_of(index_path)
     files = finished_files(folder)
     samples = 0
     if files:
-        samples = merge_shard_indexes(index_path, files, run_id=run_id, replace=replace).samples
+        samples = merge_shard_indexes(
+            index_path, files, run_id=run_id, replace=replace, supersede=True
+        ).samples
     for path in files:  # only now: a scan killed during the merge merges them again (replace=True)
         path.unlink()
     if folder.is_dir():

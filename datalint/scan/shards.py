@@ -58,12 +58,16 @@ def merge_shard_indexes(
     run_id: int | None,
     batch: int = ATTACH_BATCH,
     replace: bool = False,
+    supersede: bool = False,
 ) -> MergeResult:
     """Copy the samples and findings of every shard file into `target` (created with the schema).
 
     `run_id`: the run every merged row is credited to (`KEEP_RUN_IDS`: the one each row has).
     `replace`: a row already in the target is replaced instead of failing the merge; for the files a
     killed scan left, which a merge cut short may already have copied.
+    `supersede`: a row of another run already in the target (an earlier scan's, the training
+    guard's) is replaced by the shard file's, as the single writer replaces it; two shard files of
+    one run holding the same sample still fail the merge.
     """
     db = store.open_index(target)
     connection: sqlite3.Connection = db.conn
@@ -74,6 +78,8 @@ def merge_shard_indexes(
             connection.execute(f"DROP INDEX IF EXISTS {name}")
         for start in range(0, len(shard_files), batch):
             part = [Path(p) for p in shard_files[start : start + batch]]
+            if supersede and run_id is not None and run_id != KEEP_RUN_IDS:
+                _drop_superseded(connection, part, run_id)
             counts = _merge_batch(connection, part, run_id, replace)
             samples, findings = samples + counts[0], findings + counts[1]
         copied = time.perf_counter()
@@ -82,6 +88,24 @@ def merge_shard_indexes(
     finally:
         connection.close()
     return MergeResult(len(shard_files), samples, findings, copied - started, indexed - copied)
+
+
+def _drop_superseded(connection: sqlite3.Connection, shard_files: Sequence[Path], run_id: int) -> None:
+    """Remove the target's rows of other runs for the samples these files hold (one range probe per
+    file first: a fresh scan has none, and pays only that)."""
+    for path in shard_files:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as shard:
+            first, last = shard.execute("SELECT min(idx), max(idx) FROM samples").fetchone()
+            if first is None:
+                continue
+            probe = "SELECT 1 FROM samples WHERE idx BETWEEN ? AND ? AND run_id IS NOT ? LIMIT 1"
+            if connection.execute(probe, (first, last, run_id)).fetchone() is None:
+                continue
+            indices = [index for (index,) in shard.execute("SELECT idx FROM samples")]
+        with connection:
+            connection.executemany(
+                "DELETE FROM samples WHERE idx = ? AND run_id IS NOT ?", ((i, run_id) for i in indices)
+            )
 
 
 def _rebuild_indexes(connection: sqlite3.Connection) -> None:

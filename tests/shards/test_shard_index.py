@@ -269,3 +269,22 @@ def test_recovery_merges_finished_files_and_drops_half_written_and_damaged_ones(
     assert not folder.exists()
     assert rows(db, "SELECT idx, run_id FROM samples ORDER BY idx") == [(n, 7) for n in range(4)]
     assert measured(db) == measured(faulty[1])[:4]
+
+
+def test_a_row_the_training_guard_wrote_is_replaced_by_the_shard_files_row(
+    faulty: tuple[str, Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    from datalint.scan import store
+
+    db = tmp_path / "guarded.db"
+    index = store.open_index(db)
+    guard = store.start_run(
+        index, kind="guard", spec="train", length=None, fingerprint=None, options={}, environment={}
+    )
+    store.write_samples(
+        index, [store.sample_values({"idx": 5, "key": "k", "status": "error", "run_id": guard})]
+    )
+    index.conn.close()
+    summary = scan(faulty[0], db, "--shard-index", "on", "--workers", "2")
+    assert measured(db) == measured(faulty[1])  # measured like every other sample, not refused as a duplicate
+    assert summary["scanned"] == summary["length"]
