@@ -168,29 +168,44 @@ def index_range(name: str) -> range:
     return range(int(first), int(last) + 1)
 
 
-@pytest.mark.slow
-def test_a_killed_sharded_scan_resumes_shard_by_shard(tmp_path: Path) -> None:
-    # Shards of larger images, so that each shard's writer works long enough to be caught mid-file.
-    folder = webdataset_folder(tmp_path / "shards", extra_shards=9, per_shard=8, side=640)
-    pattern = str(folder / "train-*.tar")
-    db = tmp_path / "killed.db"
-    shards = shard_writers.folder_of(db)
+@pytest.fixture(scope="module")
+def slow_shards(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Shards of larger images, so that each shard's writer works long enough to be caught mid-file."""
+    folder = webdataset_folder(
+        tmp_path_factory.mktemp("slow") / "shards", extra_shards=9, per_shard=8, side=640
+    )
+    return str(folder / "train-*.tar")
+
+
+def stop_mid_scan(pattern: str, db: Path, signum: int) -> int:
+    """Start a sharded scan, send the scanner `signum` once 2 shard files are finished and another is
+    half-written; returns its exit status."""
     child = start_cli(
         "scan", "--webdataset", pattern, "--db", str(db), "--shard-index", "on", "--workers", "2"
     )
     deadline = time.monotonic() + 120
     try:
         while True:
-            finished, parts = shard_files(shards)
+            finished, parts = shard_files(shard_writers.folder_of(db))
             if len(finished) >= 2 and parts:
-                os.kill(child.pid, signal.SIGKILL)  # the scanner only: its writers die with it
+                os.kill(child.pid, signum)  # the scanner only: its writers are its to stop, or die with it
                 break
-            assert child.poll() is None, f"the scan ended before it could be killed: {child.communicate()}"
+            assert child.poll() is None, f"the scan ended before it could be stopped: {child.communicate()}"
             assert time.monotonic() < deadline, "no shard file appeared"
             time.sleep(0.005)
+        child.communicate(timeout=60)
     finally:
         child.kill()
         child.communicate()
+    return child.returncode
+
+
+@pytest.mark.slow
+def test_a_killed_sharded_scan_resumes_shard_by_shard(slow_shards: str, tmp_path: Path) -> None:
+    pattern = slow_shards
+    db = tmp_path / "killed.db"
+    shards = shard_writers.folder_of(db)
+    assert stop_mid_scan(pattern, db, signal.SIGKILL) == -signal.SIGKILL
     time.sleep(0.5)  # the writers and their measuring children leave with their parent
     finished, parts = shard_files(shards)
     assert finished and parts, (finished, parts)
@@ -288,3 +303,16 @@ def test_a_row_the_training_guard_wrote_is_replaced_by_the_shard_files_row(
     summary = scan(faulty[0], db, "--shard-index", "on", "--workers", "2")
     assert measured(db) == measured(faulty[1])  # measured like every other sample, not refused as a duplicate
     assert summary["scanned"] == summary["length"]
+
+
+@pytest.mark.slow
+def test_a_terminated_sharded_scan_merges_what_its_writers_finished(slow_shards: str, tmp_path: Path) -> None:
+    db = tmp_path / "terminated.db"
+    assert stop_mid_scan(slow_shards, db, signal.SIGTERM) != 0
+    assert not shard_writers.folder_of(db).exists()  # finished files merged, half-written ones dropped
+    kept = rows(db, "SELECT idx FROM samples ORDER BY idx")
+    assert len(kept) >= 2 * 4  # at least the two finished shards (4 samples in the smallest)
+    single = tmp_path / "single.db"
+    scan(slow_shards, single, "--shard-index", "off", "--workers", "2")
+    everything = {row[0]: row for row in measured(single)}
+    assert measured(db) == [everything[index] for (index,) in kept]  # whole rows, as measured
