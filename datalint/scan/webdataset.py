@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import glob
 import json
+import mmap
 import os
 import re
 import tarfile
@@ -116,7 +117,127 @@ def split_name(name: str) -> tuple[str, str]:
 
 
 def list_shard(path: str) -> ShardListing:
-    """The sample groups of one shard from its headers, and what damage the headers show."""
+    """The sample groups of one shard from its headers, and what damage the headers show.
+
+    A whole shard of plain members is read by `_list_plain_shard` (~10x faster than `tarfile`,
+    which costs ~45 us a member: 37 h of one scanner's CPU at 1e9 samples of 3 members); anything
+    else (damage, GNU long names, sparse files, links, global headers) goes through `tarfile`, so
+    what a damaged shard reports does not depend on which reader ran.
+    """
+    plain = _list_plain_shard(path)
+    return plain if plain is not None else _list_with_tarfile(path)
+
+
+_ZERO_BLOCK = bytes(BLOCK)
+_POSIX_MAGIC, _GNU_MAGIC = b"ustar\x0000", b"ustar  \x00"
+_FILE_TYPES = (b"0", b"\x00")
+_PAX_RECORD = re.compile(rb"(\d+) ([^=]+)=")
+
+
+def _list_plain_shard(path: str) -> ShardListing | None:
+    """The listing of a whole shard whose members are plain files (ustar headers, optionally each
+    behind a pax header, as Python's tarfile and webdataset write them) followed by the
+    end-of-archive blocks; None at anything else, for `tarfile` to read and judge."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size < 3 * BLOCK:
+            return None
+        # Mapped, the headers are slices: no system call per member.
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return _list_mapped(path, mapped, size)
+
+
+def _list_mapped(path: str, mapped: mmap.mmap, size: int) -> ShardListing | None:
+    groups: list[tuple[str, list[Member]]] = []
+    position = end = 0  # the next header; the end of the last file's data (where tarfile looks)
+    pax: dict[bytes, bytes] = {}
+    while True:
+        block = mapped[position : position + BLOCK]
+        if len(block) < BLOCK:
+            return None
+        if block == _ZERO_BLOCK:
+            if position == 0 or pax:
+                return None
+            break
+        if block[257:265] not in (_POSIX_MAGIC, _GNU_MAGIC):
+            return None
+        try:
+            checksum = int(block[148:156].split(b"\0", 1)[0].strip() or b"0", 8)
+            length = int(block[124:136].split(b"\0", 1)[0].strip() or b"0", 8)
+        except ValueError:  # base-256 numbers, garbage: tarfile decides
+            return None
+        if checksum != 256 + sum(block[:148]) + sum(block[156:]):
+            return None
+        kind = block[156:157]
+        data = position + BLOCK
+        if kind == b"x":  # a pax header: its records apply to the next member
+            if data + length > size or pax:
+                return None
+            records = _pax_records(mapped[data : data + length])
+            if records is None:
+                return None
+            pax = records
+            position = data + -(-length // BLOCK) * BLOCK
+            continue
+        name = _header_name(block, pax)
+        if name is None:
+            return None
+        if b"size" in pax:
+            length = int(pax[b"size"])
+        pax = {}
+        if kind == b"5" or (kind == b"\x00" and name.endswith("/")):
+            position = data  # a folder: no data
+            continue
+        if kind not in _FILE_TYPES:
+            return None
+        end = data + -(-length // BLOCK) * BLOCK
+        if end > size:
+            return None  # cut: tarfile names the damage
+        key, extension = split_name(name)
+        member = Member(extension, data, length, length)
+        if groups and groups[-1][0] == key:
+            groups[-1][1].append(member)
+        else:
+            groups.append((key, [member]))
+        position = end
+    # as `_end_damage` looks: two zero blocks right after the last file
+    if not groups or mapped[end : end + 2 * BLOCK] != bytes(2 * BLOCK):
+        return None
+    return ShardListing(path, tuple((key, tuple(members)) for key, members in groups), None)
+
+
+def _pax_records(data: bytes) -> dict[bytes, bytes] | None:
+    """`path` and `size` of a pax header; None for what only tarfile handles (sparse, charsets)."""
+    records: dict[bytes, bytes] = {}
+    position = 0
+    while position < len(data) and data[position] != 0:
+        match = _PAX_RECORD.match(data, position)
+        if match is None or int(match.group(1)) <= 0:
+            return None
+        length, keyword = int(match.group(1)), match.group(2)
+        value = data[match.end() : position + length - 1]
+        if keyword.startswith(b"GNU.sparse") or keyword == b"hdrcharset":
+            return None
+        records[keyword] = value
+        position += length
+    if b"size" in records and not records[b"size"].isdigit():
+        return None
+    return records
+
+
+def _header_name(block: bytes, pax: dict[bytes, bytes]) -> str | None:
+    """The member's name as tarfile decodes it (file system encoding, surrogates for bad bytes)."""
+    if b"path" in pax:
+        try:
+            return pax[b"path"].decode("utf-8").rstrip("/")
+        except UnicodeDecodeError:
+            return None
+    name = block[:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+    prefix = block[345:500].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+    return f"{prefix}/{name}" if prefix else name
+
+
+def _list_with_tarfile(path: str) -> ShardListing:
     size = os.path.getsize(path)
     groups: list[tuple[str, list[Member]]] = []
     damage: str | None = None
