@@ -73,6 +73,13 @@ def register(subparsers: Any) -> None:
         help="previews of flagged images in an image scan; 0 for none (default: 200)",
     )
     parser.add_argument(
+        "--quality-thumbnails",
+        type=count,
+        default=12,
+        metavar="N",
+        help="previews per quality kind, near-duplicate groups and leaks (default: 12)",
+    )
+    parser.add_argument(
         "--image-root",
         type=Path,
         metavar="DIR",
@@ -106,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         bench=args.bench,
         max_rows=args.max_rows,
         thumbnails=args.thumbnails,
+        quality_thumbnails=args.quality_thumbnails,
         image_root=args.image_root,
     )
     result = write_report(args.db, args.output_file or Path("report.html"), options)

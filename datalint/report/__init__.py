@@ -22,6 +22,7 @@ from datalint.errors import DatalintError
 from datalint.extras import require as require_extra
 from datalint.report.extras import load_bench, load_lint_findings
 from datalint.report.index import IndexSummary, open_index, read_index
+from datalint.report.quality import quality_previews, read_quality
 from datalint.report.render import Page, render_page, render_table_page, sibling_name, table_pages
 from datalint.report.thumbs import Thumbnail, thumbnail
 
@@ -36,6 +37,7 @@ class ReportOptions:
     max_rows: int = 20_000  # flagged samples in the table (quarantined first)
     thumbnails: int = 200  # previews of flagged images
     good_thumbnails: int = 24  # previews of a spread of good images
+    quality_thumbnails: int = 12  # previews per quality kind, near-duplicate groups and leaks
     image_root: Path | None = None  # where image keys resolve, when the scanned folder moved
 
 
@@ -60,7 +62,11 @@ def build_report(db: Path, options: ReportOptions) -> tuple[str, Page]:
 
 def read_page(db: Path, options: ReportOptions) -> Page:
     """The values the report shows, read from the index and the optional inputs."""
-    for name, value in (("--max-rows", options.max_rows), ("--thumbnails", options.thumbnails)):
+    for name, value in (
+        ("--max-rows", options.max_rows),
+        ("--thumbnails", options.thumbnails),
+        ("--quality-thumbnails", options.quality_thumbnails),
+    ):
         if value < 0:
             raise DatalintError(f"{name} must be 0 or more, not {value}")
     lint = load_lint_findings(options.lint) if options.lint else None
@@ -77,6 +83,7 @@ def read_page(db: Path, options: ReportOptions) -> Page:
         lint=lint,
         bench=bench,
         browse_hint=f"datasette {db} --metadata meta.json",
+        quality=read_quality(index, _image_root(index, options), options.quality_thumbnails),
     )
 
 
@@ -102,6 +109,7 @@ def write_report(
     _write_atomic(output, data)
     index = page.index
     previews = sum(1 for thumb in (*page.flagged_thumbs, *page.good_thumbs) if thumb.data_uri)
+    previews += quality_previews(page.quality)
     return ReportResult(
         output,
         len(data),

@@ -164,7 +164,13 @@ def _y_log(count: float, top: int) -> float:
 
 
 def _histogram_bars(
-    counts: list[int], edges: list[float], fmt: Formatter, top: int, css: str, note: str = ""
+    counts: list[int],
+    edges: list[float],
+    fmt: Formatter,
+    top: int,
+    css: str,
+    note: str = "",
+    log: bool = True,
 ) -> list[Html]:
     lo, hi = edges[0], edges[-1]
     bars = []
@@ -172,7 +178,8 @@ def _histogram_bars(
         if not count:
             continue
         x0, x1, y = _x(left, lo, hi), _x(right, lo, hi), _y_log(count, top)
-        tip = f"{fmt(10**left)} to {fmt(10**right)}: {count:,} samples{note}"
+        shown = (fmt(10**left), fmt(10**right)) if log else (fmt(left), fmt(right))
+        tip = f"{shown[0]} to {shown[1]}: {count:,} samples{note}"
         bars.append(
             el(
                 "rect",
@@ -219,8 +226,8 @@ def _log_y_axis(top: int) -> list[Html]:
     return parts
 
 
-def _threshold_line(threshold: Threshold, lo: float, hi: float, fmt: Formatter) -> Html:
-    x = _x(math.log10(threshold.value), lo, hi)
+def _threshold_line(threshold: Threshold, lo: float, hi: float, fmt: Formatter, log: bool = True) -> Html:
+    x = _x(math.log10(threshold.value) if log else threshold.value, lo, hi)
     right_side = x > WIDTH * 0.7  # keep the label inside the chart
     label = f"{threshold.label} {fmt(threshold.value)}"
     return el(
@@ -231,6 +238,61 @@ def _threshold_line(threshold: Threshold, lo: float, hi: float, fmt: Formatter) 
         ),
         class_="threshold",
     )
+
+
+def score_histogram(
+    values: Any,
+    *,
+    title: str,
+    fmt: Formatter,
+    limits: Sequence[Threshold] = (),
+    past: Callable[[Any], Any] | None = None,
+    log_x: bool = False,
+    bins: int = 40,
+) -> Html:
+    """A histogram of one score with the limits that judge it drawn as dashed lines, counts on a log
+    y axis (the few images past a limit must show). `past` maps the values to a mask of those past
+    the limits, drawn over their bins in red; `log_x` for scores spread over decades (sharpness)."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=np.float64)
+    data = data[np.isfinite(data) & (data > 0)] if log_x else data[np.isfinite(data)]
+    if data.size == 0:
+        return empty_chart(title, "no scores in the index")
+    drawn = [t for t in limits if math.isfinite(t.value) and (t.value > 0 or not log_x)]
+    where = np.log10 if log_x else (lambda array: array)
+    positions = where(data)
+    marks = [math.log10(t.value) if log_x else t.value for t in drawn]
+    lo, hi = min([float(positions.min()), *marks]), max([float(positions.max()), *marks])
+    pad = (hi - lo) * 0.02 or (0.5 if log_x else 0.05)
+    lo, hi = lo - pad, hi + pad
+    edges = np.linspace(lo, hi, bins + 1)
+    counts, _ = np.histogram(positions, bins=edges)
+    over, _ = np.histogram(positions[past(data)] if past else positions[:0], bins=edges)
+    top = int(counts.max())
+    parts: list[object] = [
+        _histogram_bars(counts.tolist(), edges.tolist(), fmt, top, "bar", log=log_x),
+        _histogram_bars(over.tolist(), edges.tolist(), fmt, top, "bar over", " past the limit", log=log_x),
+        _log_x_axis(lo, hi, fmt, 10) if log_x else _linear_x_axis(lo, hi, fmt),
+        _log_y_axis(top),
+        [_threshold_line(t, lo, hi, fmt, log=log_x) for t in drawn],
+    ]
+    return _svg(title, parts)
+
+
+def _linear_x_axis(lo: float, hi: float, fmt: Formatter) -> list[Html]:
+    """About six ticks at round steps (1, 2 or 5 times a power of ten)."""
+    raw = (hi - lo) / 6
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    parts = [_line("axis", LEFT, BASE, WIDTH - RIGHT, BASE)]
+    value = math.ceil(lo / step) * step
+    while value <= hi:
+        x = _x(value, lo, hi)
+        parts.append(_line("tick", x, BASE, x, BASE + 4))
+        parts.append(_label(fmt(value), x, BASE + 16, "middle"))
+        value += step
+    return parts
 
 
 def bar_chart(bars: Sequence[Bar], *, title: str, fmt: Formatter = format_count) -> Html:
@@ -340,8 +402,12 @@ def thin(points: Sequence[tuple[float, float]], limit: int = MAX_POINTS) -> list
 
 
 def time_series(
-    series: Sequence[Series], *, title: str, fmt: Formatter = format_count,
-    limits: Sequence[Threshold] = (), marks: Sequence[Mark] = (),
+    series: Sequence[Series],
+    *,
+    title: str,
+    fmt: Formatter = format_count,
+    limits: Sequence[Threshold] = (),
+    marks: Sequence[Mark] = (),
 ) -> Html:
     """Lines over time, with limits as dashed horizontal lines and events as vertical ones."""
     drawn = [s for s in series if s.points]
@@ -365,13 +431,24 @@ def time_series(
         line = _line("limit", left, y(lim.value), right, y(lim.value))
         parts.append(el("g", line, label, class_="threshold"))
     for mark in marks:
-        parts.append(el("g", el("title", mark.label), _line("death", x(mark.t), TOP, x(mark.t), BASE),
-                        _label(f"✕ {_clip(mark.label, 14)}", x(mark.t) + 3, TOP + 8, css="death-label"),
-                        class_="mark"))
+        parts.append(
+            el(
+                "g",
+                el("title", mark.label),
+                _line("death", x(mark.t), TOP, x(mark.t), BASE),
+                _label(f"✕ {_clip(mark.label, 14)}", x(mark.t) + 3, TOP + 8, css="death-label"),
+                class_="mark",
+            )
+        )
     for i, s in enumerate(drawn[:6]):
         coords = " ".join(f"{_n(x(t))},{_n(y(v))}" for t, v in thin(s.points))
         parts.append(el("polyline", el("title", s.label), class_=f"series s{i}", points=coords))
         row = TOP + 24 + 14 * i
-        parts.append(el("g", _line(f"series s{i}", right + 4, row, right + 16, row),
-                        _label(_clip(s.label, 12), right + 19, row + 4)))
+        parts.append(
+            el(
+                "g",
+                _line(f"series s{i}", right + 4, row, right + 16, row),
+                _label(_clip(s.label, 12), right + 19, row + 4),
+            )
+        )
     return _svg(title, parts)

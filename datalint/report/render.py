@@ -33,6 +33,7 @@ from datalint.report.charts import (
 from datalint.report.extras import BenchResult, BenchRun, LintFinding
 from datalint.report.index import FlaggedSample, ImageStats, IndexSummary, KindCount
 from datalint.report.markup import Html, el, join
+from datalint.report.quality import QualityView, quality_section
 from datalint.report.thumbs import Thumbnail
 from datalint.scan.store import RunRecord
 from datalint.text import shown_name
@@ -60,6 +61,7 @@ class Page:
     lint: tuple[LintFinding, ...] | None
     bench: BenchResult | None
     browse_hint: str  # the datasette command shown in the footer
+    quality: QualityView | None = None  # the quality views, when the images were scored
 
 
 def _asset(name: str) -> str:
@@ -108,6 +110,7 @@ def render_page(page: Page, pages: Sequence[TableData] | None = None, output_nam
             _charts_section(page),
             _samples_section(page.index, data, names, 0),
             _gallery_section(page),
+            quality_section(page.quality),
             _lint_section(page.lint),
             _bench_section(page.bench),
             _runs_section(page.index.runs),
@@ -205,6 +208,8 @@ def _toc(page: Page) -> Html:
     links = [("summary", "Summary"), ("charts", "Charts"), ("samples-section", "Flagged samples")]
     if page.index.is_image_scan:
         links.append(("gallery", "Images"))
+    if page.quality is not None:
+        links.append(("quality", "Quality"))
     if page.lint is not None:
         links.append(("lint", "Lint"))
     if page.bench is not None:

@@ -431,7 +431,7 @@ def quality_index_findings(db: Any, options: PolicyOptions) -> list[tuple[int, s
                         f"(median {limit.median:.3g})"
                     )
                     found.append((idx, kind, detail))
-        found.extend(quality.shape_outliers(_image_shapes(db), thresholds, options.min_peers))
+        found.extend(quality.shape_outliers(image_shapes(db), thresholds, options.min_peers))
     hashed = [(idx, key, scores["phash"]) for idx, key, scores in rows if scores.get("phash")]
     found.extend(quality.near_duplicate_findings(hashed, thresholds.near_duplicate))
     if options.against:
@@ -439,7 +439,8 @@ def quality_index_findings(db: Any, options: PolicyOptions) -> list[tuple[int, s
     return found
 
 
-def _image_shapes(db: Any) -> dict[int, tuple[int, int]]:
+def image_shapes(db: Any) -> dict[int, tuple[int, int]]:
+    """(width, height) of every undamaged image: the population `odd_size` and `odd_aspect` judge."""
     query = (
         "SELECT idx, json_extract(info, '$.width'), json_extract(info, '$.height') FROM samples "
         "WHERE status = 'ok' AND json_extract(info, '$.sha256') IS NOT NULL "

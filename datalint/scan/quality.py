@@ -254,31 +254,71 @@ def past_limit(value: float, limit: KindLimit) -> bool:
     return value > limit.limit if limit.direction == "high" else value < limit.limit
 
 
+@dataclass(frozen=True)
+class ShapeLimit:
+    """`odd_size` or `odd_aspect` over a population, in log terms: the measure is the log of the side
+    (sqrt of the area, px) or of the aspect (width / height); an image more than `factor` robust
+    deviations from the median is odd."""
+
+    kind: str
+    median: float
+    spread: float
+    factor: float
+
+    def deviation(self, width: int, height: int) -> float:
+        return (SHAPE_MEASURES[self.kind](width, height) - self.median) / self.spread
+
+    @property
+    def typical(self) -> float:
+        return math.exp(self.median)
+
+    @property
+    def band(self) -> tuple[float, float]:
+        """The side (px) or aspect below and above which images are odd."""
+        reach = self.factor * self.spread
+        return math.exp(self.median - reach), math.exp(self.median + reach)
+
+
+def _log_side(width: int, height: int) -> float:
+    return 0.5 * math.log(max(1, width * height))
+
+
+def _log_aspect(width: int, height: int) -> float:
+    return math.log(max(1, width) / max(1, height))
+
+
+SHAPE_MEASURES = {"odd_size": _log_side, "odd_aspect": _log_aspect}
+
+
+def shape_limits(
+    shapes: Mapping[int, tuple[int, int]], thresholds: QualityThresholds
+) -> dict[str, ShapeLimit]:
+    """The limits of `odd_size` and `odd_aspect` over a population (index -> (width, height)); the
+    spread is floored at 10% in log terms, so a uniform set needs a real difference."""
+    if not shapes:
+        return {}
+    limits: dict[str, ShapeLimit] = {}
+    for kind, measure in SHAPE_MEASURES.items():
+        median, spread = robust_center([measure(w, h) for w, h in shapes.values()])
+        limits[kind] = ShapeLimit(kind, median, max(spread, 0.1), float(getattr(thresholds, kind)))
+    return limits
+
+
 def shape_outliers(
     shapes: Mapping[int, tuple[int, int]], thresholds: QualityThresholds, min_peers: int = 8
 ) -> list[tuple[int, str, str]]:
-    """(index, kind, detail) for `odd_size` (log of sqrt(area)) and `odd_aspect` (log of w/h) far from
-    the population's median; the spread is floored at 10% in log terms."""
+    """(index, kind, detail) for `odd_size` and `odd_aspect` (`shape_limits`)."""
     if len(shapes) < min_peers:
         return []
     found: list[tuple[int, str, str]] = []
-    sizes = {idx: 0.5 * math.log(max(1, w * h)) for idx, (w, h) in shapes.items()}
-    aspects = {idx: math.log(max(1, w) / max(1, h)) for idx, (w, h) in shapes.items()}
-    for kind, values, factor in (
-        ("odd_size", sizes, thresholds.odd_size),
-        ("odd_aspect", aspects, thresholds.odd_aspect),
-    ):
-        median, spread = robust_center(list(values.values()))
-        spread = max(spread, 0.1)
-        for idx, value in values.items():
-            deviation = (value - median) / spread
-            if abs(deviation) > factor:
-                w, h = shapes[idx]
-                typical = math.exp(median)
+    for kind, limit in shape_limits(shapes, thresholds).items():
+        for idx, (w, h) in shapes.items():
+            deviation = limit.deviation(w, h)
+            if abs(deviation) > limit.factor:
                 what = (
-                    f"{w}x{h}: side {math.sqrt(w * h):.0f} px against a typical {typical:.0f}"
+                    f"{w}x{h}: side {math.sqrt(w * h):.0f} px against a typical {limit.typical:.0f}"
                     if kind == "odd_size"
-                    else f"{w}x{h}: aspect {w / max(1, h):.2f} against a typical {typical:.2f}"
+                    else f"{w}x{h}: aspect {w / max(1, h):.2f} against a typical {limit.typical:.2f}"
                 )
                 found.append((idx, kind, f"{what} ({abs(deviation):.1f} robust deviations)"))
     return found
@@ -389,6 +429,22 @@ def near_duplicate_findings(
             detail = f"{group}{others}: looks like {representative[1]} (hash distance {distance})"
             found.append((idx, "near_duplicate", detail))
     return found
+
+
+def group_of(detail: str) -> int | None:
+    """The representative's index that a `near_duplicate` finding's detail names ("group 12 ...")."""
+    head = detail.split(":", 1)[0].split()
+    return int(head[1]) if len(head) >= 2 and head[0] == "group" and head[1].isdigit() else None
+
+
+def leak_source(detail: str, split: str) -> str | None:
+    """The other split's key that a `leak` finding's detail names."""
+    for prefix in ("the same bytes as ", "looks like "):
+        if detail.startswith(prefix):
+            rest = detail[len(prefix) :]
+            cut = rest.rfind(f" in {split}")
+            return rest[:cut] if cut >= 0 else None
+    return None
 
 
 def leak_findings(

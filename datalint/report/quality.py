@@ -1,0 +1,425 @@
+"""The report's quality views: a gallery per quality kind, sorted by score, under the histogram of
+that score with its limit drawn; near-duplicate groups and leak pairs side by side.
+
+The limits are the policy's own (`policy.quality_limits`, `quality.shape_limits`) over the index the
+scan judged, with the run's options, so the line drawn is the line that decided the findings. The
+page stays small whatever the index holds: a bounded number of previews per kind, group and leak,
+then the count left and the query that lists them all.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from datalint.report.charts import Threshold, format_count, score_histogram
+from datalint.report.index import FlaggedSample, IndexSummary
+from datalint.report.markup import Html, el
+from datalint.report.thumbs import Thumbnail, thumbnail
+from datalint.scan import quality
+from datalint.scan.store import read_key
+from datalint.text import shown_name
+
+# score -> (how its values read, whether its histogram needs a log x axis)
+SCORE_AXES: dict[str, tuple[str, bool]] = {
+    "highlights": ("99th-percentile luminance, 0..1", False),
+    "shadows": ("1st-percentile luminance, 0..1", False),
+    "sharpness": ("Laplacian energy of the normalised thumbnail (log)", True),
+    "entropy": ("grey-level entropy, bits", False),
+    "colorfulness": ("mean largest channel difference, 0..1", False),
+}
+SHAPE_AXES = {"odd_size": "side (square root of the area, px)", "odd_aspect": "aspect (width / height)"}
+MEANINGS = {**quality.QUALITY_KIND_MEANINGS, "grayscale": "visually grey (or one channel) where RGB is usual"}
+
+
+@dataclass(frozen=True)
+class KindView:
+    """One quality kind: how many images have it, its most extreme ones, the score's histogram."""
+
+    kind: str
+    total: int
+    thumbs: tuple[Thumbnail, ...]
+    chart: Html
+    query: str  # lists every image of the kind, in the gallery's order
+
+
+@dataclass(frozen=True)
+class DuplicateGroup:
+    representative: Thumbnail
+    members: tuple[Thumbnail, ...]  # the first few, each with its finding's detail
+    size: int  # images in the group, the representative included
+
+
+@dataclass(frozen=True)
+class LeakPair:
+    ours: Thumbnail
+    theirs: Thumbnail
+    detail: str
+
+
+@dataclass(frozen=True)
+class QualityView:
+    kinds: tuple[KindView, ...]
+    groups: tuple[DuplicateGroup, ...]
+    group_total: int
+    leaks: tuple[LeakPair, ...]
+    leak_total: int
+    split: str | None  # the other index (--against), when the scan had one
+    db: Path
+
+
+def read_quality(index: IndexSummary, root: Path | None, per_kind: int) -> QualityView | None:
+    """The quality views of an index whose images were scored, or None (a scan with --no-scores,
+    a dataset scan without image-like tensors, an index from before the scores)."""
+    conn = sqlite3.connect(f"{index.path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        if not _has_scores(conn):
+            return None
+        from datalint.scan import policy
+
+        run = index.scan_run
+        options = policy.PolicyOptions.from_dict((run.options.get("policy") if run else None) or {})
+        previews = index.is_image_scan
+        kinds = [
+            *_scored_kinds(conn, options, root if previews else None, per_kind if previews else 0),
+            *_shape_kinds(conn, options, root if previews else None, per_kind if previews else 0),
+        ]
+        groups, group_total = _groups(conn, root, per_kind) if previews else ((), 0)
+        split = options.against
+        leaks, leak_total = _leaks(conn, root, split, per_kind) if previews and split else ((), 0)
+        return QualityView(tuple(kinds), groups, group_total, leaks, leak_total, split, index.path)
+    finally:
+        conn.close()
+
+
+def _has_scores(conn: sqlite3.Connection) -> bool:
+    row = conn.execute("SELECT 1 FROM samples WHERE json_extract(info, '$.quality') IS NOT NULL LIMIT 1")
+    return row.fetchone() is not None
+
+
+def _has_findings(conn: sqlite3.Connection) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'findings'")
+    return row.fetchone() is not None
+
+
+def _sample(idx: int, key: Any, kinds: tuple[str, ...] = (), details: tuple[str, ...] = ()) -> FlaggedSample:
+    return FlaggedSample(
+        idx=idx, key=read_key(key), status="ok", kinds=kinds, details=details, quarantined=False,
+        duration=None, nbytes=None, error_type=None, error_message=None, traceback=None, info={},
+    )  # fmt: skip
+
+
+def _scored_kinds(conn: sqlite3.Connection, options: Any, root: Path | None, per_kind: int) -> list[KindView]:
+    import numpy as np
+
+    from datalint.scan import policy
+
+    rows = policy.quality_rows(conn)
+    limits = policy.quality_limits(conn, options)
+    views = []
+    for kind, (score, direction) in quality.SCORED_KINDS.items():
+        values = np.array([scores[score] for _i, _k, scores in rows if scores.get(score) is not None])
+        limit = limits.get(kind)
+        side = "above" if direction == "high" else "below"
+        drawn = [Threshold(f"{kind} {side}", limit.limit)] if limit is not None else []
+        axis, log_x = SCORE_AXES[score]
+        chart = score_histogram(
+            values,
+            title=f"{score}: {axis}",
+            fmt=_score_format,
+            limits=drawn,
+            past=partial(_past, limit=limit) if limit is not None else None,
+            log_x=log_x,
+        )
+        order = "DESC" if direction == "high" else "ASC"
+        path = f"$.quality.{score}"
+        found = _flagged(
+            conn,
+            kind,
+            f"json_extract(s.info, '{path}') {order}",
+            per_kind,
+            root,
+        )
+        query = (
+            f"select s.idx, s.key, json_extract(s.info, '{path}') as {score} from findings f "
+            f"join samples s using (idx) where f.kind = '{kind}' order by {score} {order.lower()}"
+        )
+        views.append(KindView(kind, _count(conn, kind), found, chart, query))
+    return views
+
+
+def _past(values: Any, limit: quality.KindLimit) -> Any:
+    return values > limit.limit if limit.direction == "high" else values < limit.limit
+
+
+def _outside(values: Any, low: float, high: float) -> Any:
+    return (values < low) | (values > high)
+
+
+def _score_format(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def _shape_kinds(conn: sqlite3.Connection, options: Any, root: Path | None, per_kind: int) -> list[KindView]:
+    import numpy as np
+
+    from datalint.scan import policy
+
+    shapes = policy.image_shapes(conn)
+    limits = quality.shape_limits(shapes, policy.quality_thresholds(options))
+    views = []
+    for kind, limit in limits.items():
+        low, high = limit.band
+        if kind == "odd_size":
+            values = np.array([(w * h) ** 0.5 for w, h in shapes.values()])
+            fmt = format_pixels_side
+        else:
+            values = np.array([w / max(1, h) for w, h in shapes.values()])
+            fmt = _score_format
+        chart = score_histogram(
+            values,
+            title=f"{kind}: {SHAPE_AXES[kind]}",
+            fmt=fmt,
+            limits=[Threshold("odd below", low), Threshold("odd above", high)],
+            past=partial(_outside, low=low, high=high),
+            log_x=True,
+        )
+        # the farthest from typical first, either way: max(x / typical, typical / x)
+        width, height = "json_extract(s.info, '$.width')", "json_extract(s.info, '$.height')"
+        value = f"({width} * 1.0 / {height})" if kind == "odd_aspect" else f"({width} * {height} * 1.0)"
+        typical = f"{limit.typical if kind == 'odd_aspect' else limit.typical**2:.6g}"
+        order = f"max({value} / {typical}, {typical} / {value}) DESC"
+        found = _flagged(conn, kind, order, per_kind, root)
+        query = (
+            "select s.idx, s.key, f.detail from findings f join samples s using (idx) "
+            f"where f.kind = '{kind}' order by {order.replace(' DESC', ' desc')}"
+        )
+        views.append(KindView(kind, _count(conn, kind), found, chart, query))
+    return views
+
+
+def format_pixels_side(value: float) -> str:
+    return f"{value:.3g} px" if value < 1000 else f"{format_count(value)} px"
+
+
+def _count(conn: sqlite3.Connection, kind: str) -> int:
+    if not _has_findings(conn):
+        return 0
+    return int(conn.execute("SELECT count(DISTINCT idx) FROM findings WHERE kind = ?", (kind,)).fetchone()[0])
+
+
+def _flagged(
+    conn: sqlite3.Connection, kind: str, order: str, limit: int, root: Path | None
+) -> tuple[Thumbnail, ...]:
+    """Previews of the first `limit` images with `kind`, in `order` (SQL over samples `s`)."""
+    if limit <= 0 or not _has_findings(conn):
+        return ()
+    rows = conn.execute(
+        f"SELECT s.idx, s.key, f.detail FROM findings f JOIN samples s ON s.idx = f.idx "
+        f"WHERE f.kind = ? ORDER BY {order}, s.idx LIMIT ?",
+        (kind, limit),
+    )
+    return tuple(thumbnail(_sample(idx, key, (kind,), (detail or "",)), root) for idx, key, detail in rows)
+
+
+def _groups(
+    conn: sqlite3.Connection, root: Path | None, per_group: int
+) -> tuple[tuple[DuplicateGroup, ...], int]:
+    """The largest near-duplicate groups first, each with its representative; at most `per_group`
+    groups of at most `per_group` members are previewed."""
+    if not _has_findings(conn):
+        return (), 0
+    members: dict[int, list[tuple[int, Any, str]]] = {}
+    rows = conn.execute(
+        "SELECT f.idx, s.key, f.detail FROM findings f JOIN samples s ON s.idx = f.idx "
+        "WHERE f.kind = 'near_duplicate' ORDER BY f.idx"
+    )
+    for idx, key, detail in rows:
+        group = quality.group_of(detail or "")
+        if group is not None:
+            members.setdefault(group, []).append((idx, key, detail or ""))
+    ranked = sorted(members.items(), key=lambda item: (-len(item[1]), item[0]))[:per_group]
+    groups = []
+    for representative, listed in ranked:
+        found = conn.execute("SELECT key FROM samples WHERE idx = ?", (representative,)).fetchone()
+        head = thumbnail(_sample(representative, found[0] if found else None), root)
+        shown = tuple(
+            thumbnail(_sample(idx, key, ("near_duplicate",), (detail,)), root)
+            for idx, key, detail in listed[: max(1, per_group - 1)]
+        )
+        groups.append(DuplicateGroup(head, shown, len(listed) + 1))
+    return tuple(groups), len(members)
+
+
+def _leaks(
+    conn: sqlite3.Connection, root: Path | None, split: str, limit: int
+) -> tuple[tuple[LeakPair, ...], int]:
+    """Each leaked image beside the other split's file it matches (resolved under the folder that
+    the other index's scan read)."""
+    if not _has_findings(conn):
+        return (), 0
+    total = _count(conn, "leak")
+    rows = conn.execute(
+        "SELECT f.idx, s.key, f.detail FROM findings f JOIN samples s ON s.idx = f.idx "
+        "WHERE f.kind = 'leak' ORDER BY f.idx LIMIT ?",
+        (limit,),
+    )
+    their_root = _scanned_folder(Path(split))
+    pairs = []
+    for idx, key, detail in rows:
+        other = quality.leak_source(detail or "", split)
+        theirs = thumbnail(_sample(-1, other, ("other split",)), their_root)
+        pairs.append(LeakPair(thumbnail(_sample(idx, key, ("leak",), (detail or "",)), root), theirs, detail))
+    return tuple(pairs), total
+
+
+def _scanned_folder(db: Path) -> Path | None:
+    """The folder the latest scan of another index read, when that is still a folder here."""
+    try:
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            row = conn.execute(
+                "SELECT kind, spec FROM runs WHERE kind != 'guard' ORDER BY id DESC LIMIT 1"
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:  # an index that moved or is unreadable: its side shows placeholders
+        return None
+    if row is None or row[0] != "images" or not Path(str(row[1])).is_dir():
+        return None
+    return Path(str(row[1]))
+
+
+def quality_previews(view: QualityView | None) -> int:
+    """How many previews the views embed (the report's summary line counts them)."""
+    if view is None:
+        return 0
+    thumbs = [t for kind in view.kinds for t in kind.thumbs]
+    thumbs += [t for group in view.groups for t in (group.representative, *group.members)]
+    thumbs += [t for pair in view.leaks for t in (pair.ours, pair.theirs)]
+    return sum(1 for t in thumbs if t.data_uri)
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def quality_section(view: QualityView | None) -> Html | None:
+    if view is None:
+        return None
+    blocks: list[object] = [
+        el(
+            "p",
+            "Each image's raw scores are in the index; the limits are the policy's, computed over this "
+            "index (drawn dashed; red bars are past them). Re-judge with other limits without "
+            "rescanning: ",
+            el("code", f"datalint quarantine {view.db} --kinds dark,blurry --threshold dark=0.1"),
+            ".",
+            class_="note",
+        )
+    ]
+    blocks += [_kind_block(kind, view.db) for kind in view.kinds]
+    blocks.append(_groups_block(view))
+    if view.split:
+        blocks.append(_leaks_block(view))
+    return el("section", el("h2", "Image quality"), blocks, id="quality")
+
+
+def _figure(thumb: Thumbnail, caption: str, css: str = "thumb") -> Html:
+    """A preview as the gallery draws it, captioned with the file and what was found."""
+    sample = thumb.sample
+    label = shown_name(sample.key) if sample.key else f"#{sample.idx}"
+    detail = next((d for d in sample.details if d), "")
+    title = f"{caption} · {detail}" if detail else caption
+    if thumb.data_uri:
+        picture = el("img", src=thumb.data_uri, alt=label, width=thumb.width, height=thumb.height)
+    else:
+        picture = el("div", thumb.reason, class_="placeholder", title=thumb.reason)
+    shown = caption if len(caption) <= 90 else caption[:89] + "…"
+    return el("figure", picture, el("figcaption", shown), class_=css, data_idx=sample.idx, title=title)
+
+
+def _ours(thumb: Thumbnail, css: str = "thumb") -> Html:
+    sample = thumb.sample
+    return _figure(thumb, f"#{sample.idx} {shown_name(sample.key) if sample.key else ''}".strip(), css)
+
+
+def _kind_block(view: KindView, db: Path) -> Html:
+    more = view.total - len(view.thumbs)
+    meaning = el("span", MEANINGS.get(view.kind, ""), class_="note")
+    return el(
+        "div",
+        el("h3", f"{view.kind} ({view.total:,}) ", meaning),
+        el(
+            "div",
+            el("div", view.chart),
+            el("div", [_ours(t) for t in view.thumbs], class_="gallery") if view.thumbs else None,
+            class_="quality-row",
+        ),
+        _more_note(more, "images", db, view.query) if more > 0 else None,
+        class_="quality-kind",
+        id=f"quality-{view.kind}",
+        data_kind=view.kind,
+    )
+
+
+def _more_note(more: int, what: str, db: Path, query: str) -> Html:
+    return el(
+        "p", f"{more:,} more {what if more > 1 else what.rstrip('s')} not previewed; list them all: ",
+        el("code", f'sqlite-utils query {db} "{query}"'), class_="note more",
+    )  # fmt: skip
+
+
+def _groups_block(view: QualityView) -> Html:
+    rows = []
+    for group in view.groups:
+        rest = group.size - 1 - len(group.members)
+        rows.append(
+            el(
+                "div",
+                _ours(group.representative, "thumb representative"),
+                [_ours(member) for member in group.members],
+                el("p", f"+ {rest:,} more in this group", class_="note") if rest > 0 else None,
+                class_="side-by-side dup-group",
+                data_group=group.representative.sample.idx,
+            )
+        )
+    more = view.group_total - len(view.groups)
+    query = "select idx, detail from findings where kind = 'near_duplicate' order by detail"
+    note = el(
+        "span", "the representative (first by name) framed, then the images that look like it", class_="note"
+    )
+    return el(
+        "div",
+        el("h3", f"Near-duplicate groups ({view.group_total:,}) ", note),
+        rows or el("p", "none", class_="note"),
+        _more_note(more, "groups", view.db, query) if more > 0 else None,
+        id="quality-near_duplicate",
+    )
+
+
+def _leaks_block(view: QualityView) -> Html:
+    rows = [
+        el(
+            "div",
+            _ours(pair.ours),
+            el("span", "≈", class_="leak-sign", title=pair.detail),
+            _figure(pair.theirs, f"{view.split}: {shown_name(pair.theirs.sample.key or '?')}"),
+            el("p", pair.detail, class_="note"),
+            class_="side-by-side leak-pair",
+            data_idx=pair.ours.sample.idx,
+        )
+        for pair in view.leaks
+    ]
+    more = view.leak_total - len(view.leaks)
+    query = "select f.idx, s.key, f.detail from findings f join samples s using (idx) where f.kind = 'leak'"
+    note = el("span", "this scan's image, then the other split's file it matches", class_="note")
+    return el(
+        "div",
+        el("h3", f"Leaks into {shown_name(view.split or '')} ({view.leak_total:,}) ", note),
+        rows or el("p", "none", class_="note"),
+        _more_note(more, "leaks", view.db, query) if more > 0 else None,
+        id="quality-leak",
+    )
