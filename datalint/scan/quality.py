@@ -23,9 +23,11 @@ The scores (all stored under `samples.info.quality`, and in the `scores` view):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from datalint.scan.hash_index import HashIndex, hashes_from_hex
 
 THUMB = 64  # the normalised grey thumbnail's side
 _STRUCTURE = 0.04  # Laplacian energy at half scale (unit-variance image) under which nothing has structure
@@ -331,56 +333,6 @@ def hamming(a: int, b: int) -> int:
     return (a ^ b).bit_count()
 
 
-class HashIndex:
-    """Pigeonhole hashing over 64-bit hashes: for a radius r, each hash is cut into r + 1 bands, and
-    two hashes within distance r agree exactly on at least one band; candidates come from the band
-    tables and are then checked exactly. Its work is the pairs sharing a band bucket: about 1/10 of
-    brute force at radius 10 on random hashes, 1/25 at radius 6 (benchmarks/quality_hashes.py)."""
-
-    def __init__(self, hashes: Sequence[int], radius: int) -> None:
-        self.hashes = list(hashes)
-        self.radius = radius
-        bands = radius + 1
-        edges = [round(64 * i / bands) for i in range(bands + 1)]
-        self._bands = [(edges[i], edges[i + 1] - edges[i]) for i in range(bands)]
-        self._tables: list[dict[int, list[int]]] = [{} for _ in self._bands]
-        for position, value in enumerate(self.hashes):
-            for table, (shift, width) in zip(self._tables, self._bands, strict=True):
-                table.setdefault((value >> shift) & ((1 << width) - 1), []).append(position)
-
-    def pairs(self) -> Iterator[tuple[int, int]]:
-        """Every (i, j), i < j, of positions whose hashes are within the radius, each once."""
-        for table in self._tables:
-            for bucket in table.values():
-                if len(bucket) < 2:
-                    continue
-                for a_at, a in enumerate(bucket):
-                    value = self.hashes[a]
-                    for b in bucket[a_at + 1 :]:
-                        if (value ^ self.hashes[b]).bit_count() <= self.radius and self._first_band(
-                            a, b, table
-                        ):
-                            yield a, b
-
-    def _first_band(self, a: int, b: int, table: dict[int, list[int]]) -> bool:
-        """True when `table` is the first band the two agree on, so a pair is reported once."""
-        for other, (shift, width) in zip(self._tables, self._bands, strict=True):
-            mask = (1 << width) - 1
-            if (self.hashes[a] >> shift) & mask == (self.hashes[b] >> shift) & mask:
-                return other is table
-        return False
-
-    def nearest(self, value: int) -> tuple[int, int] | None:
-        """The closest indexed hash within the radius (position, distance), or None."""
-        best: tuple[int, int] | None = None
-        for table, (shift, width) in zip(self._tables, self._bands, strict=True):
-            for position in table.get((value >> shift) & ((1 << width) - 1), ()):
-                distance = (value ^ self.hashes[position]).bit_count()
-                if distance <= self.radius and (best is None or distance < best[1]):
-                    best = (position, distance)
-        return best
-
-
 def brute_force_pairs(hashes: Sequence[int], radius: int) -> set[tuple[int, int]]:
     """The reference the index is tested against."""
     return {
@@ -391,40 +343,20 @@ def brute_force_pairs(hashes: Sequence[int], radius: int) -> set[tuple[int, int]
     }
 
 
-def group_pairs(count: int, pairs: Iterable[tuple[int, int]]) -> list[list[int]]:
-    """Connected components (union-find) of the pairs; groups of two or more, members sorted."""
-    parent = list(range(count))
-
-    def root(node: int) -> int:
-        while parent[node] != node:
-            parent[node] = parent[parent[node]]
-            node = parent[node]
-        return node
-
-    for a, b in pairs:
-        ra, rb = root(a), root(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    groups: dict[int, list[int]] = {}
-    for node in range(count):
-        groups.setdefault(root(node), []).append(node)
-    return [members for members in groups.values() if len(members) > 1]
-
-
 def near_duplicate_findings(
     hashed: Sequence[tuple[int, str, str]], radius: int
 ) -> list[tuple[int, str, str]]:
     """`hashed` is (index, key, phash hex) per image -> `near_duplicate` for every member of a group
     but its representative (the first by key), naming the group and the representative."""
     ordered = sorted(hashed, key=lambda item: (item[1], item[0]))
-    values = [int(digest, 16) for _idx, _key, digest in ordered]
+    values = hashes_from_hex([digest for _idx, _key, digest in ordered])
     found: list[tuple[int, str, str]] = []
-    for members in group_pairs(len(values), HashIndex(values, radius).pairs()):
+    for members in HashIndex(values, radius).groups():
         representative = ordered[members[0]]
         group = f"group {representative[0]}"
         for member in members[1:]:
             idx, _key, _digest = ordered[member]
-            distance = hamming(values[member], values[members[0]])
+            distance = hamming(int(values[member]), int(values[members[0]]))
             others = f" ({len(members)} images)" if len(members) > 2 else ""
             detail = f"{group}{others}: looks like {representative[1]} (hash distance {distance})"
             found.append((idx, "near_duplicate", detail))
@@ -456,19 +388,22 @@ def leak_findings(
     """`ours` is (index, key, sha256, phash) of this scan, `theirs` (key, sha256, phash) of the other
     split -> `leak` for each of ours with the same bytes or a hash within `radius` of one of theirs."""
     by_digest = {digest: key for key, digest, _hash in theirs if digest}
-    their_hashes = [(key, int(value, 16)) for key, _digest, value in theirs if value]
-    index = HashIndex([value for _key, value in their_hashes], radius)
+    their_keys = [key for key, _digest, value in theirs if value]
+    index = HashIndex(hashes_from_hex([value for _key, _digest, value in theirs if value]), radius)
+    hashed = [
+        (idx, digest, value) for idx, _key, digest, value in ours if not (digest and digest in by_digest)
+    ]
+    matches = index.nearest_all(hashes_from_hex([value for _idx, _digest, value in hashed if value]))
+    nearest = dict(zip([idx for idx, _digest, value in hashed if value], matches, strict=True))
     found: list[tuple[int, str, str]] = []
-    for idx, _key, digest, value in ours:
+    for idx, _key, digest, _value in ours:
         if digest and digest in by_digest:
             found.append((idx, "leak", f"the same bytes as {by_digest[digest]} in {split}"))
             continue
-        if value is None:
-            continue
-        match = index.nearest(int(value, 16))
+        match = nearest.get(idx)
         if match is not None:
             position, distance = match
             found.append(
-                (idx, "leak", f"looks like {their_hashes[position][0]} in {split} (hash distance {distance})")
+                (idx, "leak", f"looks like {their_keys[position]} in {split} (hash distance {distance})")
             )
     return found

@@ -14,7 +14,7 @@ import pytest
 from images_support import findings_by_key, run_cli
 from PIL import Image
 
-from datalint.scan import quality
+from datalint.scan import hash_index, quality
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -194,17 +194,78 @@ def test_against_a_missing_index_is_a_usage_error(planted: Path, tmp_path: Path)
     assert code == 2 and "no scan index" in err
 
 
-@pytest.mark.parametrize("radius", [3, 10])
-def test_hash_index_finds_exactly_the_brute_force_pairs(radius: int) -> None:
-    rng = random.Random(radius)
+def _hashes_around(radius: int, seed: int) -> list[int]:
+    """Random hashes, near copies at every distance around the radius, and exact copies."""
+    rng = random.Random(seed)
     hashes = [rng.getrandbits(64) for _ in range(300)]
-    for _ in range(150):  # near copies at every distance around the radius
+    for _ in range(150):
         base = rng.choice(hashes)
         flips = rng.sample(range(64), rng.randint(0, radius + 3))
         hashes.append(base ^ sum(1 << bit for bit in flips))
-    pairs = list(quality.HashIndex(hashes, radius).pairs())
+    hashes += [hashes[7]] * 3 + [0, 0, 2**64 - 1]
+    return hashes
+
+
+# None: the split the cost model plans; a number: that many balanced blocks
+@pytest.mark.parametrize(("radius", "parts"), [(0, None), (3, None), (3, 1), (3, 2), (3, 4), (10, None),
+                                               (10, 3), (10, 5), (10, 11)])  # fmt: skip
+def test_hash_index_finds_exactly_the_brute_force_pairs(radius: int, parts: int | None) -> None:
+    hashes = _hashes_around(radius, seed=radius)
+    blocks = None if parts is None else hash_index.split_blocks(parts, radius)
+    index = quality.HashIndex(hashes, radius, blocks)
+    pairs = list(index.pairs())
     assert len(pairs) == len(set(pairs))
-    assert set(pairs) == quality.brute_force_pairs(hashes, radius)
+    expected = quality.brute_force_pairs(hashes, radius)
+    assert set(pairs) == expected
+    # the groups are the connected components of those pairs
+    assert index.groups() == _components(len(hashes), expected)
+
+
+def test_the_join_in_two_processes_finds_the_same_groups() -> None:
+    hashes = _hashes_around(10, seed=4)
+    blocks = hash_index.split_blocks(3, 10)
+    serial = quality.HashIndex(hashes, 10, blocks, jobs=1)
+    forked = quality.HashIndex(hashes, 10, blocks, jobs=2)
+    assert forked.groups() == serial.groups()
+    assert set(forked.pairs()) == quality.brute_force_pairs(hashes, 10)
+
+
+def _components(count: int, pairs: set[tuple[int, int]]) -> list[list[int]]:
+    linked: dict[int, set[int]] = {}
+    for a, b in pairs:
+        linked.setdefault(a, set()).add(b)
+        linked.setdefault(b, set()).add(a)
+    seen: set[int] = set()
+    groups = []
+    for start in range(count):
+        if start in seen or start not in linked:
+            continue
+        group, todo = set(), [start]
+        while todo:
+            node = todo.pop()
+            if node not in group:
+                group.add(node)
+                todo.extend(linked[node] - group)
+        seen |= group
+        groups.append(sorted(group))
+    return groups
+
+
+@pytest.mark.parametrize(("radius", "parts"), [(3, None), (3, 2), (10, None), (10, 3), (10, 11)])
+def test_nearest_is_the_closest_hash_by_brute_force(radius: int, parts: int | None) -> None:
+    indexed = _hashes_around(radius, seed=radius + 100)
+    rng = random.Random(radius)
+    queries = [
+        value ^ sum(1 << bit for bit in rng.sample(range(64), rng.randint(0, radius + 2)))
+        for value in indexed[:200]
+    ]
+    queries += [rng.getrandbits(64) for _ in range(50)]
+    blocks = None if parts is None else hash_index.split_blocks(parts, radius)
+    found = quality.HashIndex(indexed, radius, blocks).nearest_all(queries)
+    for query, match in zip(queries, found, strict=True):
+        distances = [quality.hamming(query, value) for value in indexed]
+        best = min(distances)
+        assert match == ((distances.index(best), best) if best <= radius else None)
 
 
 def test_scores_of_real_pixels_order_as_a_user_expects() -> None:
