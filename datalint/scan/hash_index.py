@@ -448,8 +448,8 @@ def _block_self_pairs(
         return buckets.order[a[keep]], buckets.order[b[keep]]
 
     if task is None or task.equal_keys:
-        a, b = _run_pairs(buckets.starts, buckets.counts)
-        yield near(a, b, buckets.hashes[a] ^ buckets.hashes[b])
+        for a, b in _run_pairs(buckets.starts, buckets.counts):
+            yield near(a, b, buckets.hashes[a] ^ buckets.hashes[b])
     for top, masks in _masks_by_top_bit(block.width, block.tolerance):
         if task is not None and top not in task.tops:
             continue
@@ -461,45 +461,57 @@ def _block_self_pairs(
 
 
 def _bucket_matches(buckets: _Buckets, mine: Any, wanted: Any, near: Any) -> Iterator[tuple[Any, Any]]:
-    """`near` of each hash (sorted position in `mine`) with every member of the bucket of its
-    `wanted` key: the first members at once, then the second ones of buckets that have them..."""
+    """`near` of each hash (sorted positions `mine`) with every member of the bucket of its `wanted`
+    key."""
     import numpy as np
 
     found = buckets.find(wanted)
     hit = np.flatnonzero(found >= 0)
-    if not len(hit):
+    if len(hit):
+        for a, member in _expanded(mine[hit], found[hit], buckets):
+            yield near(a, member, buckets.hashes[a] ^ buckets.hashes[member])
+
+
+EXPANSION = 1 << 22  # candidate pairs held at once, however large a bucket
+
+
+def _expanded(sources: Any, bucket: Any, buckets: _Buckets) -> Iterator[tuple[Any, Any]]:
+    """(source, member) for every member of each source's bucket, in slices of at most EXPANSION
+    pairs (a bucket of thousands of near-copies must not be held as millions of pairs at once)."""
+    import numpy as np
+
+    sizes = buckets.counts[bucket]
+    if int(sizes.max()) == 1:  # the usual case: every bucket holds one hash
+        yield sources, buckets.starts[bucket]
         return
-    a, bucket = mine[hit], found[hit]
-    member = buckets.starts[bucket]
-    yield near(a, member, buckets.hashes[a] ^ buckets.hashes[member])
-    more = np.flatnonzero(buckets.counts[bucket] > 1)
-    step = 1
-    while len(more):
-        member = buckets.starts[bucket[more]] + step
-        yield near(a[more], member, buckets.hashes[a[more]] ^ buckets.hashes[member])
-        step += 1
-        more = more[buckets.counts[bucket[more]] > step]
+    ends = np.cumsum(sizes)
+    cuts = np.searchsorted(ends, np.arange(EXPANSION, int(ends[-1]), EXPANSION), side="right")
+    for part in np.split(np.arange(len(sources)), cuts):
+        if len(part):
+            counts = sizes[part]
+            yield (
+                np.repeat(sources[part], counts),
+                np.repeat(buckets.starts[bucket[part]], counts) + _ranges(counts),
+            )
 
 
-def _run_pairs(starts: Any, counts: Any) -> tuple[Any, Any]:
-    """Every pair of sorted positions inside one run (bucket), once."""
+def _run_pairs(starts: Any, counts: Any) -> Iterator[tuple[Any, Any]]:
+    """Every pair of sorted positions inside one run (bucket), once: the pairs one apart, then two
+    apart..., so a large bucket is never held as all its pairs at once."""
     import numpy as np
 
     many = counts > 1
     if not many.any():
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return
     run_starts, run_counts = starts[many], counts[many]
     positions = np.repeat(run_starts, run_counts) + _ranges(run_counts)
     remaining = np.repeat(run_starts + run_counts, run_counts) - positions - 1
-    found_a, found_b = [], []
     step = 1
     while len(positions):
         keep = remaining >= step
         positions, remaining = positions[keep], remaining[keep]
-        found_a.append(positions)
-        found_b.append(positions + step)
+        yield positions, positions + step
         step += 1
-    return np.concatenate(found_a), np.concatenate(found_b)
 
 
 def _ranges(counts: Any) -> Any:
@@ -545,37 +557,30 @@ def _query_matches(queries: Any, buckets: _Buckets, wanted: Any, near: Any) -> I
 
     found = buckets.find(wanted)
     hit = np.flatnonzero(found >= 0)
-    if not len(hit):
-        return
-    bucket = found[hit]
-    step = 0
-    more = np.arange(len(hit))
-    while len(more):
-        q = hit[more]
-        member = buckets.starts[bucket[more]] + step
-        yield near(q, member, queries[q] ^ buckets.hashes[member])
-        step += 1
-        more = more[buckets.counts[bucket[more]] > step]
+    if len(hit):
+        for q, member in _expanded(hit, found[hit], buckets):
+            yield near(q, member, queries[q] ^ buckets.hashes[member])
 
 
 def components(count: int, a: Any, b: Any) -> Any:
-    """The root (smallest member) of each node's connected component, by union-find over the
-    pairs (a[k], b[k]); a numpy array of `count` roots. Only the nodes in pairs are visited."""
+    """The root (smallest member) of each node's connected component over the pairs (a[k], b[k]),
+    as a numpy array of `count` roots: hook each pair's larger root under its smaller, jump every
+    node to its root, until every pair shares one (vectorised, so a dense cluster's millions of
+    pairs cost seconds, not a Python loop)."""
     import numpy as np
 
-    parent: dict[int, int] = {}
-
-    def root(node: int) -> int:
-        while (up := parent.get(node, node)) != node:
-            parent[node] = parent.get(up, up)
-            node = up
-        return node
-
-    for x, y in zip(a.tolist(), b.tolist(), strict=True):
-        rx, ry = root(x), root(y)
-        if rx != ry:
-            parent[max(rx, ry)] = min(rx, ry)
     roots = np.arange(count, dtype=np.int64)
-    for node in list(parent):
-        roots[node] = root(node)
+    while len(a):
+        root_a, root_b = roots[a], roots[b]
+        apart = np.flatnonzero(root_a != root_b)
+        if not len(apart):
+            break
+        a, b, root_a, root_b = a[apart], b[apart], root_a[apart], root_b[apart]
+        low = np.minimum(root_a, root_b)
+        np.minimum.at(roots, np.maximum(root_a, root_b), low)
+        while True:
+            jumped = roots[roots]
+            if np.array_equal(jumped, roots):
+                break
+            roots = jumped
     return roots

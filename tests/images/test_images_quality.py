@@ -230,6 +230,17 @@ def test_the_join_in_two_processes_finds_the_same_groups() -> None:
     assert set(forked.pairs()) == quality.brute_force_pairs(hashes, 10)
 
 
+def test_a_dense_cluster_of_near_copies_is_one_group() -> None:
+    """Thousands of almost-black images hash within a few bits of each other: one group, found in
+    seconds (their millions of pairs are joined in numpy, not in a Python loop)."""
+    rng = random.Random(8)
+    base = rng.getrandbits(64)
+    cluster = [base ^ sum(1 << bit for bit in rng.sample(range(64), 2)) for _ in range(1500)]
+    others = [rng.getrandbits(64) for _ in range(3000)]
+    groups = quality.HashIndex(cluster + others, 10).groups()
+    assert set(range(1500)) <= set(max(groups, key=len))
+
+
 def _components(count: int, pairs: set[tuple[int, int]]) -> list[list[int]]:
     linked: dict[int, set[int]] = {}
     for a, b in pairs:
