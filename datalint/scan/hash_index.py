@@ -476,23 +476,23 @@ EXPANSION = 1 << 22  # candidate pairs held at once, however large a bucket
 
 
 def _expanded(sources: Any, bucket: Any, buckets: _Buckets) -> Iterator[tuple[Any, Any]]:
-    """(source, member) for every member of each source's bucket, in slices of at most EXPANSION
-    pairs (a bucket of thousands of near-copies must not be held as millions of pairs at once)."""
+    """(source, member) for every member of each source's bucket: the first members at once (most
+    buckets hold one hash), the others in slices of at most EXPANSION pairs (a bucket of thousands
+    of near-copies must not be held as millions of pairs at once)."""
     import numpy as np
 
-    sizes = buckets.counts[bucket]
-    if int(sizes.max()) == 1:  # the usual case: every bucket holds one hash
-        yield sources, buckets.starts[bucket]
+    starts = buckets.starts[bucket]
+    yield sources, starts
+    more = np.flatnonzero(buckets.counts[bucket] > 1)
+    if not len(more):
         return
+    sources, starts, sizes = sources[more], starts[more] + 1, buckets.counts[bucket[more]] - 1
     ends = np.cumsum(sizes)
     cuts = np.searchsorted(ends, np.arange(EXPANSION, int(ends[-1]), EXPANSION), side="right")
     for part in np.split(np.arange(len(sources)), cuts):
         if len(part):
             counts = sizes[part]
-            yield (
-                np.repeat(sources[part], counts),
-                np.repeat(buckets.starts[bucket[part]], counts) + _ranges(counts),
-            )
+            yield np.repeat(sources[part], counts), np.repeat(starts[part], counts) + _ranges(counts)
 
 
 def _run_pairs(starts: Any, counts: Any) -> Iterator[tuple[Any, Any]]:
