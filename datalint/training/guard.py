@@ -19,13 +19,14 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, default_collate
+from torch.utils.data import Dataset, default_collate, get_worker_info
 
 from datalint import __version__
 from datalint.errors import DatalintError
+from datalint.flight import inflight
 from datalint.text import exception_text, printable, safe_str, shown_name
 from datalint.training import remote
-from datalint.training.fit import key_reader
+from datalint.training.fit import KeyReader, key_reader
 from datalint.training.record import Failure, record_failure, start_guard_run, utc_now
 from datalint.training.samplers import QuarantineSource, resolve_quarantine
 
@@ -55,6 +56,9 @@ class _ProcessState:
     failed: set[int] = field(default_factory=set)
     failures: list[Failure] = field(default_factory=list)
     tripped: str | None = None  # once max_failures is passed, every later sample fails fast with this
+    # Under `datalint run`: where this process writes the sample it is reading (flight/inflight.py)
+    sample_slot: inflight.SampleSlot | None = None
+    sample_keys: KeyReader | None = None
 
 
 class _Failed:
@@ -148,10 +152,23 @@ class GuardedDataset(Dataset[Any]):
     def _fetch(self, index: int) -> Any:
         started = time.perf_counter()
         try:
-            return self.dataset[index]
+            return self._read(index)
         except Exception as exc:  # the isolation boundary: one sample, whatever it raised
             self._note(index, exc, time.perf_counter() - started)
             return _Failed(exc)
+
+    def _read(self, index: int) -> Any:
+        """`dataset[index]`, and under `datalint run` the sample in flight written where the recorder
+        reads it if this process dies mid-sample (a segfault, an abort, the OOM killer)."""
+        state = self._state or self._process_state()
+        slot = state.sample_slot
+        if slot is None:
+            return self.dataset[index]
+        slot.begin(index, _key_in_flight(state.sample_keys, index))
+        try:
+            return self.dataset[index]
+        finally:
+            slot.end(index)
 
     def _substitute(self, index: int) -> Any:
         """The next sample after `index` (wrapping around) that loads; deterministic, so reproducible."""
@@ -221,8 +238,13 @@ class GuardedDataset(Dataset[Any]):
     def _process_state(self) -> _ProcessState:
         # Each DataLoader worker is its own process: start its own record of what failed there.
         if self._state is None or self._state.pid != os.getpid():
-            self._state = _ProcessState(pid=os.getpid())
+            self._state = self._new_process_state()
         return self._state
+
+    def _new_process_state(self) -> _ProcessState:
+        slot = inflight.process_slot(_torch_worker_number())
+        keys = key_reader(self.dataset) if slot is not None else None  # resolved once, read per sample
+        return _ProcessState(pid=os.getpid(), sample_slot=slot, sample_keys=keys)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -237,6 +259,20 @@ def _key_of(dataset: Any, index: int) -> str | None:
     try:
         return reader(index)
     except Exception:  # a key is a courtesy in the record; a broken key reader must not hide the failure
+        return None
+
+
+def _torch_worker_number() -> int:
+    info = get_worker_info()
+    return info.id if info is not None else -1
+
+
+def _key_in_flight(keys: KeyReader | None, index: int) -> str | None:
+    if keys is None:
+        return None
+    try:
+        return keys(index)
+    except Exception:  # as in _key_of: the index alone still names the sample
         return None
 
 
