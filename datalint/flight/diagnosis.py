@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from datalint.flight.inflight import SampleInFlight, describe
 from datalint.units import human_bytes
 
 OOM_PATTERN = re.compile(r"out of memory|killed process|oom-kill|oom_reaper|segfault", re.IGNORECASE)
@@ -22,6 +23,7 @@ class Death:
     detail: str
     signal: int | None
     t: float
+    sample: SampleInFlight | None = None  # what it was reading, when its training kept the record
 
 
 @dataclass(frozen=True)
@@ -88,13 +90,14 @@ def _is_death(event: dict[str, Any], run: dict[str, Any]) -> bool:
         return bool(run.get("returncode"))
     return event["signal"] is not None or (
         event["detail"].startswith("exited with") and event["detail"] != "exited with 0"
-    )
+    ) or event.get("sample_index") is not None  # gone mid-sample, even where its status was not seen
 
 
 def diagnose(record: dict[str, Any], kernel: tuple[list[str], str] | None = None) -> Diagnosis:
     run, events = record["run"], record["events"]
     deaths = tuple(
-        Death(e["pid"], e["role"], e["detail"], e["signal"], e["t"]) for e in events if _is_death(e, run)
+        Death(e["pid"], e["role"], e["detail"], e["signal"], e["t"], _sample_of(e))
+        for e in events if _is_death(e, run)
     )
     oom_kills = sum(1 for e in events if e["kind"] == "oom_kill")
     bad = bool(run.get("returncode")) or oom_kills > 0 or any(d.role != "main" for d in deaths)
@@ -104,7 +107,8 @@ def diagnose(record: dict[str, Any], kernel: tuple[list[str], str] | None = None
     kernel_lines, note = kernel if kernel is not None else kernel_log()
     started = run.get("started") or 0.0
     for death in sorted(deaths, key=lambda d: d.t):
-        lines.append(f"{death.role} (pid {death.pid}) {death.detail} at {death.t - started:.1f}s")
+        reading = f" {describe(death.sample)}" if death.sample is not None else ""
+        lines.append(f"{death.role} (pid {death.pid}) {death.detail} at {death.t - started:.1f}s{reading}")
         for line in kernel_lines:
             if re.search(rf"\b{death.pid}\b", line):
                 lines.append(f"  kernel: {line}")
@@ -118,6 +122,15 @@ def diagnose(record: dict[str, Any], kernel: tuple[list[str], str] | None = None
     lines.extend(_peaks(record))
     lines.extend(_advice(deaths, oom_kills))
     return Diagnosis(True, deaths, oom_kills, tuple(kernel_lines), note, tuple(lines))
+
+
+def _sample_of(event: dict[str, Any]) -> SampleInFlight | None:
+    """The sample on a death's event: `sample_torn` is set where the process kept an in-flight record
+    (records of schema 1 have none of these columns)."""
+    if event.get("sample_torn") is None:
+        return None
+    return SampleInFlight(event.get("sample_index"), event.get("last_sample"), event.get("sample_key"),
+                          None, bool(event.get("sample_torn")))
 
 
 def _peaks(record: dict[str, Any]) -> list[str]:
@@ -134,13 +147,30 @@ def _peaks(record: dict[str, Any]) -> list[str]:
 
 
 def _advice(deaths: Sequence[Death], oom_kills: int) -> list[str]:
+    advice = _crash_advice(deaths)
     workers = [d for d in deaths if d.role.startswith("worker")]
     if oom_kills or any(d.signal == 9 for d in workers):
-        return ["try: `datalint doctor --dataset SPEC --batch-size B --num-workers W` for what fits "
-                "((num_workers x prefetch_factor + 1) x batch bytes + num_workers x worker footprint), "
-                "then fewer workers or a smaller batch; `datalint doctor --after` for what the crash left "
-                "in /dev/shm"]
-    if any(d.signal == 7 for d in deaths):
-        return ["try: SIGBUS in a worker is /dev/shm full: `datalint doctor` (shared memory), "
-                "`docker run --shm-size=8g`"]
+        advice.append("try: `datalint doctor --dataset SPEC --batch-size B --num-workers W` for what fits "
+                      "((num_workers x prefetch_factor + 1) x batch bytes + num_workers x worker footprint), "
+                      "then fewer workers or a smaller batch; `datalint doctor --after` for what the crash "
+                      "left in /dev/shm")
+    elif any(d.signal == 7 for d in deaths):
+        advice.append("try: SIGBUS in a worker is /dev/shm full: `datalint doctor` (shared memory), "
+                      "`docker run --shm-size=8g`")
+    return advice
+
+
+# A process that dies of these while reading a sample most likely died of that sample (a decoder's
+# bug on a malformed file); SIGKILL and SIGBUS are the memory's, said by the other advice.
+CRASH_SIGNALS = {4: "SIGILL", 6: "SIGABRT", 8: "SIGFPE", 11: "SIGSEGV"}
+
+
+def _crash_advice(deaths: Sequence[Death]) -> list[str]:
+    for death in deaths:
+        if death.signal in CRASH_SIGNALS and death.sample is not None and death.sample.index is not None:
+            index = death.sample.index
+            return [f"try: sample {index} crashed the process reading it ({CRASH_SIGNALS[death.signal]}): "
+                    f"reproduce it alone (`dataset[{index}]` in a plain Python process); "
+                    "`datalint scan SPEC` reads every sample in an isolated worker and records each one "
+                    "that crashes, and `GuardedDataset(dataset, quarantine=LIST)` keeps them out"]
     return []

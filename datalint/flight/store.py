@@ -2,7 +2,8 @@
 
 Tables: `run` (one row: the command, start and end, exit status, limits), `processes` (one row
 per process per second), `system` (one row per second: /dev/shm, cgroup, CPU, GPU) and `events`
-(process starts and deaths, OOM kills counted).
+(process starts and deaths, OOM kills counted; a death carries the sample the process was reading
+when its training uses `GuardedDataset`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the sample a dying process was reading, on its exit event
 
 
 TABLES: dict[str, dict[str, str]] = {
@@ -27,7 +28,8 @@ TABLES: dict[str, dict[str, str]] = {
                "cpu": "REAL", "usable_cpus": "INTEGER", "gpu_memory_used": "INTEGER",
                "gpu_memory_total": "INTEGER", "gpu_utilization": "INTEGER"},
     "events": {"t": "REAL", "pid": "INTEGER", "role": "TEXT", "kind": "TEXT", "detail": "TEXT",
-               "signal": "INTEGER"},
+               "signal": "INTEGER", "sample_index": "INTEGER", "sample_key": "TEXT", "last_sample": "INTEGER",
+               "sample_torn": "INTEGER"},
 }
 
 
@@ -62,18 +64,27 @@ def start_run(db: sqlite3.Connection, command: Sequence[str], started: float, **
 
 
 def write_second(db: sqlite3.Connection, processes: list[dict[str, Any]], system: dict[str, Any],
-                 events: list[dict[str, Any]]) -> None:
-    """One second of the series in one transaction."""
+                 events: list[dict[str, Any]], renamed: dict[int, str] | None = None) -> None:
+    """One second of the series in one transaction; `renamed` corrects the role of processes
+    already written (a worker whose number torch gave differs from the start-order guess)."""
     db.execute("BEGIN")
+    _rename(db, renamed or {})
     _insert(db, "processes", processes)
     _insert(db, "system", [system])
     _insert(db, "events", events)
     db.execute("COMMIT")
 
 
+def _rename(db: sqlite3.Connection, renamed: dict[int, str]) -> None:
+    for pid, role in renamed.items():
+        db.execute("UPDATE processes SET role = ? WHERE pid = ?", (role, pid))
+        db.execute("UPDATE events SET role = ? WHERE pid = ?", (role, pid))
+
+
 def finish_run(db: sqlite3.Connection, finished: float, returncode: int, outcome: str,
-               events: list[dict[str, Any]]) -> None:
+               events: list[dict[str, Any]], renamed: dict[int, str] | None = None) -> None:
     db.execute("BEGIN")
+    _rename(db, renamed or {})
     _insert(db, "events", events)
     db.execute("UPDATE run SET finished = ?, returncode = ?, outcome = ? WHERE id = 1",
                (finished, returncode, outcome))

@@ -7,22 +7,27 @@ clock and the way signals and the child's exit wake it.
 
 Workers are not datalint's children, so their exit status is read from /proc/PID/stat while they
 are zombies (before the training process reaps them): the tree's known pids are polled every
-POLL_SECONDS, the full sample is taken every SAMPLE_SECONDS.
+POLL_SECONDS, the full sample is taken every SAMPLE_SECONDS. A process's death carries the sample
+it was reading, from the record its `GuardedDataset` keeps in the run's in-flight directory
+(flight/inflight.py).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from datalint.flight import sampling, store
+from datalint.flight import inflight, sampling, store
+from datalint.flight.exits import ExitWatcher
 from datalint.limits import effective_cpu_count, read_cgroup, read_memory_events
 
 SAMPLE_SECONDS = 1.0
@@ -32,6 +37,7 @@ SAMPLE_SECONDS = 1.0
 PSS_EVERY = 5
 POLL_SECONDS = 0.02
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+WANTED = {*FORWARDED, signal.SIGCHLD}  # blocked, and waited for in sigtimedwait
 SI_KERNEL = 0x80  # si_code of a signal the terminal generated: the child got its own copy
 
 
@@ -57,8 +63,23 @@ class Tree:
 
     main_pid: int
     main_exe: str | None
+    inflight_dir: Path | None = None  # where the training's processes write the sample in flight
+    exits: ExitWatcher | None = None  # reads a dying worker's status before the training reaps it
     live: dict[int, Tracked] = field(default_factory=dict)
+    known: set[int] = field(default_factory=set)  # every pid tracked so far, the dead ones too
+    recorded: set[int] = field(default_factory=set)  # the pids whose in-flight record was read
     events: list[dict[str, Any]] = field(default_factory=list)
+    renamed: dict[int, str] = field(default_factory=dict)  # roles corrected since the last write
+
+    def track(self, pid: int, role: str, worker: int | None, stat: sampling.ProcStat, exe: str | None,
+              now: float) -> Tracked:
+        tracked = Tracked(pid, role, worker, stat.cpu_ticks, exe)
+        if self.exits is not None and pid != self.main_pid:
+            self.exits.watch(pid)
+        self.live[pid] = tracked
+        self.known.add(pid)
+        self.events.append(event(now, pid, role, "start"))
+        return tracked
 
     def role_for(self, pid: int, exe: str | None) -> tuple[str, int | None]:
         if pid == self.main_pid:
@@ -69,6 +90,17 @@ class Tree:
             number = next(n for n in range(len(used) + 1) if n not in used)
             return f"worker {number}", number
         return "child", None
+
+
+def exit_event(tree: Tree, now: float, pid: int, role: str, detail: str,
+               number: int | None) -> dict[str, Any]:
+    """A process's exit, with the sample it was reading when its training keeps an in-flight record."""
+    row = event(now, pid, role, "exit", detail, number)
+    sample = inflight.read(tree.inflight_dir, pid) if tree.inflight_dir is not None else None
+    if sample is not None:
+        row.update(sample_index=sample.index, sample_key=sample.key, last_sample=sample.last,
+                   sample_torn=int(sample.torn))
+    return row
 
 
 def _exe(pid: int) -> str | None:
@@ -86,8 +118,47 @@ def discover(tree: Tree, now: float) -> None:
             continue
         exe = _exe(pid)
         role, worker = tree.role_for(pid, exe)
-        tree.live[pid] = Tracked(pid, role, worker, stats[pid].cpu_ticks, exe)
-        tree.events.append(event(now, pid, role, "start"))
+        tree.track(pid, role, worker, stats[pid], exe, now)
+
+
+def discover_recorded(tree: Tree, now: float) -> None:
+    """Add the processes that keep an in-flight record, at the 50 Hz poll: a worker that dies on one
+    of its first samples is seen (and named by torch's own number) before the 1 s discovery would."""
+    if tree.inflight_dir is None:
+        return
+    for pid in inflight.pids(tree.inflight_dir):
+        if pid in tree.recorded:
+            continue
+        tree.recorded.add(pid)
+        sample = inflight.read(tree.inflight_dir, pid)
+        worker = sample.worker if sample is not None else None
+        if pid in tree.live:
+            _renumber(tree, tree.live[pid], worker)
+        elif pid not in tree.known:
+            _track_recorded(tree, pid, worker, now)
+
+
+def _renumber(tree: Tree, tracked: Tracked, worker: int | None) -> None:
+    """torch's number for a worker over the recorder's guess from the start order."""
+    if worker is not None and tracked.role != "main" and tracked.worker != worker:
+        tracked.role, tracked.worker = f"worker {worker}", worker
+        tree.renamed[tracked.pid] = tracked.role
+        for row in tree.events:  # not written yet
+            if row["pid"] == tracked.pid:
+                row["role"] = tracked.role
+
+
+def _track_recorded(tree: Tree, pid: int, worker: int | None, now: float) -> None:
+    stat = sampling.read_stat(pid)
+    role = "main" if pid == tree.main_pid else f"worker {worker}" if worker is not None else "child"
+    if stat is None:  # reaped already: its death is all there is to record
+        tree.known.add(pid)
+        detail = "exited; status not seen (reaped before it was read)"
+        tree.events.append(exit_event(tree, now, pid, role, detail, None))
+        return
+    tracked = tree.track(pid, role, worker, stat, _exe(pid), now)
+    if stat.state == "Z":
+        tracked.zombie_status = stat.exit_code
 
 
 def poll_deaths(tree: Tree, now: float) -> None:
@@ -100,6 +171,8 @@ def poll_deaths(tree: Tree, now: float) -> None:
             tracked.zombie_status = stat.exit_code
         if stat is None or stat.state in ("Z", "X"):
             status = tracked.zombie_status
+            if status is None and tree.exits is not None:
+                status = tree.exits.status(pid)
             if status is None and stat is None:
                 detail, number = "exited; status not seen (reaped before it was read)", None
             elif status is None:
@@ -107,7 +180,7 @@ def poll_deaths(tree: Tree, now: float) -> None:
             else:
                 detail, number = sampling.describe_status(status)
             del tree.live[pid]
-            tree.events.append(event(now, pid, tracked.role, "exit", detail, number))
+            tree.events.append(exit_event(tree, now, pid, tracked.role, detail, number))
 
 
 def sample(tree: Tree, now: float, elapsed: float, gpu: sampling.GpuReader,
@@ -159,35 +232,63 @@ class RunResult:
 def run_and_record(command: Sequence[str], record: Path, say: Any = None) -> RunResult:
     """Start `command`, record it until it exits, and return its exit status."""
     say = say or (lambda text: print(f"datalint run: {text}", file=sys.stderr))
-    wanted = set(FORWARDED) | {signal.SIGCHLD}
     db = store.open_record(record)
     gpu = sampling.GpuReader()
     if gpu.source is None:
         say("no GPU readable (neither nvidia-ml-py nor nvidia-smi): GPU columns stay empty")
-    cgroup = read_cgroup(Path("/"))
     usable = effective_cpu_count()
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    inflight_dir = _inflight_dir()
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, WANTED)
     try:
         child = subprocess.Popen(
             list(command), preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, old_mask),
+            env={**os.environ, inflight.ENVIRONMENT: str(inflight_dir)} if inflight_dir else None,
         )
     except OSError as exc:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        _remove(inflight_dir)
         from datalint.errors import UsageError
 
         raise UsageError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
+    try:
+        outcome = _record(child, command, db, gpu, usable, inflight_dir, old_mask)
+    finally:
+        _remove(inflight_dir)
+    return RunResult(exit_code_of(child.returncode), outcome, record)
+
+
+def _inflight_dir() -> Path | None:
+    """A private directory for the training's in-flight records; None (the samples go unnamed)
+    where the temporary directory is not writable."""
+    try:
+        return Path(tempfile.mkdtemp(prefix="datalint-run-"))
+    except OSError:
+        return None
+
+
+def _remove(directory: Path | None) -> None:
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu: sampling.GpuReader,
+            usable: int, inflight_dir: Path | None, old_mask: set[int | signal.Signals]) -> str:
+    """The loop: poll deaths, sample once a second, until the child exits; then the final events.
+    Returns the child's outcome ('killed by SIGKILL')."""
+    cgroup = read_cgroup(Path("/"))
     started = time.time()
     store.start_run(db, command, started, memory_limit=cgroup.memory_limit if cgroup else None,
                     shm_total=sampling.shm_usage()[1], usable_cpus=usable, gpu_source=gpu.source)
-    tree = Tree(child.pid, _exe(child.pid))
+    tree = Tree(child.pid, _exe(child.pid), inflight_dir, ExitWatcher())
     oom_kills = read_memory_events().get("oom_kill")
     last_sample, samples = 0.0, 0
     try:
         while True:
-            info = signal.sigtimedwait(wanted, POLL_SECONDS)
+            info = signal.sigtimedwait(WANTED, POLL_SECONDS)
             if info is not None and info.si_signo != signal.SIGCHLD and info.si_code != SI_KERNEL:
                 child.send_signal(info.si_signo)
             now = time.time()
+            discover_recorded(tree, now)
             poll_deaths(tree, now)
             if child.poll() is not None:
                 break
@@ -197,22 +298,25 @@ def run_and_record(command: Sequence[str], record: Path, say: Any = None) -> Run
                 rows, system = sample(tree, now, elapsed, gpu, usable, with_pss=samples % PSS_EVERY == 0)
                 samples += 1
                 oom_kills = _oom_event(tree, system, oom_kills, now)
-                store.write_second(db, rows, system, tree.events)
-                tree.events = []
+                store.write_second(db, rows, system, tree.events, tree.renamed)
+                tree.events, tree.renamed = [], {}
                 last_sample = now
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     now = time.time()
+    discover_recorded(tree, now)
     poll_deaths(tree, now)
     for pid, tracked in tree.live.items():  # left behind: still running after the main exited
         if pid != tree.main_pid and sampling.read_stat(pid) is not None:
             detail = "still running after the main process exited"
             tree.events.append(event(now, pid, tracked.role, "orphan", detail))
     outcome, number = sampling.describe_status(_wait_status(child.returncode))
-    tree.events.append(event(now, child.pid, "main", "exit", outcome, number))
-    store.finish_run(db, now, child.returncode, outcome, tree.events)
+    tree.events.append(exit_event(tree, now, child.pid, "main", outcome, number))
+    store.finish_run(db, now, child.returncode, outcome, tree.events, tree.renamed)
+    if tree.exits is not None:
+        tree.exits.close()
     db.close()
-    return RunResult(exit_code_of(child.returncode), outcome, record)
+    return outcome
 
 
 def _wait_status(returncode: int) -> int:
