@@ -6,10 +6,11 @@ a scheduler's SIGTERM) is forwarded to the child. The loop waits in `sigtimedwai
 clock and the way signals and the child's exit wake it.
 
 Workers are not datalint's children, so their exit status is read from /proc/PID/stat while they
-are zombies (before the training process reaps them): the tree's known pids are polled every
-POLL_SECONDS, the full sample is taken every SAMPLE_SECONDS. A process's death carries the sample
-it was reading, from the record its `GuardedDataset` keeps in the run's in-flight directory
-(flight/inflight.py).
+are zombies (before the training process reaps them): a pidfd per process wakes the exit watcher
+at each death (flight/exits.py), and every POLL_SECONDS the loop looks at those deaths, at the
+processes no pidfd watches, and at the in-flight directory for new workers; the full sample is
+taken every SAMPLE_SECONDS. A process's death carries the sample it was reading, from the record
+its `GuardedDataset` keeps in the run's in-flight directory (flight/inflight.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ class Tracked:
     cpu_ticks: int
     exe: str | None
     zombie_status: int | None = None
+    watched: bool = False  # its death wakes the exit watcher; else it is polled
 
 
 @dataclass
@@ -75,7 +77,7 @@ class Tree:
               now: float) -> Tracked:
         tracked = Tracked(pid, role, worker, stat.cpu_ticks, exe)
         if self.exits is not None and pid != self.main_pid:
-            self.exits.watch(pid)
+            tracked.watched = self.exits.watch(pid)
         self.live[pid] = tracked
         self.known.add(pid)
         self.events.append(event(now, pid, role, "start"))
@@ -161,11 +163,20 @@ def _track_recorded(tree: Tree, pid: int, worker: int | None, now: float) -> Non
         tracked.zombie_status = stat.exit_code
 
 
-def poll_deaths(tree: Tree, now: float) -> None:
-    """Catch each known process's exit: its status while a zombie, or 'gone' if reaped unseen."""
-    for pid, tracked in list(tree.live.items()):
-        if pid == tree.main_pid:
-            continue  # its status comes from waitpid
+def suspects(tree: Tree) -> list[int]:
+    """The processes to look at between samples: those the exit watcher saw die, and those it
+    cannot watch."""
+    dead = tree.exits.take_dead() if tree.exits is not None else []
+    return dead + [pid for pid, tracked in tree.live.items() if not tracked.watched]
+
+
+def poll_deaths(tree: Tree, now: float, pids: Iterable[int] | None = None) -> None:
+    """Catch the exit of each of `pids` (every known process when None): its status while a zombie
+    (or as the exit watcher read it), or 'gone' if reaped unseen."""
+    for pid in list(tree.live) if pids is None else pids:
+        tracked = tree.live.get(pid)
+        if tracked is None or pid == tree.main_pid:
+            continue  # gone already; the main's status comes from waitpid
         stat = sampling.read_stat(pid)
         if stat is not None and stat.state == "Z" and stat.exit_code is not None:
             tracked.zombie_status = stat.exit_code
@@ -289,10 +300,11 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
                 child.send_signal(info.si_signo)
             now = time.time()
             discover_recorded(tree, now)
-            poll_deaths(tree, now)
+            poll_deaths(tree, now, suspects(tree))
             if child.poll() is not None:
                 break
             if now - last_sample >= SAMPLE_SECONDS:
+                poll_deaths(tree, now)  # all of them, once a second: a watcher's miss is caught here
                 discover(tree, now)
                 elapsed = now - last_sample if last_sample else 0.0
                 rows, system = sample(tree, now, elapsed, gpu, usable, with_pss=samples % PSS_EVERY == 0)
