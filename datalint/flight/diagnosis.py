@@ -107,7 +107,7 @@ def diagnose(record: dict[str, Any], kernel: tuple[list[str], str] | None = None
     kernel_lines, note = kernel if kernel is not None else kernel_log()
     started = run.get("started") or 0.0
     for death in sorted(deaths, key=lambda d: d.t):
-        reading = f" {describe(death.sample)}" if death.sample is not None else ""
+        reading = f" {describe(death.sample, death.t)}" if death.sample is not None else ""
         lines.append(f"{death.role} (pid {death.pid}) {death.detail} at {death.t - started:.1f}s{reading}")
         for line in kernel_lines:
             if re.search(rf"\b{death.pid}\b", line):
@@ -130,7 +130,7 @@ def _sample_of(event: dict[str, Any]) -> SampleInFlight | None:
     if event.get("sample_torn") is None:
         return None
     return SampleInFlight(event.get("sample_index"), event.get("last_sample"), event.get("sample_key"),
-                          None, bool(event.get("sample_torn")))
+                          event.get("sample_started"), bool(event.get("sample_torn")))
 
 
 def _peaks(record: dict[str, Any]) -> list[str]:

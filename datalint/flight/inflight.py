@@ -24,6 +24,7 @@ ENVIRONMENT = "DATALINT_RUN_INFLIGHT"
 SUFFIX = ".sample"
 MAGIC = b"DLS1"
 KEY_BYTES = 240  # a longer key is cut
+LONG_SAMPLE_SECONDS = 0.5  # a death this long into a sample says how long
 
 # magic, the DataLoader worker's number (torch's, -1: not a worker), sequence, index in flight (-1:
 # between samples), last finished (-1: none yet), time.time() at its start, key length, key,
@@ -148,12 +149,15 @@ def pids(directory: Path) -> list[int]:
     return [int(stem) for stem in stems if stem.isdigit()]
 
 
-def describe(sample: SampleInFlight) -> str:
-    """'while reading sample 1234 (key cats/1.jpg)', or what it read last."""
+def describe(sample: SampleInFlight, died: float | None = None) -> str:
+    """'while reading sample 1234 (key cats/1.jpg)', with for how long when it was a while (a
+    sample that allocates until the OOM killer acts), or what it read last."""
     key = f" (key {sample.key})" if sample.key else ""
     if sample.index is not None:
         maybe = " (the record was being written: it may be the sample before)" if sample.torn else ""
-        return f"while reading sample {sample.index}{key}{maybe}"
+        took = died - sample.started if died is not None and sample.started is not None else 0.0
+        duration = f", {took:.1f}s into it" if took >= LONG_SAMPLE_SECONDS else ""
+        return f"while reading sample {sample.index}{key}{duration}{maybe}"
     if sample.last is not None:
         return f"between samples (the last it read: sample {sample.last}{key})"
     return "before reading its first sample"

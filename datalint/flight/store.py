@@ -29,7 +29,7 @@ TABLES: dict[str, dict[str, str]] = {
                "gpu_memory_total": "INTEGER", "gpu_utilization": "INTEGER"},
     "events": {"t": "REAL", "pid": "INTEGER", "role": "TEXT", "kind": "TEXT", "detail": "TEXT",
                "signal": "INTEGER", "sample_index": "INTEGER", "sample_key": "TEXT", "last_sample": "INTEGER",
-               "sample_torn": "INTEGER"},
+               "sample_started": "REAL", "sample_torn": "INTEGER"},
 }
 
 

@@ -101,7 +101,7 @@ def exit_event(tree: Tree, now: float, pid: int, role: str, detail: str,
     sample = inflight.read(tree.inflight_dir, pid) if tree.inflight_dir is not None else None
     if sample is not None:
         row.update(sample_index=sample.index, sample_key=sample.key, last_sample=sample.last,
-                   sample_torn=int(sample.torn))
+                   sample_started=sample.started, sample_torn=int(sample.torn))
     return row
 
 

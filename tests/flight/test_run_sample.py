@@ -178,3 +178,9 @@ def test_a_worker_reaped_unseen_mid_sample_is_a_death_and_one_between_samples_is
 
     assert [d.pid for d in diagnosis.deaths if d.role != "main"] == [8]
     assert f"worker 0 (pid 8) {unseen} at 0.5s while reading sample 41 (key a/41.jpg)" in diagnosis.lines
+
+
+def test_a_death_long_into_a_sample_says_how_long() -> None:
+    sample = inflight.SampleInFlight(index=5, last=4, key="big.tif", started=100.0)
+    assert inflight.describe(sample, died=103.25) == "while reading sample 5 (key big.tif), 3.2s into it"
+    assert inflight.describe(sample, died=100.1) == "while reading sample 5 (key big.tif)"
