@@ -1,16 +1,28 @@
-"""`datalint run`'s cost: a real DataLoader's throughput with and without the recorder, side by side
-in one run, and the recorder's own memory over a long run.
+"""`datalint run`'s cost: a real DataLoader's throughput with and without the recorder, and with
+and without `GuardedDataset`'s in-flight records, side by side in one run; the recorder's own CPU
+and memory.
 
-Throughput: the same training script (a real torch DataLoader, 2 workers, a CPU-bound synthetic
-dataset) runs plain and under `datalint run`, alternately, --rounds times each; the script times
-itself after its imports, so start-up is not counted. The recorder's own CPU is read from
-/proc/<datalint pid>/stat while the training runs: its share of one core is the upper bound of
-what it can take from the training.
+Throughput: one training script (a real torch DataLoader, 2 workers, batch 16, a CPU-bound synthetic
+dataset whose keys are ImageFolder-style paths) in four variants: plain, under `datalint run`, wrapped in `GuardedDataset`, and
+wrapped under `datalint run` (the only one that writes in-flight records). Each round runs the four
+once, in an order rotated from round to round, so that a slow spell of the machine falls on each
+variant alike; the script times itself after its imports and first batch. Reported: each variant's
+median samples/s and spread, and each round's paired change (recorded against plain, guarded and
+recorded against guarded) as median and interquartile range: pairs run seconds apart, so the drift
+of a shared machine's load cancels in them. Also per variant: the training's own CPU seconds per
+1,000 samples (main and workers, from /proc), which contention moves less than wall time.
+
+The recorder's CPU is read from /proc/<datalint pid>/stat while the training runs: its share of one
+core bounds what it can take from the training.
+
+In-flight records: `GuardedDataset.__getitem__` on a dataset that does nothing, timed in a fresh
+process with and without `DATALINT_RUN_INFLIGHT` set (alternately, best of --micro-repeats), against
+the time of one sample of the synthetic dataset.
 
 Memory: `datalint run` records a process tree of a main and 2 forked workers for --duration
 seconds; the recorder's RSS is read every --every seconds.
 
-    .venv/bin/python benchmarks/run_overhead.py [--rounds 3] [--batches 1500] [--duration 120] [--every 10]
+    .venv/bin/python benchmarks/run_overhead.py [--rounds 8] [--batches 400] [--duration 120] [--every 10]
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,26 +48,78 @@ TRAIN = textwrap.dedent(
     from torch.utils.data import DataLoader, Dataset
 
     class Work(Dataset):
+        # keys as ImageFolder keeps them: the guard names each sample in flight by its path
+        samples = [(f"synthetic/{i // 1000:03d}/{i:09d}.png", 0) for i in range(100_000)]
         def __len__(self):
-            return 1 << 30
+            return len(self.samples)
         def __getitem__(self, i):
             x = torch.randn(64, 64)
             for _ in range(4):
                 x = torch.tanh(x @ x.T / 64)
             return x
 
+    def cpu_ticks(pids):
+        total = 0
+        for pid in pids:
+            fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])
+        return total
+
     if __name__ == "__main__":
         torch.set_num_threads(1)
-        batches = int(sys.argv[1])
-        loader = DataLoader(Work(), batch_size=16, num_workers=2)
+        batches, guarded = int(sys.argv[1]), sys.argv[2] == "1"
+        dataset = Work()
+        if guarded:
+            from datalint.torch import GuardedDataset
+            dataset = GuardedDataset(dataset)
+        loader = DataLoader(dataset, batch_size=16, num_workers=2)
         it = iter(loader)
         next(it)  # workers started and warm
+        pids = ["self", *(w.pid for w in it._workers)]
         print("start", flush=True)
-        started = time.perf_counter()
+        ticks, started = cpu_ticks(pids), time.perf_counter()
         for _ in range(batches):
             next(it)
-        elapsed = time.perf_counter() - started
-        print(f"done {batches * 16 / elapsed:.1f}", flush=True)
+        elapsed, ticks = time.perf_counter() - started, cpu_ticks(pids) - ticks
+        print(f"done {batches * 16 / elapsed:.1f} {ticks}", flush=True)
+    """
+)
+
+MICRO = textwrap.dedent(
+    """
+    import sys, time
+    from datalint.torch import GuardedDataset
+
+    class Nothing:
+        samples = [(f"synthetic/{i // 1000:03d}/{i:09d}.png", 0) for i in range(100_000)]
+        def __len__(self):
+            return len(self.samples)
+        def __getitem__(self, i):
+            return i
+
+    guarded, n = GuardedDataset(Nothing()), int(sys.argv[1])
+    guarded[0]
+    started = time.perf_counter()
+    for i in range(n):
+        guarded[i % 100_000]
+    print((time.perf_counter() - started) / n * 1e9)
+    """
+)
+
+SAMPLE = textwrap.dedent(
+    """
+    import sys, time
+    import torch
+    sys.path.insert(0, sys.argv[1])
+    from train import Work
+
+    torch.set_num_threads(1)
+    work, n = Work(), 300
+    work[0]
+    started = time.perf_counter()
+    for i in range(n):
+        work[i]
+    print((time.perf_counter() - started) / n * 1e9)
     """
 )
 
@@ -85,41 +150,98 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-def one_run(script: Path, args: list[str], recorded: bool, folder: Path) -> tuple[float, float | None]:
-    """(samples/s, recorder CPU share of one core or None)."""
-    command = [sys.executable, str(script), *args]
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+# name: (wrapped in GuardedDataset, under `datalint run`)
+VARIANTS = {"plain": (False, False), "recorded": (False, True), "guarded": (True, False),
+            "guarded, recorded": (True, True)}
+PAIRS = (("recorded", "plain"), ("guarded, recorded", "guarded"), ("guarded, recorded", "plain"))
+
+
+def one_run(script: Path, batches: int, guarded: bool, recorded: bool,
+            folder: Path) -> tuple[float, float, float | None]:
+    """(samples/s, training CPU seconds per 1,000 samples, recorder CPU share of one core or None)."""
+    command = [sys.executable, str(script), str(batches), "1" if guarded else "0"]
     if recorded:
         command = [sys.executable, "-m", "datalint", "run", "--quiet", "--record", str(folder / "bench.db"),
                    "--", *command]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env())
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "start"
     t0, ticks0 = time.perf_counter(), cpu_ticks(proc.pid) if recorded else 0
     line = proc.stdout.readline().split()
     share = (cpu_ticks(proc.pid) - ticks0) / TICKS / (time.perf_counter() - t0) if recorded else None
     proc.wait()
-    return float(line[1]), share
+    return float(line[1]), int(line[2]) / TICKS / (batches * 16) * 1000, share
+
+
+def _spread(values: Sequence[float]) -> str:
+    """median [first quartile, third quartile] as text."""
+    if len(values) < 2:
+        return f"{values[0]:.1f}"
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return f"{statistics.median(values):.1f} [{q1:.1f}, {q3:.1f}]"
+
+
+def _change(after: Sequence[float], before: Sequence[float]) -> list[float]:
+    return [(a - b) / b * 100 for a, b in zip(after, before, strict=True)]
 
 
 def throughput(rounds: int, batches: int, folder: Path) -> None:
     script = folder / "train.py"
     script.write_text(TRAIN)
-    plain, recorded, shares = [], [], []
+    names = list(VARIANTS)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    shares: dict[str, list[float]] = {name: [] for name in names}
     for i in range(rounds):
-        for with_recorder in ((False, True) if i % 2 == 0 else (True, False)):
-            rate, share = one_run(script, [str(batches)], with_recorder, folder)
-            (recorded if with_recorder else plain).append(rate)
+        for name in names[i % len(names):] + names[: i % len(names)]:
+            rate, per_k, share = one_run(script, batches, *VARIANTS[name], folder)
+            rates[name].append(rate)
+            cpu[name].append(per_k)
             if share is not None:
-                shares.append(share)
-    p, r = statistics.median(plain), statistics.median(recorded)
-    print(f"| loader | samples/s (median of {rounds}) | runs |")
+                shares[name].append(share * 100)
+    print(f"| variant | samples/s, median [quartiles] of {rounds} | training CPU s per 1,000 samples | "
+          "recorder CPU, % of one core |")
+    print("|---|---|---|---|")
+    for name in names:
+        recorder = _spread(shares[name]) if shares[name] else "-"
+        print(f"| {name} | {_spread(rates[name])} | {_spread(cpu[name])} | {recorder} |")
+    print("\n| paired change, per round | samples/s, % median [quartiles] | training CPU per sample, % |")
     print("|---|---|---|")
-    print(f"| plain | {p:.1f} | {', '.join(f'{x:.1f}' for x in plain)} |")
-    print(f"| under `datalint run` | {r:.1f} | {', '.join(f'{x:.1f}' for x in recorded)} |")
-    runs = ", ".join(f"{s * 100:.2f}" for s in shares)
-    print(f"\nthroughput change: {(r - p) / p * 100:+.1f}%; recorder CPU while training: "
-          f"{statistics.median(shares) * 100:.2f}% of one core (runs: {runs})")
+    for after, before in PAIRS:
+        print(f"| {after} vs {before} | {_spread(_change(rates[after], rates[before]))} | "
+              f"{_spread(_change(cpu[after], cpu[before]))} |")
+    runs = "; ".join(f"{name}: {', '.join(f'{r:.0f}' for r in rates[name])}" for name in names)
+    print(f"\nruns (samples/s): {runs}")
+
+
+def inflight_cost(repeats: int, folder: Path) -> None:
+    """ns per guarded sample with and without in-flight records, against one synthetic sample."""
+    script = folder / "micro.py"
+    script.write_text(MICRO)
+    records = folder / "inflight"
+    records.mkdir()
+    with_records: list[float] = []
+    without: list[float] = []
+    recording = {**_env(), "DATALINT_RUN_INFLIGHT": str(records)}
+    for _ in range(repeats):
+        for target, env in ((without, _env()), (with_records, recording)):
+            done = subprocess.run([sys.executable, str(script), "200000"], capture_output=True, text=True,
+                                  env=env, check=True)
+            target.append(float(done.stdout))
+    sample_script = folder / "sample.py"
+    sample_script.write_text(SAMPLE)
+    timed = [subprocess.run([sys.executable, str(sample_script), str(folder)], capture_output=True, text=True,
+                            env=_env(), check=True) for _ in range(3)]
+    sample_ns = min(float(done.stdout) for done in timed)
+    added = min(with_records) - min(without)
+    print(f"\nGuardedDataset.__getitem__ (best of {repeats}): {min(without):.0f} ns without records, "
+          f"{min(with_records):.0f} ns with (runs: {', '.join(f'{x:.0f}' for x in with_records)}); "
+          f"added {added:.0f} ns a sample = {added / sample_ns * 100:.3f}% of one synthetic sample "
+          f"({sample_ns / 1000:.0f} us, one worker)")
 
 
 def memory(duration: float, every: float, folder: Path) -> None:
@@ -145,14 +267,18 @@ def memory(duration: float, every: float, folder: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--batches", type=int, default=1500)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--batches", type=int, default=400)
+    parser.add_argument("--micro-repeats", type=int, default=5)
     parser.add_argument("--duration", type=float, default=120.0)
     parser.add_argument("--every", type=float, default=10.0)
     args = parser.parse_args()
+    if (args.batches + 1) * 16 > 100_000:
+        parser.error("--batches: at most 6,249 (the synthetic dataset has 100,000 samples)")
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp:
         throughput(args.rounds, args.batches, Path(tmp))
+        inflight_cost(args.micro_repeats, Path(tmp))
         if args.duration > 0:
             memory(args.duration, args.every, Path(tmp))
     print(f"load average after: {os.getloadavg()[0]:.2f}")
