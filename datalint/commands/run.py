@@ -16,7 +16,9 @@ and PSS, open files, read/write bytes, CPU against the usable CPUs; /dev/shm use
 own segments; the cgroup's memory usage, limit and OOM counters; GPU memory and utilisation when a
 GPU is readable. The series goes to a SQLite file (--record). When the run ends badly (non-zero
 exit, a worker killed, an OOM kill counted) it prints a diagnosis: which process died and by which
-signal, the kernel's evidence, the peaks against the limits, and what to try.
+signal, the kernel's evidence, the peaks against the limits, and what to try. Where the training
+wraps its dataset in datalint.torch.GuardedDataset, a death names the sample (index and key) that
+process was reading.
 """
 
 EPILOG = """\
