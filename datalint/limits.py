@@ -218,3 +218,48 @@ def read_memory_events(root: Path = Path("/")) -> dict[str, int]:
                 events["max"] = failcnt
             return events
     return {}
+
+
+# --- the memory files that change, found once ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryFiles:
+    """The memory cgroup's files that change while a process runs, found once: `read_cgroup` and
+    `read_memory_events` walk the hierarchy (tens of files on v1) at each call, which a recorder
+    reading them every second should not repeat."""
+
+    usage: Path | None  # v2 memory.current, v1 memory.usage_in_bytes
+    events: Path | None  # v2 memory.events, v1 memory.oom_control
+    failcnt: Path | None  # v1 memory.failcnt (reported as `max`, as read_memory_events does)
+
+
+def memory_files(root: Path = Path("/")) -> MemoryFiles:
+    base = root / "sys/fs/cgroup"
+    own = _own_cgroups(root)
+    if not own or not base.is_dir():
+        return MemoryFiles(None, None, None)
+    if (base / "cgroup.controllers").exists():
+        dirs = [d for d in _ancestors(base, own.get("", "/")) if d.is_dir()]
+        events = next((d / "memory.events" for d in dirs if (d / "memory.events").exists()), None)
+        return MemoryFiles(dirs[0] / "memory.current" if dirs else None, events, None)
+    dirs = _v1_dirs(base, own, "memory")
+    with_events = next((d for d in dirs if (d / "memory.oom_control").exists()), None)
+    return MemoryFiles(
+        dirs[0] / "memory.usage_in_bytes" if dirs else None,
+        with_events / "memory.oom_control" if with_events else None,
+        with_events / "memory.failcnt" if with_events else None,
+    )
+
+
+def read_memory_files(files: MemoryFiles) -> tuple[int | None, dict[str, int]]:
+    """(usage in bytes, the OOM counters as `read_memory_events` gives them) from the files found."""
+    usage = read_int(files.usage) if files.usage is not None else None
+    text = read_text(files.events) if files.events is not None else None
+    events = _parse_flat_keyed(text) if text is not None else {}
+    if files.failcnt is not None:  # v1: oom_control holds more than counters
+        events = {k: v for k, v in events.items() if k == "oom_kill"}
+        failcnt = read_int(files.failcnt)
+        if failcnt is not None:
+            events["max"] = failcnt
+    return usage, events

@@ -33,6 +33,17 @@ class ProcStat:
     exit_code: int | None  # waitpid-style status, readable while a zombie (Linux 3.5+)
 
 
+def proc_text(path: str) -> str | None:
+    """A /proc file's text, None when unreadable: `limits.read_text` without pathlib, whose path
+    objects cost more than the read itself in the recorder's once-a-second walk of every process
+    and thread (a torch process has dozens)."""
+    try:
+        with open(path, "rb") as file:
+            return file.read().decode(errors="replace")
+    except OSError:
+        return None
+
+
 def parse_stat(text: str) -> ProcStat | None:
     """One /proc/PID/stat line; the command name may hold spaces and parentheses."""
     try:
@@ -54,7 +65,7 @@ def parse_stat(text: str) -> ProcStat | None:
 
 
 def read_stat(pid: int, proc: Path = Path("/proc")) -> ProcStat | None:
-    text = read_text(proc / str(pid) / "stat")
+    text = proc_text(f"{proc}/{pid}/stat")
     return parse_stat(text) if text else None
 
 
@@ -89,15 +100,16 @@ def descendants(stats: Mapping[int, ProcStat], root_pid: int) -> list[int]:
 def children_of(pid: int, proc: Path = Path("/proc")) -> list[int] | None:
     """The pids of a process's children from /proc/PID/task/*/children (no full /proc scan); None
     where the kernel lacks those files (CONFIG_PROC_CHILDREN)."""
+    task_dir = f"{proc}/{pid}/task"
     try:
-        tasks = os.listdir(proc / str(pid) / "task")
+        tasks = os.listdir(task_dir)
     except OSError:
         return []
     children: list[int] = []
     for task in tasks:
-        text = read_text(proc / str(pid) / "task" / task / "children")
+        text = proc_text(f"{task_dir}/{task}/children")
         if text is None:
-            return None if not (proc / str(pid) / "task" / task / "children").exists() else children
+            return None if not os.path.exists(f"{task_dir}/{task}/children") else children
         children.extend(int(c) for c in text.split())
     return children
 
@@ -125,7 +137,7 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 def read_rss(pid: int, proc: Path = Path("/proc")) -> int | None:
     """RSS in bytes from /proc/PID/statm: a few microseconds, where smaps_rollup walks the page tables."""
-    parts = (read_text(proc / str(pid) / "statm") or "").split()
+    parts = (proc_text(f"{proc}/{pid}/statm") or "").split()
     return int(parts[1]) * PAGE_SIZE if len(parts) > 1 and parts[1].isdigit() else None
 
 
@@ -144,7 +156,7 @@ def read_memory(pid: int, proc: Path = Path("/proc")) -> tuple[int | None, int |
 
 def read_io(pid: int, proc: Path = Path("/proc")) -> tuple[int | None, int | None]:
     """(read_bytes, write_bytes) the process caused at the storage layer."""
-    text = read_text(proc / str(pid) / "io")
+    text = proc_text(f"{proc}/{pid}/io")
     if not text:
         return None, None
     values = {}
@@ -160,17 +172,18 @@ def read_fds(
 ) -> tuple[int | None, dict[str, int]]:
     """(open files, {shared-memory file: size}) from /proc/PID/fd: the segments the process holds,
     named or already unlinked (torch's file_descriptor sharing unlinks them at once)."""
-    fd_dir = proc / str(pid) / "fd"
+    fd_dir = f"{proc}/{pid}/fd"  # strings, not Paths: a torch process holds hundreds of fds
     try:
         names = os.listdir(fd_dir)
     except OSError:
         return None, {}
     segments: dict[str, int] = {}
+    prefix = shm + "/"
     for name in names:
         try:
-            target = os.readlink(fd_dir / name)
-            if target.startswith(shm + "/"):
-                segments[target] = os.stat(fd_dir / name).st_size
+            target = os.readlink(f"{fd_dir}/{name}")
+            if target.startswith(prefix):
+                segments[target] = os.stat(f"{fd_dir}/{name}").st_size
         except OSError:
             continue
     return len(names), segments

@@ -29,7 +29,12 @@ from typing import Any
 
 from datalint.flight import inflight, sampling, store
 from datalint.flight.exits import ExitWatcher
-from datalint.limits import effective_cpu_count, read_cgroup, read_memory_events
+from datalint.limits import (
+    effective_cpu_count,
+    memory_files,
+    read_cgroup,
+    read_memory_files,
+)
 
 SAMPLE_SECONDS = 1.0
 # PSS needs smaps_rollup, which walks the page tables: ~6 ms for a process with torch loaded, so
@@ -37,6 +42,9 @@ SAMPLE_SECONDS = 1.0
 # every PSS_EVERY samples (and the tree's memory peak uses RSS where PSS was not read).
 PSS_EVERY = 5
 POLL_SECONDS = 0.02
+# The cgroup's usage and OOM counters are read every second from files found once; its limit, which
+# takes a walk of the hierarchy (tens of files on v1, ~3 ms) and rarely changes, every LIMIT_EVERY.
+LIMIT_EVERY = 30
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 WANTED = {*FORWARDED, signal.SIGCHLD}  # blocked, and waited for in sigtimedwait
 SI_KERNEL = 0x80  # si_code of a signal the terminal generated: the child got its own copy
@@ -194,7 +202,29 @@ def poll_deaths(tree: Tree, now: float, pids: Iterable[int] | None = None) -> No
             tree.events.append(exit_event(tree, now, pid, tracked.role, detail, number))
 
 
-def sample(tree: Tree, now: float, elapsed: float, gpu: sampling.GpuReader,
+class CgroupReader:
+    """The cgroup's memory usage, limit and OOM counters, as cheaply as once a second allows."""
+
+    def __init__(self) -> None:
+        self.files = memory_files()
+        self.limit = self._limit()
+        self.samples = 0
+
+    @staticmethod
+    def _limit() -> int | None:
+        cgroup = read_cgroup(Path("/"))
+        return cgroup.memory_limit if cgroup else None
+
+    def read(self) -> tuple[int | None, int | None, dict[str, int]]:
+        """(usage, limit, memory events)."""
+        self.samples += 1
+        if self.samples % LIMIT_EVERY == 0:
+            self.limit = self._limit()
+        usage, events = read_memory_files(self.files)
+        return usage, self.limit, events
+
+
+def sample(tree: Tree, now: float, elapsed: float, gpu: sampling.GpuReader, cgroup: CgroupReader,
            usable_cpus: int, with_pss: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     held: list[dict[str, int]] = []
@@ -211,14 +241,12 @@ def sample(tree: Tree, now: float, elapsed: float, gpu: sampling.GpuReader,
         rows.append({"t": now, "pid": pid, "role": tracked.role, "rss": rss, "pss": pss, "cpu": round(cpu, 3),
                      "fds": fds, "read_bytes": read_bytes, "write_bytes": write_bytes})
     shm_used, shm_total = sampling.shm_usage()
-    cgroup = read_cgroup(Path("/"))
-    events = read_memory_events()
+    usage, limit, events = cgroup.read()
     gpus = gpu.read()
     system = {
         "t": now, "shm_used": shm_used, "shm_total": shm_total,
         "shm_own": sum(sampling.tree_segments(held).values()),
-        "cgroup_usage": cgroup.memory_usage if cgroup else None,
-        "cgroup_limit": cgroup.memory_limit if cgroup else None,
+        "cgroup_usage": usage, "cgroup_limit": limit,
         "oom": events.get("oom"), "oom_kill": events.get("oom_kill"),
         "cpu": round(sum(float(r["cpu"]) for r in rows), 3), "usable_cpus": usable_cpus,
         "gpu_memory_used": sum(g.memory_used for g in gpus) if gpus else None,
@@ -286,12 +314,12 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
             usable: int, inflight_dir: Path | None, old_mask: set[int | signal.Signals]) -> str:
     """The loop: poll deaths, sample once a second, until the child exits; then the final events.
     Returns the child's outcome ('killed by SIGKILL')."""
-    cgroup = read_cgroup(Path("/"))
+    cgroup = CgroupReader()
     started = time.time()
-    store.start_run(db, command, started, memory_limit=cgroup.memory_limit if cgroup else None,
+    store.start_run(db, command, started, memory_limit=cgroup.limit,
                     shm_total=sampling.shm_usage()[1], usable_cpus=usable, gpu_source=gpu.source)
     tree = Tree(child.pid, _exe(child.pid), inflight_dir, ExitWatcher())
-    oom_kills = read_memory_events().get("oom_kill")
+    oom_kills = read_memory_files(cgroup.files)[1].get("oom_kill")
     last_sample, samples = 0.0, 0
     try:
         while True:
@@ -307,7 +335,8 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
                 poll_deaths(tree, now)  # all of them, once a second: a watcher's miss is caught here
                 discover(tree, now)
                 elapsed = now - last_sample if last_sample else 0.0
-                rows, system = sample(tree, now, elapsed, gpu, usable, with_pss=samples % PSS_EVERY == 0)
+                rows, system = sample(tree, now, elapsed, gpu, cgroup, usable,
+                                      with_pss=samples % PSS_EVERY == 0)
                 samples += 1
                 oom_kills = _oom_event(tree, system, oom_kills, now)
                 store.write_second(db, rows, system, tree.events, tree.renamed)
