@@ -3,17 +3,18 @@ and without `GuardedDataset`'s in-flight records, side by side in one run; the r
 and memory.
 
 Throughput: one training script (a real torch DataLoader, 2 workers, batch 16, a CPU-bound synthetic
-dataset whose keys are ImageFolder-style paths) in four variants: plain, under `datalint run`, wrapped in `GuardedDataset`, and
-wrapped under `datalint run` (the only one that writes in-flight records). Each round runs the four
-once, in an order rotated from round to round, so that a slow spell of the machine falls on each
-variant alike; the script times itself after its imports and first batch. Reported: each variant's
-median samples/s and spread, and each round's paired change (recorded against plain, guarded and
-recorded against guarded) as median and interquartile range: pairs run seconds apart, so the drift
-of a shared machine's load cancels in them. Also per variant: the training's own CPU seconds per
-1,000 samples (main and workers, from /proc), which contention moves less than wall time.
+dataset whose keys are ImageFolder-style paths) in four variants: plain, under `datalint run`,
+wrapped in `GuardedDataset`, and wrapped under `datalint run` (the only one that writes in-flight
+records). Each round runs the four once, in an order rotated from round to round, so that a slow
+spell of the machine falls on each variant alike; the script times itself after its imports and
+first batch. Reported: each variant's median samples/s and quartiles, and each round's paired
+change (pairs run seconds apart, so a slow drift of the machine's load cancels in them). Also per
+variant: the training's own CPU per 1,000 samples (main and workers, from /proc).
 
-The recorder's CPU is read from /proc/<datalint pid>/stat while the training runs: its share of one
-core bounds what it can take from the training.
+The recorder's CPU is read from /proc/<datalint pid>/stat while the training runs. Divided by the
+CPU the training itself used per second, it is the most throughput the recorder can take: all of
+it, if every cycle it used were one the training lacked. That bound holds on a busy machine, where
+the wall-clock figures spread too widely to show a 1% effect.
 
 In-flight records: `GuardedDataset.__getitem__` on a dataset that does nothing, timed in a fresh
 process with and without `DATALINT_RUN_INFLIGHT` set (alternately, best of --micro-repeats), against
@@ -22,7 +23,8 @@ the time of one sample of the synthetic dataset.
 Memory: `datalint run` records a process tree of a main and 2 forked workers for --duration
 seconds; the recorder's RSS is read every --every seconds.
 
-    .venv/bin/python benchmarks/run_overhead.py [--rounds 8] [--batches 400] [--duration 120] [--every 10]
+    .venv/bin/python benchmarks/run_overhead.py [--rounds 8] [--batches 400] [--micro-repeats 5]
+        [--duration 120] [--every 10]
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,9 +163,20 @@ VARIANTS = {"plain": (False, False), "recorded": (False, True), "guarded": (True
 PAIRS = (("recorded", "plain"), ("guarded, recorded", "guarded"), ("guarded, recorded", "plain"))
 
 
-def one_run(script: Path, batches: int, guarded: bool, recorded: bool,
-            folder: Path) -> tuple[float, float, float | None]:
-    """(samples/s, training CPU seconds per 1,000 samples, recorder CPU share of one core or None)."""
+@dataclass(frozen=True)
+class Run:
+    rate: float  # samples/s
+    cpu_ms: float  # the training's CPU (main and workers) per 1,000 samples, ms
+    cores: float  # the training's CPU per second of its timed part: the cores it kept busy
+    recorder: float | None  # the recorder's CPU per second, % of one core (None: not recorded)
+
+    @property
+    def bound(self) -> float | None:
+        """The throughput the recorder could take at most, %: its CPU as a share of the training's."""
+        return self.recorder / self.cores if self.recorder is not None and self.cores else None
+
+
+def one_run(script: Path, batches: int, guarded: bool, recorded: bool, folder: Path) -> Run:
     command = [sys.executable, str(script), str(batches), "1" if guarded else "0"]
     if recorded:
         command = [sys.executable, "-m", "datalint", "run", "--quiet", "--record", str(folder / "bench.db"),
@@ -172,17 +186,20 @@ def one_run(script: Path, batches: int, guarded: bool, recorded: bool,
     assert proc.stdout.readline().strip() == "start"
     t0, ticks0 = time.perf_counter(), cpu_ticks(proc.pid) if recorded else 0
     line = proc.stdout.readline().split()
-    share = (cpu_ticks(proc.pid) - ticks0) / TICKS / (time.perf_counter() - t0) if recorded else None
+    wall = time.perf_counter() - t0
+    share = (cpu_ticks(proc.pid) - ticks0) / TICKS / wall * 100 if recorded else None
     proc.wait()
-    return float(line[1]), int(line[2]) / TICKS / (batches * 16) * 1000, share
+    rate, training_seconds = float(line[1]), int(line[2]) / TICKS
+    samples = batches * 16
+    return Run(rate, training_seconds / samples * 1e6, training_seconds / (samples / rate), share)
 
 
-def _spread(values: Sequence[float]) -> str:
+def _spread(values: Sequence[float], digits: int = 1) -> str:
     """median [first quartile, third quartile] as text."""
     if len(values) < 2:
-        return f"{values[0]:.1f}"
+        return f"{values[0]:.{digits}f}"
     q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return f"{statistics.median(values):.1f} [{q1:.1f}, {q3:.1f}]"
+    return f"{statistics.median(values):.{digits}f} [{q1:.{digits}f}, {q3:.{digits}f}]"
 
 
 def _change(after: Sequence[float], before: Sequence[float]) -> list[float]:
@@ -193,29 +210,28 @@ def throughput(rounds: int, batches: int, folder: Path) -> None:
     script = folder / "train.py"
     script.write_text(TRAIN)
     names = list(VARIANTS)
-    rates: dict[str, list[float]] = {name: [] for name in names}
-    cpu: dict[str, list[float]] = {name: [] for name in names}
-    shares: dict[str, list[float]] = {name: [] for name in names}
+    runs: dict[str, list[Run]] = {name: [] for name in names}
     for i in range(rounds):
         for name in names[i % len(names):] + names[: i % len(names)]:
-            rate, per_k, share = one_run(script, batches, *VARIANTS[name], folder)
-            rates[name].append(rate)
-            cpu[name].append(per_k)
-            if share is not None:
-                shares[name].append(share * 100)
-    print(f"| variant | samples/s, median [quartiles] of {rounds} | training CPU s per 1,000 samples | "
-          "recorder CPU, % of one core |")
-    print("|---|---|---|---|")
+            runs[name].append(one_run(script, batches, *VARIANTS[name], folder))
+    rates = {name: [r.rate for r in runs[name]] for name in names}
+    cpu = {name: [r.cpu_ms for r in runs[name]] for name in names}
+    print(f"| variant | samples/s, median [quartiles] of {rounds} | training CPU ms per 1,000 samples | "
+          "cores the training kept busy | recorder CPU, % of one core | recorder CPU / training CPU, % |")
+    print("|---|---|---|---|---|---|")
     for name in names:
-        recorder = _spread(shares[name]) if shares[name] else "-"
-        print(f"| {name} | {_spread(rates[name])} | {_spread(cpu[name])} | {recorder} |")
+        shares = [r.recorder for r in runs[name] if r.recorder is not None]
+        bounds = [r.bound for r in runs[name] if r.bound is not None]
+        print(f"| {name} | {_spread(rates[name])} | {_spread(cpu[name])} | "
+              f"{_spread([r.cores for r in runs[name]], 2)} | {_spread(shares, 2) if shares else '-'} | "
+              f"{_spread(bounds, 2) if bounds else '-'} |")
     print("\n| paired change, per round | samples/s, % median [quartiles] | training CPU per sample, % |")
     print("|---|---|---|")
     for after, before in PAIRS:
         print(f"| {after} vs {before} | {_spread(_change(rates[after], rates[before]))} | "
               f"{_spread(_change(cpu[after], cpu[before]))} |")
-    runs = "; ".join(f"{name}: {', '.join(f'{r:.0f}' for r in rates[name])}" for name in names)
-    print(f"\nruns (samples/s): {runs}")
+    listed = "; ".join(f"{name}: {', '.join(f'{r:.0f}' for r in rates[name])}" for name in names)
+    print(f"\nruns (samples/s): {listed}")
 
 
 def inflight_cost(repeats: int, folder: Path) -> None:
