@@ -17,6 +17,7 @@ import mmap
 import os
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,9 @@ LONG_SAMPLE_SECONDS = 0.5  # a death this long into a sample says how long
 # between samples), last finished (-1: none yet), time.time() at its start, key length, key,
 # sequence again: a record whose two sequences differ was being written when the process died.
 RECORD = struct.Struct(f"<4siQqqdH{KEY_BYTES}sQ")
+HEADER = struct.Struct("<4si")  # written once, when the file is made
+SAMPLE_OFFSET = HEADER.size
+_pack_sample = struct.Struct(f"<QqqdH{KEY_BYTES}sQ").pack_into  # the rest, at each sample
 DONE = struct.Struct("<qq")  # (index in flight, last finished), written over the record's fields
 DONE_OFFSET = 4 + 4 + 8  # after magic, worker and the first sequence
 
@@ -58,16 +62,21 @@ class SampleSlot:
         self._last = -1
         self._depth = 0  # a guarded dataset inside another: the outer sample is the one in flight
 
-    def begin(self, index: int, key: str | None) -> None:
+    def begin(self, index: int, keys: Callable[[int], str] | None) -> None:
+        """Sample `index` is being read; its key is `keys(index)` (the dataset's own code, so a key
+        that cannot be read leaves the index alone)."""
         self._depth += 1
         if self._depth > 1:
             return
         self._sequence += 1
-        data = key.encode("utf-8", "backslashreplace") if key else b""
+        try:
+            data = keys(index).encode("utf-8", "backslashreplace") if keys is not None else b""
+        except Exception:  # a broken key reader must not fail the sample
+            data = b""
         if len(data) > KEY_BYTES:  # cut at a character's boundary
             data = data[:KEY_BYTES].decode("utf-8", "ignore").encode()
-        RECORD.pack_into(self._map, 0, MAGIC, self._worker, self._sequence, index, self._last, time.time(),
-                         len(data), data, self._sequence)
+        seq = self._sequence
+        _pack_sample(self._map, SAMPLE_OFFSET, seq, index, self._last, time.time(), len(data), data, seq)
 
     def end(self, index: int) -> None:
         self._depth -= 1
@@ -91,7 +100,7 @@ def open_slot(directory: str | os.PathLike[str], worker: int = -1) -> SampleSlot
             os.close(fd)
     except (OSError, ValueError):
         return None
-    RECORD.pack_into(mapping, 0, MAGIC, worker, 0, -1, -1, 0.0, 0, b"", 0)
+    RECORD.pack_into(mapping, 0, MAGIC, worker, 0, -1, -1, 0.0, 0, b"", 0)  # the header, and no sample yet
     return SampleSlot(mapping, worker)
 
 
@@ -136,6 +145,11 @@ def read(directory: Path, pid: int) -> SampleInFlight | None:
     except OSError:
         return None
     return parse(data)
+
+
+def forget(directory: Path, pid: int) -> None:
+    """Remove a dead process's record once read."""
+    (directory / f"{pid}{SUFFIX}").unlink(missing_ok=True)
 
 
 def pids(directory: Path) -> list[int]:

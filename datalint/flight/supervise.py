@@ -38,9 +38,12 @@ from datalint.limits import (
 
 SAMPLE_SECONDS = 1.0
 # PSS needs smaps_rollup, which walks the page tables: ~6 ms for a process with torch loaded, so
-# with 8 workers every second it would take 5% of a core. RSS (statm) is read every second, PSS
-# every PSS_EVERY samples (and the tree's memory peak uses RSS where PSS was not read).
-PSS_EVERY = 5
+# with 8 workers every second it would take 5% of a core. RSS (statm) is read every second; PSS at
+# the start, every PSS_SECONDS, and as soon as the tree's RSS has grown by PSS_GROWTH since PSS was
+# last read (the staircase before an OOM kill, a new epoch's workers). The tree's memory peak uses
+# RSS where PSS was not read.
+PSS_SECONDS = 30.0
+PSS_GROWTH = 1.05
 POLL_SECONDS = 0.02
 # The cgroup's usage and OOM counters are read every second from files found once; its limit, which
 # takes a walk of the hierarchy (tens of files on v1, ~3 ms) and rarely changes, every LIMIT_EVERY.
@@ -107,6 +110,8 @@ def exit_event(tree: Tree, now: float, pid: int, role: str, detail: str,
     """A process's exit, with the sample it was reading when its training keeps an in-flight record."""
     row = event(now, pid, role, "exit", detail, number)
     sample = inflight.read(tree.inflight_dir, pid) if tree.inflight_dir is not None else None
+    if tree.inflight_dir is not None:
+        inflight.forget(tree.inflight_dir, pid)  # a new pool each epoch: the directory holds the living
     if sample is not None:
         row.update(sample_index=sample.index, sample_key=sample.key, last_sample=sample.last,
                    sample_started=sample.started, sample_torn=int(sample.torn))
@@ -224,6 +229,24 @@ class CgroupReader:
         return usage, self.limit, events
 
 
+@dataclass
+class PssSchedule:
+    """When to pay for PSS: see PSS_SECONDS."""
+
+    read_at: float | None = None
+    rss_then: int = 0  # the tree's RSS when PSS was last read
+    rss_now: int = 0
+
+    def due(self, now: float) -> bool:
+        return (self.read_at is None or now - self.read_at >= PSS_SECONDS
+                or self.rss_now > self.rss_then * PSS_GROWTH)
+
+    def seen(self, now: float, rows: Sequence[dict[str, Any]], with_pss: bool) -> None:
+        self.rss_now = sum(row["rss"] or 0 for row in rows)
+        if with_pss:
+            self.read_at, self.rss_then = now, self.rss_now
+
+
 def sample(tree: Tree, now: float, elapsed: float, gpu: sampling.GpuReader, cgroup: CgroupReader,
            usable_cpus: int, with_pss: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rows: list[dict[str, Any]] = []
@@ -320,7 +343,7 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
                     shm_total=sampling.shm_usage()[1], usable_cpus=usable, gpu_source=gpu.source)
     tree = Tree(child.pid, _exe(child.pid), inflight_dir, ExitWatcher())
     oom_kills = read_memory_files(cgroup.files)[1].get("oom_kill")
-    last_sample, samples = 0.0, 0
+    last_sample, pss = 0.0, PssSchedule()
     try:
         while True:
             info = signal.sigtimedwait(WANTED, POLL_SECONDS)
@@ -335,9 +358,9 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
                 poll_deaths(tree, now)  # all of them, once a second: a watcher's miss is caught here
                 discover(tree, now)
                 elapsed = now - last_sample if last_sample else 0.0
-                rows, system = sample(tree, now, elapsed, gpu, cgroup, usable,
-                                      with_pss=samples % PSS_EVERY == 0)
-                samples += 1
+                with_pss = pss.due(now)
+                rows, system = sample(tree, now, elapsed, gpu, cgroup, usable, with_pss=with_pss)
+                pss.seen(now, rows, with_pss)
                 oom_kills = _oom_event(tree, system, oom_kills, now)
                 store.write_second(db, rows, system, tree.events, tree.renamed)
                 tree.events, tree.renamed = [], {}

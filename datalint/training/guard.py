@@ -164,7 +164,7 @@ class GuardedDataset(Dataset[Any]):
         slot = state.sample_slot
         if slot is None:
             return self.dataset[index]
-        slot.begin(index, _key_in_flight(state.sample_keys, index))
+        slot.begin(index, state.sample_keys)
         try:
             return self.dataset[index]
         finally:
@@ -265,15 +265,6 @@ def _key_of(dataset: Any, index: int) -> str | None:
 def _torch_worker_number() -> int:
     info = get_worker_info()
     return info.id if info is not None else -1
-
-
-def _key_in_flight(keys: KeyReader | None, index: int) -> str | None:
-    if keys is None:
-        return None
-    try:
-        return keys(index)
-    except Exception:  # as in _key_of: the index alone still names the sample
-        return None
 
 
 def _environment() -> dict[str, str]:

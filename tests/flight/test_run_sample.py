@@ -129,7 +129,7 @@ def test_a_record_says_the_sample_in_flight_then_the_last_one_read(tmp_path: Pat
     assert slot is not None
     assert inflight.read(tmp_path, os.getpid()) == inflight.SampleInFlight(None, None, None, None)
 
-    slot.begin(12, "a/é.jpg")
+    slot.begin(12, lambda index: f"a/{'é' * (index // 12)}.jpg")
     reading = inflight.read(tmp_path, os.getpid())
     assert reading is not None and (reading.index, reading.key, reading.torn) == (12, "a/é.jpg", False)
     assert inflight.describe(reading) == "while reading sample 12 (key a/é.jpg)"
@@ -143,8 +143,8 @@ def test_a_record_says_the_sample_in_flight_then_the_last_one_read(tmp_path: Pat
 def test_a_guarded_dataset_inside_another_leaves_the_outer_sample_in_flight(tmp_path: Path) -> None:
     slot = inflight.open_slot(tmp_path)
     assert slot is not None
-    slot.begin(3, "outer")
-    slot.begin(300, "inner")
+    slot.begin(3, lambda index: "outer")
+    slot.begin(300, lambda index: "inner")
     slot.end(300)
     outer = inflight.read(tmp_path, os.getpid())
     assert outer is not None and (outer.index, outer.key) == (3, "outer")
@@ -153,9 +153,17 @@ def test_a_guarded_dataset_inside_another_leaves_the_outer_sample_in_flight(tmp_
 def test_a_key_longer_than_the_record_is_cut_not_garbled(tmp_path: Path) -> None:
     slot = inflight.open_slot(tmp_path)
     assert slot is not None
-    slot.begin(1, "a" + "ü" * 500)  # two bytes each: byte KEY_BYTES falls inside a character
+    slot.begin(1, lambda index: "a" + "ü" * 500)  # two bytes each: byte KEY_BYTES falls inside a character
     reading = inflight.read(tmp_path, os.getpid())
     assert reading is not None and reading.key == "a" + "ü" * (inflight.KEY_BYTES // 2 - 1)
+
+
+def test_a_key_reader_that_raises_leaves_the_index(tmp_path: Path) -> None:
+    slot = inflight.open_slot(tmp_path)
+    assert slot is not None
+    slot.begin(8, lambda index: str(1 / 0))
+    reading = inflight.read(tmp_path, os.getpid())
+    assert reading is not None and (reading.index, reading.key) == (8, None)
 
 
 def test_a_process_outside_datalint_run_keeps_no_record(tmp_path: Path) -> None:
