@@ -16,6 +16,7 @@ import errno
 import json
 import os
 import sqlite3
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -152,10 +153,29 @@ def create_parent(path: Path) -> None:
         (folder / ".gitignore").write_text("# Created by datalint: its indexes stay out of git.\n*\n")
 
 
+def _sqlite_utils() -> Any:
+    """sqlite-utils, imported without pandas when pandas is not imported yet.
+
+    sqlite-utils imports pandas (when installed) only to convert pandas values it is handed; the
+    index never hands it any, and the import costs ~0.4 s, paid by every incremental scan and
+    every `datalint watch` update. Blocking the name for the length of the import makes its
+    `import_module("pandas")` fail as when pandas is absent; the name is released right after.
+    """
+    if "sqlite_utils" in sys.modules or "pandas" in sys.modules:
+        import sqlite_utils
+
+        return sqlite_utils
+    sys.modules["pandas"] = None  # type: ignore[assignment]
+    try:
+        import sqlite_utils
+    finally:
+        del sys.modules["pandas"]
+    return sqlite_utils
+
+
 def open_index(path: str | Path, *, busy_timeout: float = 30.0, create: bool = True) -> Any:
     """Open (and create, idempotently) an index; returns a `sqlite_utils.Database` in WAL mode."""
-    import sqlite_utils
-
+    sqlite_utils = _sqlite_utils()
     path = Path(path)
     if not create and not path.exists():
         raise IndexFileError(f"no scan index at {path}; run `datalint scan` first (or pass its --db path)")
