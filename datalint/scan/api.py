@@ -279,7 +279,10 @@ def _scan_locked(
     kept = lambda: _kept_rows(index_path)  # noqa: E731
     with store.reading_index(index_path, kept):  # the policy reads what the index holds, as it is
         peers = policy.population(index)
-        findings = policy.derive_findings(index, options.policy, peers)
+        # Before the findings: both read every image's scores, and the second read is free only
+        # while nothing has written to the index (the findings update the stored image groups).
+        warnings = policy.population_warnings(index, options.policy)
+        findings = policy.derive_findings(index, options.policy, peers, keep_groups=True)
     store.write_findings(index, (f.to_row() for f in findings))
     run = store.latest_run(index)
     entries = _write_quarantine(
@@ -308,7 +311,7 @@ def _scan_locked(
         notes=tuple(notes)
         + policy.absent_field_notes(index, peers, options.policy)
         + policy.dataset_notes(peers)
-        + policy.population_warnings(index, options.policy),
+        + warnings,
         outcomes=outcome_counts(
             {k: v for k, v in counts.items() if k != "findings"},
             findings,

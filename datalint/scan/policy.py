@@ -9,13 +9,14 @@ kinds re-derives the list without rescanning (`datalint quarantine DB --kinds ..
 from __future__ import annotations
 
 import json
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from datalint.errors import UsageError
-from datalint.scan import quality
+from datalint.scan import hash_groups, quality
 from datalint.scan.images import INFO_KIND_MEANINGS, UNSUPPORTED_KIND, UNSUPPORTED_MEANING, index_findings
 from datalint.text import did_you_mean
 from datalint.units import human_bytes
@@ -317,8 +318,13 @@ def _describe_value(node: dict[str, Any]) -> str:
 # From rows to findings
 
 
-def derive_findings(db: Any, options: PolicyOptions, peers: Population | None = None) -> list[Finding]:
-    """Every finding for every sample in the index, sorted by index and kind."""
+def derive_findings(
+    db: Any, options: PolicyOptions, peers: Population | None = None, *, keep_groups: bool = False
+) -> list[Finding]:
+    """Every finding for every sample in the index, sorted by index and kind.
+
+    `keep_groups`: update the near-duplicate groups stored in the index instead of finding them
+    from scratch (a scan does; datalint/scan/hash_groups.py)."""
     from datalint.scan.store import iter_samples
 
     peers = peers or population(db)
@@ -337,7 +343,7 @@ def derive_findings(db: Any, options: PolicyOptions, peers: Population | None = 
     findings.extend(Finding(idx, kind, text, kind in options.kinds) for idx, kind, text in index_findings(db))
     findings.extend(
         Finding(idx, kind, text, kind in options.kinds)
-        for idx, kind, text in quality_index_findings(db, options)
+        for idx, kind, text in quality_index_findings(db, options, keep_groups=keep_groups)
     )
     return _merged(findings)
 
@@ -389,12 +395,40 @@ def parse_thresholds(items: Iterable[str] | None) -> tuple[tuple[str, float], ..
 
 
 def quality_rows(db: Any) -> list[tuple[int, str, dict[str, Any]]]:
-    """(index, key, scores) of every scored, undamaged image."""
+    """(index, key, scores) of every scored, undamaged image.
+
+    One scan reads them three times (the findings, the limits, the population warnings), and each
+    read parses every image's JSON: the rows are kept with the index's state they were read at and
+    read again only once anything wrote to the index.
+    """
+    state = _index_state(db)
+    cached = _QUALITY_ROWS.get(db) if state is not None else None
+    if cached is not None and cached[0] == state:
+        return cached[1]
     query = (
         "SELECT idx, key, json_extract(info, '$.quality') FROM samples "
         "WHERE status = 'ok' AND json_extract(info, '$.quality') IS NOT NULL ORDER BY idx"
     )
-    return [(idx, _image_key(idx, key), json.loads(text)) for idx, key, text in db.execute(query)]
+    rows = [(idx, _image_key(idx, key), json.loads(text)) for idx, key, text in db.execute(query)]
+    if state is not None:
+        _QUALITY_ROWS[db] = (state, rows)
+    return rows
+
+
+_QUALITY_ROWS: weakref.WeakKeyDictionary[Any, tuple[tuple[int, int], list[Any]]] = weakref.WeakKeyDictionary()
+
+
+def _index_state(db: Any) -> tuple[int, int] | None:
+    """What changes whenever the index does: this connection's writes (`total_changes`) and other
+    connections' commits (`data_version`); None for an object that cannot hold a cache entry."""
+    connection = getattr(db, "conn", None)
+    if connection is None:
+        return None
+    try:
+        weakref.ref(db)
+    except TypeError:
+        return None
+    return connection.total_changes, connection.execute("PRAGMA data_version").fetchone()[0]
 
 
 def _image_key(idx: int, stored: Any) -> str:
@@ -414,7 +448,9 @@ def quality_limits(db: Any, options: PolicyOptions) -> dict[str, quality.KindLim
     return quality.kind_limits(scores, quality_thresholds(options), fixed=dict(options.thresholds))
 
 
-def quality_index_findings(db: Any, options: PolicyOptions) -> list[tuple[int, str, str]]:
+def quality_index_findings(
+    db: Any, options: PolicyOptions, *, keep_groups: bool = False
+) -> list[tuple[int, str, str]]:
     """Scored kinds against the population's limits, odd sizes and shapes, near-duplicates, leaks."""
     thresholds = quality_thresholds(options)
     rows = quality_rows(db)
@@ -433,7 +469,8 @@ def quality_index_findings(db: Any, options: PolicyOptions) -> list[tuple[int, s
                     found.append((idx, kind, detail))
         found.extend(quality.shape_outliers(image_shapes(db), thresholds, options.min_peers))
     hashed = [(idx, key, scores["phash"]) for idx, key, scores in rows if scores.get("phash")]
-    found.extend(quality.near_duplicate_findings(hashed, thresholds.near_duplicate))
+    grouping = hash_groups.kept_grouping(db) if keep_groups else None
+    found.extend(quality.near_duplicate_findings(hashed, thresholds.near_duplicate, grouping))
     if options.against:
         found.extend(_leaks(db, options.against, thresholds.near_duplicate))
     return found

@@ -23,7 +23,7 @@ The scores (all stored under `samples.info.quality`, and in the `scores` view):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -344,14 +344,20 @@ def brute_force_pairs(hashes: Sequence[int], radius: int) -> set[tuple[int, int]
 
 
 def near_duplicate_findings(
-    hashed: Sequence[tuple[int, str, str]], radius: int
+    hashed: Sequence[tuple[int, str, str]],
+    radius: int,
+    grouping: Callable[[Sequence[tuple[int, str, str]], Any, int], list[list[int]]] | None = None,
 ) -> list[tuple[int, str, str]]:
     """`hashed` is (index, key, phash hex) per image -> `near_duplicate` for every member of a group
-    but its representative (the first by key), naming the group and the representative."""
+    but its representative (the first by key), naming the group and the representative.
+
+    `grouping(ordered, values, radius)` finds the groups (positions in `ordered`, members sorted)
+    another way: a scan updates the groups it stored last time (datalint/scan/hash_groups.py)."""
     ordered = sorted(hashed, key=lambda item: (item[1], item[0]))
     values = hashes_from_hex([digest for _idx, _key, digest in ordered])
     found: list[tuple[int, str, str]] = []
-    for members in HashIndex(values, radius).groups():
+    groups = HashIndex(values, radius).groups() if grouping is None else grouping(ordered, values, radius)
+    for members in groups:
         representative = ordered[members[0]]
         group = f"group {representative[0]}"
         for member in members[1:]:

@@ -1,0 +1,223 @@
+"""Near-duplicate groups kept in the index, so a scan that changed a few images re-groups only those.
+
+The groups are the connected components of "perceptual hashes within the radius" over every
+scored image. Found from scratch they cost a pass over all pairs sharing a hash band (seconds per
+10,000 images); an incremental scan that added, changed or removed a few hundred images would pay
+that on every run. So the components are stored beside the samples (`hash_groups`: key, hash,
+group label; `hash_group_radius`: the radius they hold for), and each scan updates them:
+
+- an image kept with the same key and hash keeps its edges: a group none of whose members left
+  is still one group;
+- a group that lost a member (removed, or its hash changed) is split again from the pairs among
+  its remaining members;
+- each new or changed image is compared with every image (one vectorised pass) and joins the
+  groups it is within the radius of.
+
+The result is the components a full pass finds, so the findings are those of a full rescan
+(tests/scan/test_scan_incremental_population.py compares them). The table is derived state: a
+missing one, another radius, or keys that cannot name images (samples without keys, one key
+twice) mean the groups are found from scratch and, where keys allow, stored again. Only a scan
+writes it; `datalint quarantine` and the report find the groups from scratch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from datalint.scan import quality, store
+
+_CREATE = (
+    "CREATE TABLE IF NOT EXISTS hash_groups (key PRIMARY KEY, phash TEXT NOT NULL, grp INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS hash_group_radius (radius INTEGER NOT NULL)",
+)
+_CHUNK = 32  # new hashes compared with all at once (32 x 1M uint64: 256 MB at most per step)
+
+Grouping = Callable[[Sequence[tuple[int, str, str]], Any, int], list[list[int]]]
+
+
+def kept_grouping(db: Any) -> Grouping:
+    """A `grouping` for `quality.near_duplicate_findings` that reads and updates the stored groups."""
+
+    def grouping(ordered: Sequence[tuple[int, str, str]], values: Any, radius: int) -> list[list[int]]:
+        return update_groups(db, ordered, values, radius)
+
+    return grouping
+
+
+def update_groups(
+    db: Any, ordered: Sequence[tuple[int, str, str]], values: Any, radius: int
+) -> list[list[int]]:
+    """The near-duplicate groups (positions in `ordered`, members sorted) of the images `ordered`
+    names: (index, key, phash hex) sorted by key, `values` their hashes (ints or a uint64 array)."""
+    keys = [key for _idx, key, _digest in ordered]
+    if not _keys_name_images(db, keys):
+        return quality.HashIndex(values, radius).groups()
+    previous = _stored(db, radius)
+    if previous is None:
+        groups = quality.HashIndex(values, radius).groups()
+        _store_all(db, ordered, groups, radius)
+        return groups
+    groups, labels = _regroup(ordered, values, radius, previous)
+    _store_changes(db, ordered, previous, labels)
+    return groups
+
+
+def _keys_name_images(db: Any, keys: list[str]) -> bool:
+    """True when every scored image has a key of its own (the groups are stored by key)."""
+    if len(set(keys)) != len(keys):
+        return False
+    unkeyed = db.execute("SELECT 1 FROM samples WHERE key IS NULL LIMIT 1").fetchone()
+    return unkeyed is None
+
+
+def _stored(db: Any, radius: int) -> dict[str, tuple[str, int]] | None:
+    """key -> (phash, group label) as the last scan stored them for this radius, or None."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not {"hash_groups", "hash_group_radius"} <= tables:
+        return None
+    stored_radius = db.execute("SELECT radius FROM hash_group_radius").fetchone()
+    if stored_radius is None or stored_radius[0] != radius:
+        return None
+    rows = db.execute("SELECT key, phash, grp FROM hash_groups")
+    return {str(store.read_key(key)): (phash, grp) for key, phash, grp in rows}
+
+
+def _regroup(
+    ordered: Sequence[tuple[int, str, str]],
+    values: Any,
+    radius: int,
+    previous: dict[str, tuple[str, int]],
+) -> tuple[list[list[int]], list[int]]:
+    """(groups, a label per position) from the stored groups and what changed since."""
+    parent = list(range(len(ordered)))
+
+    def root(node: int) -> int:
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    def union(a: int, b: int) -> None:
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    kept_in: dict[int, list[int]] = {}  # old label -> positions of its members still there, unchanged
+    fresh: list[int] = []
+    present: set[str] = set()
+    for position, (_idx, key, digest) in enumerate(ordered):
+        before = previous.get(key)
+        present.add(key)
+        if before is not None and before[0] == digest:
+            kept_in.setdefault(before[1], []).append(position)
+        else:
+            fresh.append(position)
+    broken = {grp for key, (digest, grp) in previous.items() if key not in present}
+    broken.update(previous[ordered[p][1]][1] for p in fresh if ordered[p][1] in previous)
+    for label, members in kept_in.items():
+        if len(members) < 2:
+            continue
+        if label in broken:  # a member left: only the pairs among those still there hold it together
+            for a, b in _pairs_among(values, members, radius):
+                union(a, b)
+        else:
+            for member in members[1:]:
+                union(members[0], member)
+    for a, b in _pairs_with(values, fresh, radius):
+        union(a, b)
+    components: dict[int, list[int]] = {}
+    for node in range(len(ordered)):
+        components.setdefault(root(node), []).append(node)
+    return [m for m in components.values() if len(m) > 1], _labels(ordered, previous, components)
+
+
+def _labels(
+    ordered: Sequence[tuple[int, str, str]],
+    previous: dict[str, tuple[str, int]],
+    components: dict[int, list[int]],
+) -> list[int]:
+    """A label per position: a component keeps the lowest old label among its members when no other
+    component took it first, so an update rewrites the rows of the groups it changed and no more."""
+    labels = [0] * len(ordered)
+    taken: set[int] = set()
+    next_label = max((grp for _digest, grp in previous.values()), default=-1) + 1
+    for members in components.values():
+        old = sorted({previous[ordered[m][1]][1] for m in members if ordered[m][1] in previous})
+        label = next((grp for grp in old if grp not in taken), None)
+        if label is None:
+            label, next_label = next_label, next_label + 1
+        taken.add(label)
+        for member in members:
+            labels[member] = label
+    return labels
+
+
+def _pairs_among(values: Any, members: list[int], radius: int) -> list[tuple[int, int]]:
+    """Every pair of `members` within the radius (each once, or twice: unions do not mind)."""
+    return _pairs(values, members, radius, among=members)
+
+
+def _pairs_with(values: Any, fresh: list[int], radius: int) -> list[tuple[int, int]]:
+    """Every (new image, other image) within the radius: each new hash against all of them."""
+    return _pairs(values, fresh, radius, among=None)
+
+
+def _pairs(values: Any, rows: list[int], radius: int, among: list[int] | None) -> list[tuple[int, int]]:
+    """(row, other) for each of `rows` and each of `among` (default: every position) within the
+    radius, other than itself; one vectorised comparison per chunk of rows."""
+    if not rows:
+        return []
+    import numpy as np
+
+    everyone = np.array(values if among is None else [values[m] for m in among], dtype=np.uint64)
+    names = None if among is None else np.array(among, dtype=np.int64)
+    hashes = np.array(values, dtype=np.uint64) if among is not None else everyone
+    pairs: list[tuple[int, int]] = []
+    for start in range(0, len(rows), _CHUNK):
+        part = np.array(rows[start : start + _CHUNK], dtype=np.int64)
+        close = np.bitwise_count(hashes[part][:, None] ^ everyone[None, :]) <= radius
+        at, columns = np.nonzero(close)
+        others = columns if names is None else names[columns]
+        pairs.extend((a, b) for a, b in zip(part[at].tolist(), others.tolist(), strict=True) if a != b)
+    return pairs
+
+
+def _store_all(
+    db: Any, ordered: Sequence[tuple[int, str, str]], groups: list[list[int]], radius: int
+) -> None:
+    labels = list(range(len(ordered)))
+    for members in groups:
+        for member in members:
+            labels[member] = members[0]
+    with store.transaction(db):
+        for statement in _CREATE:
+            db.conn.execute(statement)
+        db.conn.execute("DELETE FROM hash_groups")
+        db.conn.execute("DELETE FROM hash_group_radius")
+        db.conn.execute("INSERT INTO hash_group_radius VALUES (?)", [radius])
+        db.conn.executemany(
+            "INSERT INTO hash_groups VALUES (?, ?, ?)",
+            ((store.stored_key(key), digest, labels[p]) for p, (_idx, key, digest) in enumerate(ordered)),
+        )
+
+
+def _store_changes(
+    db: Any,
+    ordered: Sequence[tuple[int, str, str]],
+    previous: dict[str, tuple[str, int]],
+    labels: list[int],
+) -> None:
+    """Write only the rows that differ: removed images out, new or re-labelled ones in."""
+    present = {key for _idx, key, _digest in ordered}
+    gone = [(store.stored_key(key),) for key in previous if key not in present]
+    rows = [
+        (store.stored_key(key), digest, labels[p])
+        for p, (_idx, key, digest) in enumerate(ordered)
+        if previous.get(key) != (digest, labels[p])
+    ]
+    if not gone and not rows:
+        return
+    with store.transaction(db):
+        db.conn.executemany("DELETE FROM hash_groups WHERE key = ?", gone)
+        db.conn.executemany("INSERT OR REPLACE INTO hash_groups VALUES (?, ?, ?)", rows)

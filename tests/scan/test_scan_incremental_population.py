@@ -1,0 +1,154 @@
+"""Population findings after an incremental scan are those of a full rescan: the near-duplicate
+groups an incremental scan updates from the stored ones (datalint/scan/hash_groups.py) against the
+full pass over all pairs, on a real index file and on real image folders."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+from scan_support import rows, run_cli
+
+from datalint.scan import hash_groups, quality, store
+
+RADIUS = 3
+
+
+def _full_groups(ordered: list[tuple[int, str, str]]) -> set[frozenset[str]]:
+    values = [int(digest, 16) for _idx, _key, digest in ordered]
+    groups = quality.HashIndex(values, RADIUS).groups()
+    return {frozenset(ordered[m][1] for m in members) for members in groups}
+
+
+def _kept_groups(db: Any, ordered: list[tuple[int, str, str]]) -> set[frozenset[str]]:
+    values = [int(digest, 16) for _idx, _key, digest in ordered]
+    groups = hash_groups.update_groups(db, ordered, values, RADIUS)
+    assert all(members == sorted(members) for members in groups)
+    return {frozenset(ordered[m][1] for m in members) for members in groups}
+
+
+def _chained_hashes(rng: random.Random, count: int) -> dict[str, int]:
+    """Chains of hashes two bits apart (within the radius of the next, not of the one after): a
+    removed link splits its group, an added one joins two."""
+    hashes: dict[str, int] = {}
+    for n in range(count):
+        if n % 5 and hashes:
+            value = list(hashes.values())[-1] ^ (0b11 << rng.randrange(0, 62, 2))
+        else:
+            value = rng.getrandbits(64)
+        hashes[f"k{rng.getrandbits(40):010x}"] = value
+    return hashes
+
+
+def test_stored_groups_updated_through_many_edits_equal_a_full_pass(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    db = store.open_index(tmp_path / "groups.db")
+    hashes = _chained_hashes(rng, 300)
+    splits = joins = last = 0
+    for step in range(12):
+        ordered = sorted((n, key, f"{value:016x}") for n, (key, value) in enumerate(hashes.items()))
+        ordered.sort(key=lambda item: (item[1], item[0]))
+        expected = _full_groups(ordered)
+        assert _kept_groups(db, ordered) == expected, f"step {step}"
+        last = len(ordered)
+        # The next folder: links removed, hashes changed, new images near old ones and at random.
+        keys = list(hashes)
+        for key in rng.sample(keys, 8):
+            del hashes[key]
+        for key in rng.sample(list(hashes), 4):
+            hashes[key] ^= 1 << rng.randrange(64)
+        for _ in range(10):
+            near = rng.choice(list(hashes.values())) ^ (1 << rng.randrange(64))
+            hashes[f"k{rng.getrandbits(40):010x}"] = near if rng.random() < 0.7 else rng.getrandbits(64)
+        after = _full_groups(
+            sorted(((0, key, f"{value:016x}") for key, value in hashes.items()), key=lambda item: item[1])
+        )
+        splits += len(after) > len(expected)
+        joins += len(after) < len(expected)
+    assert splits and joins  # the edits did split and join groups
+    (stored,) = db.execute("SELECT count(*) FROM hash_groups").fetchone()
+    assert stored == last  # one row per image of the last update
+    db.close()
+
+
+def test_another_radius_or_a_duplicated_key_finds_the_groups_from_scratch(tmp_path: Path) -> None:
+    db = store.open_index(tmp_path / "groups.db")
+    ordered = [(0, "a", "0000000000000000"), (1, "b", "0000000000000007"), (2, "c", "00000000000000ff")]
+    values = [int(digest, 16) for _idx, _key, digest in ordered]
+    assert hash_groups.update_groups(db, ordered, values, 3) == [[0, 1]]
+    assert hash_groups.update_groups(db, ordered, values, 8) == [[0, 1, 2]]  # not the stored radius 3
+    assert db.execute("SELECT radius FROM hash_group_radius").fetchall() == [(8,)]
+    twice = [*ordered, (3, "a", "ffffffffffffffff")]
+    assert hash_groups.update_groups(db, twice, [*values, 2**64 - 1], 8) == [[0, 1, 2]]
+    db.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# Real folders
+
+
+def _scene(seed: int) -> np.ndarray:
+    """A photo-like image: smooth colour fields and shapes, so a recoded copy keeps its hash."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:96, 0:128].astype(np.float32)
+    image = np.stack([rng.uniform(0.2, 0.8) + 0.3 * np.sin(x / rng.uniform(6, 30) + c) for c in range(3)], -1)
+    for _ in range(4):
+        cy, cx, r = rng.uniform(0, 96), rng.uniform(0, 128), rng.uniform(8, 30)
+        image[(y - cy) ** 2 + (x - cx) ** 2 < r * r] = rng.uniform(0, 1, 3)
+    return (np.clip(image, 0, 1) * 255).astype(np.uint8)
+
+
+def _write(path: Path, seed: int, quality_: int = 92) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(_scene(seed)).save(path, quality=quality_)
+
+
+def _scan(folder: Path, db: Path) -> dict[str, Any]:
+    code, out, err = run_cli(
+        "scan", "--images", str(folder), "--db", str(db), "--workers", "2", "--format", "json"
+    )
+    assert code in (0, 1), err
+    summary: dict[str, Any] = json.loads(out)
+    return summary
+
+
+def _findings(db: Path) -> list[tuple[Any, ...]]:
+    return rows(
+        db, "SELECT f.idx, s.key, f.kind, f.detail FROM findings f JOIN samples s USING (idx) ORDER BY 1, 3"
+    )
+
+
+def test_near_duplicate_groups_after_an_incremental_scan_equal_a_full_rescan(tmp_path: Path) -> None:
+    folder = tmp_path / "images"
+    for n in range(12):
+        _write(folder / f"s{n:02d}.jpg", n)
+    for n in (2, 5):  # each scene with two recoded copies: groups of three
+        _write(folder / f"s{n:02d}_copy_a.jpg", n, quality_=40)
+        _write(folder / f"s{n:02d}_copy_b.jpg", n, quality_=60)
+    db = tmp_path / "a.db"
+    _scan(folder, db)
+    first = {kind for _idx, _key, kind, _detail in _findings(db)}
+    assert "near_duplicate" in first
+    # The representative of one group leaves, another scene gains a copy, one copy becomes another
+    # image, and a file inserted in the middle moves every position after it.
+    (folder / "s02.jpg").unlink()
+    _write(folder / "s07_copy.jpg", 7, quality_=50)
+    _write(folder / "s05_copy_b.jpg", 99)
+    _write(folder / "s03_new.jpg", 50)
+    again = _scan(folder, db)
+    assert again["changes"]["added"] == 2 and again["changes"]["removed"] == 1
+    assert again["changes"]["changed"] == 1
+    _scan(folder, tmp_path / "b.db")
+    incremental, full = _findings(db), _findings(tmp_path / "b.db")
+    assert incremental == full
+    near = {key: detail for _idx, key, kind, detail in full if kind == "near_duplicate"}
+    assert near.keys() == {"s02_copy_b.jpg", "s05_copy_a.jpg", "s07_copy.jpg"}
+    assert "looks like s02_copy_a.jpg" in near["s02_copy_b.jpg"]  # the group's new representative
+    assert (
+        json.loads((tmp_path / "a.quarantine.json").read_text())["samples"]
+        == json.loads((tmp_path / "b.quarantine.json").read_text())["samples"]
+    )
