@@ -65,6 +65,9 @@ class ScanOptions:
     incremental: bool = True  # an index of the same source: measure only what changed (docs/scan.md)
     verify_content: bool = False  # also hash stat-unchanged files (filesystems whose stat lies)
     settle: float = 0.0  # a file written less than this many seconds ago waits for a later scan
+    # Keys whose files an incremental scan stats; the others keep their recorded state (a watch
+    # update after events, which named every path that changed). None: stat every file.
+    stat_only: frozenset[str] | None = None
     vanished_fraction: float | None = None  # refuse to remove more than this share of the samples at once
     chunk_size: int | None = None
     progress: str = "none"
@@ -465,9 +468,13 @@ def _plan_changes(
     emptied = length == 0 and previous.fingerprint is not None  # no keys left to name: every one removed
     if print_ is None and not emptied:
         return _plan_unkeyed(index, description, source, options, previous, print_)
-    reason = changes_.load_current(index, _current_rows(source, options))
+    root = changes_.file_root(source)
+    stat_only = options.stat_only if root is not None and not options.verify_content else None
+    reason = changes_.load_current(index, _current_rows(source, options, stat_only))
     if reason is not None:
         return _full_again(index, source, options, print_, f"{reason}, so changes cannot be followed by key")
+    if stat_only is not None and root is not None:
+        changes_.take_recorded_states(index, root)
     clauses, reasons = _option_clauses(index, description, options)
     found = changes_.compare(index, files=changes_.file_root(source) is not None, option_clauses=clauses)
     found = dataclasses.replace(found, reasons=tuple(reasons))
@@ -549,9 +556,11 @@ def _check_same_spec(
         )
 
 
-def _current_rows(source: Any, options: ScanOptions) -> Iterator[tuple[Any, ...]]:
+def _current_rows(
+    source: Any, options: ScanOptions, stat_only: frozenset[str] | None = None
+) -> Iterator[tuple[Any, ...]]:
     keys = (source.key(position) for position in range(len(source)))
-    return changes_.current_rows(keys, changes_.file_root(source), options.verify_content)
+    return changes_.current_rows(keys, changes_.file_root(source), options.verify_content, stat_only)
 
 
 def _load_current(index: Any, source: Any, options: ScanOptions, print_: str | None) -> bool:

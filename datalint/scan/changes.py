@@ -32,7 +32,8 @@ from typing import Any
 
 from datalint.scan import store
 
-_TABLE = "temp.current_samples"
+_TABLE_NAME = "current_samples"
+_TABLE = f"temp.{_TABLE_NAME}"
 _BATCH = 5000
 _READ_PIECE = 1 << 20
 
@@ -153,30 +154,64 @@ def file_root(source: Any) -> Path | None:
 
 
 def current_rows(
-    keys: Iterable[str | None], root: Path | None, verify_content: bool = False
+    keys: Iterable[str | None],
+    root: Path | None,
+    verify_content: bool = False,
+    stat_only: frozenset[str] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
-    """(key, position, size, mtime_ns, inode, content) per sample, stat'ed when its key is a file.
+    """(key, position, size, mtime_ns, inode, content, stated) per sample, stat'ed when its key is
+    a file.
 
-    Plain strings and `os.stat`: this runs once per file of the dataset on every incremental scan.
-    The key is as the index stores it (`store.stored_key`: a name that is not UTF-8 is its bytes).
+    `stat_only`: the keys whose files are stat'ed (a watch update names the paths events touched);
+    the others are left unstated (`stated` 0) and take the state recorded when they were measured
+    (`take_recorded_states`). Plain strings and `os.stat`: this runs once per file of the dataset
+    on every incremental scan. The key is as the index stores it (`store.stored_key`: a name that
+    is not UTF-8 is its bytes).
     """
     if root is None:
         for position, key in enumerate(keys):
-            yield store.stored_key(key), position, None, None, None, None
+            yield store.stored_key(key), position, None, None, None, None, 1
         return
     base = os.fspath(root)
     for position, key in enumerate(keys):
         if key is None:
-            yield key, position, None, None, None, None
-            continue
-        path = os.path.join(base, key)
-        try:
-            info = os.stat(path)
-        except (OSError, ValueError):  # gone since the listing, a broken link, a NUL in a listed path
-            yield store.stored_key(key), position, None, None, None, None
-            continue
-        content = content_hash(Path(path)) if verify_content and stat.S_ISREG(info.st_mode) else None
-        yield store.stored_key(key), position, info.st_size, info.st_mtime_ns, info.st_ino, content
+            yield key, position, None, None, None, None, 1
+        elif stat_only is not None and key not in stat_only:
+            yield store.stored_key(key), position, None, None, None, None, 0
+        else:
+            yield store.stored_key(key), position, *_stat_row(base, key, verify_content), 1
+
+
+def _stat_row(base: str, key: str, verify_content: bool) -> tuple[Any, ...]:
+    """(size, mtime_ns, inode, content) of the file `key` names, all None when it cannot be stat'ed."""
+    path = os.path.join(base, key)
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):  # gone since the listing, a broken link, a NUL in a listed path
+        return None, None, None, None
+    content = content_hash(Path(path)) if verify_content and stat.S_ISREG(info.st_mode) else None
+    return info.st_size, info.st_mtime_ns, info.st_ino, content
+
+
+def take_recorded_states(db: Any, root: Path, verify_content: bool = False) -> int:
+    """Give the unstated current samples the state recorded when they were measured, so only the
+    stat'ed ones can differ; a file with no recorded state is stat'ed now. Returns how many were."""
+    with store.transaction(db):
+        db.conn.execute(
+            f"UPDATE {_TABLE} SET size = f.size, mtime_ns = f.mtime_ns, inode = f.inode, content = f.content,"
+            f" stated = 1 FROM sample_files f WHERE f.key = {_TABLE_NAME}.key AND {_TABLE_NAME}.stated = 0"
+        )
+    missing = [row[0] for row in db.execute(f"SELECT key FROM {_TABLE} WHERE stated = 0")]
+    base = os.fspath(root)
+    states = ((*_stat_row(base, str(store.read_key(key)), verify_content), key) for key in missing)
+    for batch in _batches(states):
+        with store.transaction(db):
+            db.conn.executemany(
+                f"UPDATE {_TABLE} SET size = ?, mtime_ns = ?, inode = ?, content = ?, stated = 1"
+                " WHERE key = ?",
+                batch,
+            )
+    return len(missing)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -188,7 +223,7 @@ def load_current(db: Any, rows: Iterable[tuple[Any, ...]]) -> str | None:
     with store.transaction(db):
         db.conn.execute(
             f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, pos INTEGER NOT NULL, size INTEGER,"
-            " mtime_ns INTEGER, inode INTEGER, content TEXT)"
+            " mtime_ns INTEGER, inode INTEGER, content TEXT, stated INTEGER NOT NULL DEFAULT 1)"
         )
         db.conn.execute(f"DELETE FROM {_TABLE}")
     total = 0
@@ -196,7 +231,7 @@ def load_current(db: Any, rows: Iterable[tuple[Any, ...]]) -> str | None:
         if any(row[0] is None for row in batch):
             return "some samples have no key"
         with store.transaction(db):
-            db.conn.executemany(f"INSERT OR IGNORE INTO {_TABLE} VALUES (?, ?, ?, ?, ?, ?)", batch)
+            db.conn.executemany(f"INSERT OR IGNORE INTO {_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?)", batch)
         total += len(batch)
     kept = db.execute(f"SELECT COUNT(*) FROM {_TABLE}").fetchone()[0]
     if kept != total:

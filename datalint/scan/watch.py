@@ -5,9 +5,11 @@ the index, only that is measured, and the list is rewritten atomically. What sta
 
 - folders: filesystem events through `watchfiles` (its Rust notify core debounces and copes with
   inotify limits). An update after events lists the folder from the index's keys and the event
-  paths alone, without walking it; a full walk is made first, every `rescan_every` seconds (the
-  safety net for events lost on NFS or when inotify watches run out), after a folder event (a
-  folder created, moved or deleted names none of its files), after a burst of more than
+  paths alone, without walking it, and stats only the files the events named (the others keep
+  the state recorded when they were measured); a full walk, which stats every file, is made
+  first, every `rescan_every` seconds (the safety net for events lost on NFS or when inotify
+  watches run out), after a folder event (a folder created, moved or deleted names none of its
+  files), after a burst of more than
   `_MAX_EVENT_PATHS` paths (watchfiles reports no inotify queue overflow, so a burst is treated
   as one), and whenever the event thread had to be restarted;
 - datasets: a poll (`poll`), each in a freshly spawned interpreter, so the spec's module is
@@ -211,7 +213,10 @@ def watch_folder(
             due = None
             try:
                 held = not pending.walk and _hold_event_listing(description, root, db, pending.paths)
-                update = _update(description, scan_options, db, lister, _scan_here)
+                # After events only the paths they named are stat'ed; a walk stats every file.
+                stat_only = event_keys(root, pending.paths) if held else None
+                now_options = dataclasses.replace(scan_options, stat_only=stat_only)
+                update = _update(description, now_options, db, lister, _scan_here)
                 update = dataclasses.replace(update, listing="events" if held else "walk")
             except (api.SourceVanishedError, FileNotFoundError) as exc:
                 reason = str(exc) if isinstance(exc, api.SourceVanishedError) else f"{root} is gone"
@@ -311,6 +316,12 @@ def event_listing(
         if os.path.splitext(relative)[1].lower() in wanted:
             files.add(relative)
     return tuple(sorted(files))
+
+
+def event_keys(root: Path, paths: Iterable[str]) -> frozenset[str]:
+    """The keys (paths relative to the folder, as a listing gives them) the event paths name."""
+    base = os.fspath(root)
+    return frozenset(os.path.relpath(path, base) for path in paths)
 
 
 def _indexed_keys(db: Path) -> set[str] | None:

@@ -152,3 +152,30 @@ def test_near_duplicate_groups_after_an_incremental_scan_equal_a_full_rescan(tmp
         json.loads((tmp_path / "a.quarantine.json").read_text())["samples"]
         == json.loads((tmp_path / "b.quarantine.json").read_text())["samples"]
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# Updates after events stat only the paths the events named
+
+
+def test_an_update_after_events_stats_only_the_event_paths_and_a_walk_stats_all(tmp_path: Path) -> None:
+    from datalint.scan import api
+    from datalint.scan.images import images_description
+
+    folder = tmp_path / "images"
+    for n in range(6):
+        _write(folder / f"{n:02d}.jpg", 200 + n)
+    description = images_description(folder=str(folder))
+    db, quarantine = tmp_path / "e.db", tmp_path / "e.quarantine.json"
+    assert api.scan_source(description, api.ScanOptions(workers=2), db=db, quarantine=quarantine).scanned == 6
+    (folder / "01.jpg").write_bytes((folder / "01.jpg").read_bytes()[:300])  # both truncated,
+    (folder / "04.jpg").write_bytes((folder / "04.jpg").read_bytes()[:300])  # one event reported
+    _write(folder / "02b.jpg", 300)
+    events = api.ScanOptions(workers=2, stat_only=frozenset({"01.jpg", "02b.jpg"}))
+    after_events = api.scan_source(description, events, db=db, quarantine=quarantine)
+    assert after_events.changes is not None
+    assert (after_events.changes["added"], after_events.changes["changed"]) == (1, 1)
+    assert [entry.key for entry in after_events.worst] == ["01.jpg"]  # 04.jpg keeps its recorded state
+    walk = api.scan_source(description, api.ScanOptions(workers=2), db=db, quarantine=quarantine)
+    assert walk.changes is not None and walk.changes["changed"] == 1
+    assert sorted(entry.key for entry in walk.worst) == ["01.jpg", "04.jpg"]
