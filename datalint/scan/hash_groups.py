@@ -22,6 +22,7 @@ writes it; `datalint quarantine` and the report find the groups from scratch.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -88,11 +89,14 @@ def _regroup(
     values: Any,
     radius: int,
     previous: dict[str, tuple[str, int]],
-) -> tuple[list[list[int]], list[int]]:
-    """(groups, a label per position) from the stored groups and what changed since."""
-    parent = list(range(len(ordered)))
+) -> tuple[list[list[int]], dict[int, int]]:
+    """(groups, the label of every position whose component is new or changed) from the stored
+    groups and what changed since. An image alone before and joined by no new one is left out of
+    all of it: most images of a folder are such, and they cost one dictionary lookup each."""
+    parent: dict[int, int] = {}
 
     def root(node: int) -> int:
+        parent.setdefault(node, node)
         while parent[node] != node:
             parent[node] = parent[parent[node]]
             node = parent[node]
@@ -103,43 +107,49 @@ def _regroup(
         if ra != rb:
             parent[max(ra, rb)] = min(ra, rb)
 
-    kept_in: dict[int, list[int]] = {}  # old label -> positions of its members still there, unchanged
+    sizes = Counter(grp for _digest, grp in previous.values())
+    kept_in: dict[int, list[int]] = {}  # old label of a group -> its members still there, unchanged
     fresh: list[int] = []
     present: set[str] = set()
     for position, (_idx, key, digest) in enumerate(ordered):
-        before = previous.get(key)
         present.add(key)
-        if before is not None and before[0] == digest:
-            kept_in.setdefault(before[1], []).append(position)
-        else:
+        before = previous.get(key)
+        if before is None or before[0] != digest:
             fresh.append(position)
-    broken = {grp for key, (digest, grp) in previous.items() if key not in present}
+        elif sizes[before[1]] > 1:
+            kept_in.setdefault(before[1], []).append(position)
+    broken = {grp for key, (_digest, grp) in previous.items() if key not in present}
     broken.update(previous[ordered[p][1]][1] for p in fresh if ordered[p][1] in previous)
     for label, members in kept_in.items():
-        if len(members) < 2:
-            continue
+        for member in members:  # each member is labelled anew, also one its group no longer holds
+            root(member)
         if label in broken:  # a member left: only the pairs among those still there hold it together
             for a, b in _pairs_among(values, members, radius):
                 union(a, b)
         else:
             for member in members[1:]:
                 union(members[0], member)
+    for position in fresh:
+        root(position)
     for a, b in _pairs_with(values, fresh, radius):
         union(a, b)
     components: dict[int, list[int]] = {}
-    for node in range(len(ordered)):
+    for node in sorted(parent):
         components.setdefault(root(node), []).append(node)
-    return [m for m in components.values() if len(m) > 1], _labels(ordered, previous, components)
+    groups = [members for members in components.values() if len(members) > 1]
+    return groups, _labels(ordered, previous, components)
 
 
 def _labels(
     ordered: Sequence[tuple[int, str, str]],
     previous: dict[str, tuple[str, int]],
     components: dict[int, list[int]],
-) -> list[int]:
-    """A label per position: a component keeps the lowest old label among its members when no other
-    component took it first, so an update rewrites the rows of the groups it changed and no more."""
-    labels = [0] * len(ordered)
+) -> dict[int, int]:
+    """A label per position of `components`: a component keeps the lowest old label among its
+    members when no other component took it first, so an update rewrites the rows of the groups
+    it changed and no more (an image left out keeps its label, which no component takes: its
+    group had no other member)."""
+    labels: dict[int, int] = {}
     taken: set[int] = set()
     next_label = max((grp for _digest, grp in previous.values()), default=-1) + 1
     for members in components.values():
@@ -206,16 +216,16 @@ def _store_changes(
     db: Any,
     ordered: Sequence[tuple[int, str, str]],
     previous: dict[str, tuple[str, int]],
-    labels: list[int],
+    labels: dict[int, int],
 ) -> None:
     """Write only the rows that differ: removed images out, new or re-labelled ones in."""
     present = {key for _idx, key, _digest in ordered}
     gone = [(store.stored_key(key),) for key in previous if key not in present]
-    rows = [
-        (store.stored_key(key), digest, labels[p])
-        for p, (_idx, key, digest) in enumerate(ordered)
-        if previous.get(key) != (digest, labels[p])
-    ]
+    rows = []
+    for position, label in labels.items():
+        _idx, key, digest = ordered[position]
+        if previous.get(key) != (digest, label):
+            rows.append((store.stored_key(key), digest, label))
     if not gone and not rows:
         return
     with store.transaction(db):

@@ -54,6 +54,10 @@ def test_stored_groups_updated_through_many_edits_equal_a_full_pass(tmp_path: Pa
         ordered.sort(key=lambda item: (item[1], item[0]))
         expected = _full_groups(ordered)
         assert _kept_groups(db, ordered) == expected, f"step {step}"
+        by_label: dict[int, set[str]] = {}
+        for key, label in db.execute("SELECT key, grp FROM hash_groups"):
+            by_label.setdefault(label, set()).add(key)
+        assert {frozenset(keys) for keys in by_label.values() if len(keys) > 1} == expected  # what is stored
         last = len(ordered)
         # The next folder: links removed, hashes changed, new images near old ones and at random.
         keys = list(hashes)
