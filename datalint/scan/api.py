@@ -656,6 +656,9 @@ def _measure(
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
     outcomes: Generator[list[Any], None, None]
+    warm_up = getattr(source, "warm_up", None)
+    if callable(warm_up) and total and options.backend == "local":
+        warm_up()  # the decoders' imports, once here rather than in every forked worker
     if options.backend == "dask":
         assert length is not None  # streams were refused by check_source
         outcomes = dask_backend.run(

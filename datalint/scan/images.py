@@ -1462,6 +1462,11 @@ class ImageFilesSource:
             self.listing = image_listing(self.root, description.option("file_list"), extensions)
         self._capture: StderrCapture | None = None
         self._capture_pid = 0
+
+    def warm_up(self) -> None:
+        """Import the decoders in the process that forks the workers; a scan calls it once it has
+        files to measure, so a rerun that measures none (an incremental scan, a watch update
+        with nothing new) never pays it."""
         if self.listing.files:
             warm_up_decoders()
 

@@ -440,12 +440,25 @@ def _image_key(idx: int, stored: Any) -> str:
 
 
 def quality_limits(db: Any, options: PolicyOptions) -> dict[str, quality.KindLimit]:
-    """The limit each scored kind is judged with on this index (the report draws them)."""
+    """The limit each scored kind is judged with on this index (the report draws them); kept, as
+    the rows are, while nothing writes to the index."""
+    state = _index_state(db)
+    cached = _QUALITY_LIMITS.get(db) if state is not None else None
+    if cached is not None and cached[0] == (state, options):
+        return cached[1]
     rows = quality_rows(db)
     scores = {
         name: [row[2][name] for row in rows if row[2].get(name) is not None] for name in quality.SCORE_NAMES
     }
-    return quality.kind_limits(scores, quality_thresholds(options), fixed=dict(options.thresholds))
+    limits = quality.kind_limits(scores, quality_thresholds(options), fixed=dict(options.thresholds))
+    if state is not None:
+        _QUALITY_LIMITS[db] = ((state, options), limits)
+    return limits
+
+
+_QUALITY_LIMITS: weakref.WeakKeyDictionary[Any, tuple[Any, dict[str, quality.KindLimit]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def quality_index_findings(
