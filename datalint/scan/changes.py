@@ -173,13 +173,29 @@ def current_rows(
             yield store.stored_key(key), position, None, None, None, None, 1
         return
     base = os.fspath(root)
+    if verify_content or stat_only is not None:
+        for position, key in enumerate(keys):
+            if key is None:
+                yield key, position, None, None, None, None, 1
+            elif stat_only is not None and key not in stat_only:
+                yield store.stored_key(key), position, None, None, None, None, 0
+            else:
+                yield store.stored_key(key), position, *_stat_row(base, key, verify_content), 1
+        return
+    # The plain walk, the one every incremental scan of a folder makes: one string and one stat
+    # per file, nothing else (a third of the time os.path.join and a helper per file cost).
+    prefix, stat_file = os.path.join(base, ""), os.stat
     for position, key in enumerate(keys):
         if key is None:
             yield key, position, None, None, None, None, 1
-        elif stat_only is not None and key not in stat_only:
-            yield store.stored_key(key), position, None, None, None, None, 0
-        else:
-            yield store.stored_key(key), position, *_stat_row(base, key, verify_content), 1
+            continue
+        stored = key if key.isascii() else store.stored_key(key)
+        try:
+            info = stat_file(key if key.startswith(os.sep) else prefix + key)  # as os.path.join does
+        except (OSError, ValueError):  # gone since the listing, a broken link, a NUL in a listed path
+            yield stored, position, None, None, None, None, 1
+            continue
+        yield stored, position, info.st_size, info.st_mtime_ns, info.st_ino, None, 1
 
 
 def _stat_row(base: str, key: str, verify_content: bool) -> tuple[Any, ...]:
