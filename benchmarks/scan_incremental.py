@@ -1,6 +1,6 @@
 """Incremental scans and `datalint watch`: the cost of what changed, against scanning everything.
 
-    .venv/bin/python benchmarks/scan_incremental.py incremental --files 100000 --workers 2
+    .venv/bin/python benchmarks/scan_incremental.py incremental --files 100000 --workers 2 [--phases]
     .venv/bin/python benchmarks/scan_incremental.py statwalk --files 1000000
     .venv/bin/python benchmarks/scan_incremental.py watch --files 1000 --drop 10000
 
@@ -85,22 +85,76 @@ def mutate(folder: Path, count: int) -> dict[str, int]:
 # Scans as a user runs them
 
 
-def scan(folder: Path, db: Path, workers: int) -> tuple[float, dict[str, Any]]:
-    command = [sys.executable, "-m", "datalint", "scan", "--images", str(folder), "--db", str(db),
+def scan(folder: Path, db: Path, workers: int, phases: bool = False) -> tuple[float, dict[str, Any]]:
+    """`datalint scan` as a user runs it; with `phases`, through `_PHASES_CHILD`, which prints the
+    wall time of each phase on stderr (the timers add a little to the wall time)."""
+    start = ["-c", _PHASES_CHILD] if phases else ["-m", "datalint"]
+    command = [sys.executable, *start, "scan", "--images", str(folder), "--db", str(db),
                "--workers", str(workers), "--format", "json", "--progress", "none"]  # fmt: skip
     started = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     if done.returncode not in (0, 1):
         raise SystemExit(done.stderr)
+    if phases:
+        print("  phases (s):", *(line for line in done.stderr.splitlines() if line.startswith(" ")), sep="\n")
     return wall, json.loads(done.stdout)
 
 
+# `datalint scan` in one process with a timer around each phase of an incremental scan.
+_PHASES_CHILD = """
+import functools, sys, time
+started = time.perf_counter()
+from datalint import cli
+from datalint.commands import scan as command
+from datalint.scan import api, changes, hash_groups, policy
+imported = time.perf_counter() - started
+spent = {}
+def timed(module, name, label):
+    function = getattr(module, name)
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        begun = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent[label] = spent.get(label, 0.0) + time.perf_counter() - begun
+    setattr(module, name, wrapper)
+for module, name, label in [
+    (command, "_announce_image_files", "listing the folder"),
+    (changes, "load_current", "stat walk + loading (key, size, mtime, inode) rows"),
+    (changes, "compare", "the join with the index"),
+    (changes, "apply", "removals and renumbering"),
+    (api, "_measure", "measuring (workers)"),
+    (policy, "population", "population (shapes, sizes)"),
+    (policy, "population_warnings", "quality scores read + limits"),
+    (policy, "derive_findings", "findings over the whole index"),
+    (hash_groups, "update_groups", "  of which near-duplicate groups"),
+    (api, "_write_quarantine", "list writing"),
+]:
+    timed(module, name, label)
+sys.argv = ["datalint", *sys.argv[1:]]
+begun = time.perf_counter()
+try:
+    cli.entry()
+except SystemExit:
+    pass
+total = time.perf_counter() - begun
+print(f"  imports {imported:.2f}", file=sys.stderr)
+for label, seconds in spent.items():
+    print(f"  {label} {seconds:.2f}", file=sys.stderr)
+print(f"  the command after the imports {total:.2f}", file=sys.stderr)
+"""
+
+
 def index_content(db: Path) -> list[tuple[Any, ...]]:
+    """Per sample its position, key, status and findings (kind and detail: a near-duplicate's
+    detail names its group and representative, a quality finding the population's median)."""
     with contextlib.closing(sqlite3.connect(db)) as connection:
         return connection.execute(
-            "SELECT s.idx, s.key, s.status, (SELECT group_concat(kind) FROM "
-            "(SELECT kind FROM findings f WHERE f.idx = s.idx ORDER BY kind)) FROM samples s ORDER BY s.idx"
+            "SELECT s.idx, s.key, s.status, (SELECT group_concat(kind || ': ' || detail, ' | ') FROM "
+            "(SELECT kind, detail FROM findings f WHERE f.idx = s.idx ORDER BY kind)) FROM samples s "
+            "ORDER BY s.idx"
         ).fetchall()
 
 
@@ -118,7 +172,7 @@ def run_incremental(args: argparse.Namespace, work: Path) -> None:
     print(f"full scan:         {full_wall:8.2f} s wall, {full['elapsed']:8.2f} s in the scan, "
           f"{full['scanned']:,} measured")  # fmt: skip
     planted = mutate(folder, args.files)
-    again_wall, again = scan(folder, work / "a.db", args.workers)
+    again_wall, again = scan(folder, work / "a.db", args.workers, phases=args.phases)
     print(f"incremental scan:  {again_wall:8.2f} s wall, {again['elapsed']:8.2f} s in the scan, "
           f"{again['scanned']:,} measured; changes {again['changes']}")  # fmt: skip
     print(f"  planted {planted}")
@@ -268,6 +322,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--drop", type=int, default=10_000)
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    parser.add_argument("--phases", action="store_true", help="time each phase of the incremental scan")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="datalint-incremental-"))
     print(f"load average {os.getloadavg()[0]:.1f}; scratch {work}")
