@@ -183,3 +183,38 @@ def test_an_update_after_events_stats_only_the_event_paths_and_a_walk_stats_all(
     walk = api.scan_source(description, api.ScanOptions(workers=2), db=db, quarantine=quarantine)
     assert walk.changes is not None and walk.changes["changed"] == 1
     assert sorted(entry.key for entry in walk.worst) == ["01.jpg", "04.jpg"]
+
+
+# ----------------------------------------------------------------------------------------------
+# What a rerun that measures little pays
+
+
+_SCAN_THEN_MODULES = """
+import json, sys
+from datalint.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "decoders": sorted({"cv2"} & set(sys.modules))}), file=sys.stderr)
+"""
+
+
+def test_a_rerun_that_measures_few_files_leaves_the_decoder_imports_to_the_workers(tmp_path: Path) -> None:
+    import subprocess
+
+    from scan_support import PYTHON, ROOT
+
+    folder = tmp_path / "images"
+    for n in range(4):
+        _write(folder / f"{n:02d}.jpg", 400 + n)
+    db = tmp_path / "w.db"
+    command = [PYTHON, "-c", _SCAN_THEN_MODULES, "scan", "--images", str(folder), "--db", str(db),
+               "--workers", "2", "--format", "json"]  # fmt: skip
+
+    def run() -> tuple[dict[str, Any], dict[str, Any]]:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+        return json.loads(done.stdout), json.loads(done.stderr.strip().splitlines()[-1])
+
+    assert run()[0]["scanned"] == 4
+    (folder / "01.jpg").write_bytes((folder / "01.jpg").read_bytes()[:300])
+    summary, parent = run()
+    assert summary["scanned"] == 1 and summary["quarantined"] == 1  # the workers decoded it
+    assert parent["decoders"] == []  # and the scanning process never imported OpenCV
