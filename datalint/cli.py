@@ -163,5 +163,12 @@ def _require_extras(args: argparse.Namespace) -> None:
             require(extra, f"`datalint {args.command}`")
 
 
+# True in the `datalint` command's own process (and the workers it forks), never when datalint is
+# imported as a library: only then may datalint change how third-party modules import (store.py).
+AS_COMMAND = False
+
+
 def entry() -> None:
+    global AS_COMMAND
+    AS_COMMAND = True
     sys.exit(main())

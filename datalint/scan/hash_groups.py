@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from datalint.scan import quality, store
+from datalint.scan.hash_index import popcount
 
 _CREATE = (
     "CREATE TABLE IF NOT EXISTS hash_groups (key PRIMARY KEY, phash TEXT NOT NULL, grp INTEGER NOT NULL)",
@@ -186,7 +187,7 @@ def _pairs(values: Any, rows: list[int], radius: int, among: list[int] | None) -
     pairs: list[tuple[int, int]] = []
     for start in range(0, len(rows), _CHUNK):
         part = np.array(rows[start : start + _CHUNK], dtype=np.int64)
-        close = np.bitwise_count(hashes[part][:, None] ^ everyone[None, :]) <= radius
+        close = popcount(hashes[part][:, None] ^ everyone[None, :]) <= radius
         at, columns = np.nonzero(close)
         others = columns if names is None else names[columns]
         pairs.extend((a, b) for a, b in zip(part[at].tolist(), others.tolist(), strict=True) if a != b)

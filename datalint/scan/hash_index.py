@@ -241,7 +241,7 @@ class HashIndex:
         best_unique = np.full(len(wanted), -1, np.int64)
         best_distance = np.full(len(wanted), BITS + 1, np.int64)
         if len(q):
-            distance = _popcount(wanted[q] ^ self.unique[u]).astype(np.int64)
+            distance = popcount(wanted[q] ^ self.unique[u]).astype(np.int64)
             order = np.lexsort((u, distance, q))
             first = order[np.concatenate([[True], np.diff(q[order]) != 0])]
             best_unique[q[first]] = u[first]
@@ -292,7 +292,7 @@ def _check_blocks(blocks: Sequence[Block], radius: int) -> None:
 _BYTE_COUNTS: Any = None
 
 
-def _popcount(values: Any) -> Any:
+def popcount(values: Any) -> Any:
     """Set bits of each uint64 (numpy's own from 2.0; a byte table before)."""
     import numpy as np
 
@@ -301,7 +301,8 @@ def _popcount(values: Any) -> Any:
     global _BYTE_COUNTS
     if _BYTE_COUNTS is None:
         _BYTE_COUNTS = np.array([bin(byte).count("1") for byte in range(256)], np.uint8)
-    return _BYTE_COUNTS[np.ascontiguousarray(values).view(np.uint8)].reshape(-1, 8).sum(axis=1)
+    values = np.ascontiguousarray(values, dtype=np.uint64)
+    return _BYTE_COUNTS[values.view(np.uint8)].reshape((*values.shape, 8)).sum(axis=-1)
 
 
 def _brute_pairs(values: Any, radius: int) -> tuple[Any, Any]:
@@ -309,7 +310,7 @@ def _brute_pairs(values: Any, radius: int) -> tuple[Any, Any]:
 
     found_a, found_b = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for i in range(len(values) - 1):
-        near = np.flatnonzero(_popcount(values[i + 1 :] ^ values[i]) <= radius) + i + 1
+        near = np.flatnonzero(popcount(values[i + 1 :] ^ values[i]) <= radius) + i + 1
         found_a.append(np.full(len(near), i, np.int64))
         found_b.append(near.astype(np.int64))
     return np.concatenate(found_a), np.concatenate(found_b)
@@ -442,9 +443,9 @@ def _block_self_pairs(
 
     def near(a: Any, b: Any, difference: Any) -> tuple[Any, Any]:
         """The candidates (sorted positions a, b) within the radius, not found in an earlier block."""
-        keep = np.flatnonzero(_popcount(difference) <= radius)
+        keep = np.flatnonzero(popcount(difference) <= radius)
         for other in earlier:
-            keep = keep[_popcount(other.keys(difference[keep])) > other.tolerance]
+            keep = keep[popcount(other.keys(difference[keep])) > other.tolerance]
         return buckets.order[a[keep]], buckets.order[b[keep]]
 
     if task is None or task.equal_keys:
@@ -529,7 +530,7 @@ def _join(queries: Any, values: Any, radius: int, blocks: Sequence[Block]) -> tu
     if not blocks:
         q = np.repeat(np.arange(len(queries)), len(values))
         u = np.tile(np.arange(len(values)), len(queries))
-        near = _popcount(queries[q] ^ values[u]) <= radius
+        near = popcount(queries[q] ^ values[u]) <= radius
         return q[near], u[near]
     found_q, found_u = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for block in blocks:
@@ -537,7 +538,7 @@ def _join(queries: Any, values: Any, radius: int, blocks: Sequence[Block]) -> tu
         keys = _narrow(block.keys(queries), block)
 
         def near(q: Any, member: Any, difference: Any, buckets: _Buckets = buckets) -> tuple[Any, Any]:
-            keep = np.flatnonzero(_popcount(difference) <= radius)
+            keep = np.flatnonzero(popcount(difference) <= radius)
             return q[keep], buckets.order[member[keep]]
 
         masks = [

@@ -154,14 +154,17 @@ def create_parent(path: Path) -> None:
 
 
 def _sqlite_utils() -> Any:
-    """sqlite-utils, imported without pandas when pandas is not imported yet.
+    """sqlite-utils; in the `datalint` command, imported without pandas when pandas is not loaded.
 
     sqlite-utils imports pandas (when installed) only to convert pandas values it is handed; the
     index never hands it any, and the import costs ~0.4 s, paid by every incremental scan and
     every `datalint watch` update. Blocking the name for the length of the import makes its
     `import_module("pandas")` fail as when pandas is absent; the name is released right after.
+    A library user's process is left alone: their own sqlite-utils calls may hand it pandas values.
     """
-    if "sqlite_utils" in sys.modules or "pandas" in sys.modules:
+    command = sys.modules.get("datalint.cli")
+    as_command = command is not None and getattr(command, "AS_COMMAND", False)
+    if not as_command or "sqlite_utils" in sys.modules or "pandas" in sys.modules:
         import sqlite_utils
 
         return sqlite_utils

@@ -372,3 +372,13 @@ def test_dataset_tensors_get_scores_and_a_blanked_population_is_one_warning(tmp_
         assert bool(warned) is dark, notes
         quarantined = json.loads((tmp_path / f"{name}.quarantine.json").read_text())["samples"]
         assert quarantined == []  # a pipeline bug is said once, not by quarantining every sample
+
+
+def test_the_bit_count_is_the_same_without_numpys_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datalint.scan.hash_index import popcount
+
+    values = np.random.default_rng(3).integers(0, 2**63, size=(7, 5), dtype=np.uint64) * np.uint64(2)
+    expected = [[bin(int(v)).count("1") for v in row] for row in values]
+    monkeypatch.delattr(np, "bitwise_count", raising=False)
+    assert popcount(values).tolist() == expected  # numpy < 2.0, which pyproject allows
+    assert popcount(values[0]).tolist() == expected[0]
