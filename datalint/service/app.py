@@ -34,6 +34,7 @@ from datalint.service.auth import Authenticator
 from datalint.service.config import NAME_PATTERN, ConfigError, ServiceConfig
 from datalint.service.ingest import IncomingFailure, IngestWriter
 from datalint.service.jobs import MODES, Job, JobManager
+from datalint.service.lists import index_state
 from datalint.service.registry import Registry
 from datalint.service.watchers import Watchers
 
@@ -143,6 +144,7 @@ class WatcherOut(BaseModel):
     pid: int | None
     restarts: int
     last_exit: str | None
+    paused: bool = Field(False, description="stopped while a scan job of the dataset runs")
 
 
 class DatasetOut(BaseModel):
@@ -214,13 +216,13 @@ class Service:
                 name,
                 self.registry.index_path(name),
                 self._committed,
-                before_commit=lambda: self.registry.list_state(name),
+                before_commit=lambda: index_state(self.registry.index_path(name)),
             )
         return self.writers[name]
 
     def _committed(self, name: str, indexes: list[int], before: Any) -> None:
         self.ingested[name] = self.ingested.get(name, 0) + len(indexes)
-        self.registry.appended(name, indexes, before)
+        self.registry.lists.appended(name, indexes, before)
 
     def dataset_out(self, name: str) -> DatasetOut:
         dataset = self.registry.get(name)
@@ -243,7 +245,11 @@ class Service:
         for state in self.watchers.states():
             if state.dataset == name:
                 return WatcherOut(
-                    running=state.running, pid=state.pid, restarts=state.restarts, last_exit=state.last_exit
+                    running=state.running,
+                    pid=state.pid,
+                    restarts=state.restarts,
+                    last_exit=state.last_exit,
+                    paused=state.paused,
                 )
         return None
 
@@ -311,22 +317,23 @@ async def _too_large(send: Any, limit: int) -> None:
 
 def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool = True) -> FastAPI:
     registry = Registry(config)
-    service = Service(
-        config=config, auth=auth, registry=registry, jobs=JobManager(registry), watchers=Watchers(registry)
-    )
+    watchers = Watchers(registry)
+    jobs = JobManager(registry, pause=watchers.pause, resume=watchers.resume)
+    service = Service(config=config, auth=auth, registry=registry, jobs=jobs, watchers=watchers)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if start_jobs:
             service.jobs.start()
             service.watchers.start()
-        registry.warm()  # the first GET of a big list should not pay for building it
+        registry.lists.start()  # publishes the saved lists, then keeps every list current
         logger.info("serving %d datasets from %s", len(registry.names()), config.data_dir)
         yield
         service.stopping = True
         logger.info("draining: checkpointing running scans")
         await asyncio.to_thread(service.jobs.shutdown)
         await asyncio.to_thread(service.watchers.shutdown)
+        await asyncio.to_thread(registry.lists.stop)
         for writer in service.writers.values():
             await asyncio.to_thread(writer.close)
         logger.info("stopped")
@@ -467,15 +474,18 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
             304: {"description": "the list is the one the client has (If-None-Match)"},
         },
     )
-    def quarantine_list(name: DatasetName, request: Request) -> Response:
-        served = registry.served_list(known(name))
+    async def quarantine_list(name: DatasetName, request: Request) -> Response:
+        # The published list, from a dict: no I/O, no thread hop. Only a dataset that has never had a
+        # list waits here for its first build (in a thread, so other requests go on).
+        served = registry.lists.current(known(name))
+        if served is None:
+            served = await asyncio.to_thread(registry.lists.served_list, name)
         if served is None:
             raise HTTPException(
                 404, f"dataset {name!r} has no list yet: start a scan (POST /v1/datasets/{name}/scans)"
             )
-        headers = {"ETag": served.etag, "Cache-Control": "no-cache"}
-        headers["Vary"] = "Accept-Encoding"
-        if served.etag in _etags(request.headers.get("if-none-match", "")):
+        headers = {"ETag": served.etag, "Cache-Control": "no-cache", "Vary": "Accept-Encoding"}
+        if _matches(served.etag, request.headers.get("if-none-match", "")):
             return Response(status_code=304, headers=headers)
         if "gzip" in request.headers.get("accept-encoding", ""):
             headers["Content-Encoding"] = "gzip"
@@ -528,17 +538,12 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
         status_code=202,
         tags=["scans"],
         dependencies=[admin],
-        responses={**_ERRORS, 409: {"model": ErrorOut, "description": "the dataset is watched"}},
+        responses=_ERRORS,
     )
     def start_scan(name: DatasetName, body: ScanRequest | None = None) -> JobOut:
+        # A watched dataset's watcher is paused while the scan runs (one writer per index).
         mode = body.mode if body is not None else "resume"
         assert mode in MODES
-        if service.watchers.running(known(name)):
-            raise HTTPException(
-                409,
-                f"dataset {name!r} is watched: its watcher is the index's one scanner and keeps the list "
-                "current; set watch = false to scan it on request",
-            )
         return _job_out(service.jobs.submit(known(name), mode))
 
     @app.get(
@@ -619,6 +624,12 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
 
 def _etags(header: str) -> set[str]:
     return {part.strip().removeprefix("W/") for part in header.split(",") if part.strip()}
+
+
+def _matches(etag: str, header: str) -> bool:
+    """If-None-Match (RFC 9110 13.1.2): `*` or any of the tags, compared weakly."""
+    tags = _etags(header)
+    return "*" in tags or etag in tags
 
 
 def _metrics_text(service: Service) -> str:

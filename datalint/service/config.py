@@ -10,7 +10,8 @@ tokens = "tokens.toml"
 name = "train"
 images = "/data/train"      # or: dataset = "mypkg.data:train_ds"
 workers = 2                 # scan options: workers, timeout, kinds, label, num-classes, ...
-interval = "6h"             # rescan every 6 hours (or watch = true: rescan when files change)
+interval = "6h"             # rescan every 6 hours (or watch = true: rescan when files change,
+                            #   with settle = "2s", rescan-every = "1h", or for a spec poll = "5m")
 """
 
 from __future__ import annotations
@@ -54,8 +55,18 @@ _DATASET_KEYS = {
     "watch",
     "interval",
     "backend",
+    "settle",
+    "poll",
+    "rescan-every",
 }
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# How a watched dataset's watcher decides when to update (`datalint watch`'s flags of the same names).
+_WATCH_KEYS = ("settle", "poll", "rescan-every")
+_WATCH_USE = {
+    "settle": "only for images = DIR (a file is judged once it has been quiet this long)",
+    "rescan_every": "only for images = DIR (the folder's periodic walk)",
+    "poll": "only for dataset = SPEC (an image folder is watched by its file events)",
+}
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class ConfigError(UsageError):
@@ -72,6 +83,8 @@ class DatasetConfig:
     scan_options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of datalint.scan()
     watch: bool = False
     interval: float | None = None  # seconds between scheduled rescans
+    # watch = true only: settle, poll, rescan_every in seconds (the watcher's defaults where absent)
+    watch_options: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +94,7 @@ class DatasetConfig:
             "scan_options": self.scan_options,
             "watch": self.watch,
             "interval": self.interval,
+            "watch_options": self.watch_options,
         }
 
 
@@ -228,22 +242,40 @@ def _dataset(entry: Any, n: int | None, source: Path, base: Path) -> DatasetConf
         options["backend"] = backend
     watch = _typed(entry, "watch", bool, source, table, False)
     interval = _interval(entry.get("interval"), source, table)
+    watch_options: dict[str, float] = {}
+    for key in _WATCH_KEYS:
+        value = _interval(entry.get(key), source, table, key)
+        if value is None:
+            continue
+        if not watch:
+            raise ConfigError(f"{source}: {table}.{key}: only for a watched dataset (watch = true)")
+        watch_options[key.replace("-", "_")] = value
+    for key, only in (("poll", spec), ("settle", images), ("rescan_every", images)):
+        if key in watch_options and only is None:
+            raise ConfigError(f"{source}: {table}.{key.replace('_', '-')}: {_WATCH_USE[key]}")
     return DatasetConfig(
-        name=name, images=images, dataset=spec, scan_options=options, watch=watch, interval=interval
+        name=name,
+        images=images,
+        dataset=spec,
+        scan_options=options,
+        watch=watch,
+        interval=interval,
+        watch_options=watch_options,
     )
 
 
-def _interval(value: Any, source: Path, table: str) -> float | None:
+def _interval(value: Any, source: Path, table: str, key: str = "interval") -> float | None:
+    """A positive duration: seconds, or a string such as '500ms', '30m', '6h'."""
     if value is None:
         return None
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf"):
         return float(value)
     if isinstance(value, str):
-        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", value)
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|[smhd])\s*", value)
         if match and float(match[1]) > 0:
             return float(match[1]) * _UNITS[match[2]]
     raise ConfigError(
-        f"{source}: {table}.interval: expected seconds or a duration such as '30m', '6h', got {value!r}"
+        f"{source}: {table}.{key}: expected seconds or a duration such as '30m', '6h', got {value!r}"
     )
 
 

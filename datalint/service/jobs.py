@@ -75,9 +75,19 @@ class JobManager:
     """Starts, watches, cancels and resumes the scans of every dataset (one thread, polling)."""
 
     def __init__(
-        self, registry: Registry, *, poll: float = 0.25, on_event: Callable[[Job, str], None] | None = None
+        self,
+        registry: Registry,
+        *,
+        poll: float = 0.25,
+        on_event: Callable[[Job, str], None] | None = None,
+        pause: Callable[[str], None] = lambda name: None,
+        resume: Callable[[str], None] = lambda name: None,
     ) -> None:
+        """`pause(name)` runs before a scan of the dataset starts and returns once nothing else writes
+        its index (the dataset's watcher stopped); `resume(name)` runs once the scan is over."""
         self.registry = registry
+        self.pause = pause
+        self.resume = resume
         self.folder = registry.config.data_dir / "jobs"
         self.folder.mkdir(parents=True, exist_ok=True)
         self.poll = poll
@@ -211,6 +221,8 @@ class JobManager:
         folder.mkdir(parents=True, exist_ok=True)
         spec_path = self.folder / f"{job.id}.job.json"
         spec_path.write_text(json.dumps(self._child_spec(job, dataset)), encoding="utf-8")
+        self.pause(job.dataset)  # one writer per index: the watcher waits while the scan runs
+        self.registry.lists.hold(job.dataset)  # the list is published once, when the scan is over
         log = (self.folder / f"{job.id}.log").open("ab")
         try:
             child = subprocess.Popen(
@@ -220,6 +232,10 @@ class JobManager:
                 stderr=log,
                 start_new_session=True,
             )
+        except OSError as exc:
+            self._over(job.dataset)
+            self._finish(job, "failed", error=f"the scan process could not start: {exc}")
+            return
         finally:
             log.close()
         job = replace(job, state="running", started=store.utc_now("milliseconds"), pid=child.pid)
@@ -255,10 +271,17 @@ class JobManager:
         del self._children[job_id]
         self._update_progress(job)
         job = self.get(job_id) or job
-        result = self._result(job_id)
-        self.registry.changed(job.dataset, rebuild=True)
-        if job_id in self._cancelling:
-            del self._cancelling[job_id]
+        cancelled = self._cancelling.pop(job_id, None) is not None
+        # The job ends once its list is published (a 1M-entry list takes seconds to build): a client
+        # that sees `succeeded` and then GETs the list gets this scan's. Built off the job loop.
+        threading.Thread(
+            target=self._conclude, args=(job, code, cancelled), name=f"datalint-job-{job_id}", daemon=True
+        ).start()
+
+    def _conclude(self, job: Job, code: int, cancelled: bool) -> None:
+        self._over(job.dataset)
+        result = self._result(job.id)
+        if cancelled:
             self._finish(job, "cancelled", returncode=code)
         elif code == 0 and result.get("ok"):
             self._finish(job, "succeeded", returncode=code, summary=result.get("summary"))
@@ -267,8 +290,17 @@ class JobManager:
                 job,
                 "failed",
                 returncode=code,
-                error=result.get("error") or _death(code, self._log_tail(job_id)),
+                error=result.get("error") or _death(code, self._log_tail(job.id)),
             )
+
+    def _over(self, dataset: str) -> None:
+        """The scan of `dataset` is over: publish its list, and give the index back to its watcher."""
+        try:
+            self.registry.lists.publish_after(dataset)
+        except Exception as exc:  # a broken index: its list answers with the error; the job still ends
+            logger.warning("list of %s not published: %s", dataset, exc)
+        finally:
+            self.resume(dataset)
 
     def _update_progress(self, job: Job) -> None:
         progress = read_progress(self.registry.index_path(job.dataset))

@@ -3,10 +3,11 @@
 Each watcher is `python -m datalint watch --images DIR|--dataset SPEC --db INDEX --quarantine LIST`
 with the dataset's scan options, in its own session, so a watcher that crashes or is SIGKILLed takes
 only itself down; the service restarts it with a doubling backoff (reset once it has stayed up for a
-while) and stops its whole process group on shutdown. The watcher is the dataset's one writer of
-scans: while it runs, an API scan of that dataset is refused (409), because the index's scan lock would
-refuse the second scanner anyway. The served list follows on its own: the registry notices the list
-file changing.
+while) and stops its whole process group on shutdown. One writer per index: a scan job of a watched
+dataset (asked for through the API, or resumed after a restart) pauses its watcher first (SIGTERM: it
+finishes the update it is writing and exits) and the watcher starts again when the scan is over; the
+index's scan lock would refuse two scanners anyway. The served list follows on its own: the list
+keeper notices the index changing.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class WatcherState:
     pid: int | None
     restarts: int
     last_exit: str | None
+    paused: bool = False  # stopped while a scan job of the dataset runs
 
 
 def watch_command(dataset: DatasetConfig, registry: Registry) -> list[str]:
@@ -65,6 +67,7 @@ def watch_command(dataset: DatasetConfig, registry: Registry) -> list[str]:
     if registry.config.scheduler:
         options.setdefault("backend", "dask")
         options.setdefault("scheduler", registry.config.scheduler)
+    options.update(dataset.watch_options)  # settle, poll, rescan_every: seconds
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
         for one in value if isinstance(value, list) else [value]:
@@ -87,6 +90,8 @@ class Watchers:
         self.poll = poll
         self.on_event = on_event
         self._lock = threading.Lock()
+        self._control = threading.Lock()  # a launch and a pause never interleave
+        self._paused: set[str] = set()
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._started: dict[str, float] = {}
         self._backoff: dict[str, float] = {}
@@ -118,9 +123,36 @@ class Watchers:
                     pid=self._children[name].pid if name in self._children else None,
                     restarts=self._restarts.get(name, 0),
                     last_exit=self._last_exit.get(name),
+                    paused=name in self._paused,
                 )
                 for name in names
             ]
+
+    def pause(self, name: str, timeout: float = STOP_GRACE_S) -> None:
+        """Stop the dataset's watcher until `resume(name)` (a scan job is about to write its index);
+        returns once it has exited."""
+        with self._control:
+            with self._lock:
+                self._paused.add(name)
+                child = self._children.pop(name, None)
+            if child is None:
+                return
+            _signal_group(child.pid, signal.SIGTERM)
+            try:
+                child.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _signal_group(child.pid, signal.SIGKILL)
+                child.wait()
+        self._event(name, f"watcher paused for a scan (exit {child.returncode})")
+
+    def resume(self, name: str) -> None:
+        """The scan is over: the watcher starts again at the next poll."""
+        with self._lock:
+            if name not in self._paused:
+                return
+            self._paused.discard(name)
+            self._next_start[name] = 0.0
+        self._event(name, "watcher resumed after the scan")
 
     def count_running(self) -> int:
         return sum(state.running for state in self.states())
@@ -154,7 +186,9 @@ class Watchers:
                 logger.exception("watcher loop")
 
     def _tick(self) -> None:
-        wanted = {name for name in self.registry.names() if self._watched(name)}
+        with self._lock:
+            paused = set(self._paused)
+        wanted = {name for name in self.registry.names() if self._watched(name) and name not in paused}
         now = time.monotonic()
         with self._lock:
             for name, child in list(self._children.items()):
@@ -184,10 +218,17 @@ class Watchers:
         self._next_start[name] = now + backoff
         self._restarts[name] = self._restarts.get(name, 0) + 1
         self._last_exit[name] = how
-        self.registry.changed(name, rebuild=True)
+        self.registry.lists.invalidate(name)  # it may have died mid-update
         self._event(name, f"watcher {how} after {up:.0f}s; restarting in {backoff:g}s")
 
     def _launch(self, name: str) -> None:
+        with self._control:
+            with self._lock:
+                if name in self._paused:
+                    return  # a scan job paused it between the tick's decision and now
+            self._start_child(name)
+
+    def _start_child(self, name: str) -> None:
         dataset = self.registry.get(name)
         if dataset is None:
             return
@@ -241,4 +282,5 @@ def as_dict(state: WatcherState) -> dict[str, Any]:
         "pid": state.pid,
         "restarts": state.restarts,
         "last_exit": state.last_exit,
+        "paused": state.paused,
     }

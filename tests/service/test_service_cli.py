@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -10,9 +11,11 @@ from pathlib import Path
 import pytest
 from service_server import environment
 
-from datalint.cli import main
+from datalint.cli import build_parser, main
 from datalint.service.auth import Authenticator, digest_of, load_tokens
-from datalint.service.config import load_config
+from datalint.service.config import ConfigError, load_config
+from datalint.service.registry import Registry
+from datalint.service.watchers import watch_command
 
 
 def serve(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -55,6 +58,10 @@ def test_token_add_prints_the_token_once_and_stores_only_its_hash(tmp_path: Path
         ('[[datasets]]\nname = "a"\n', "datasets[0] (a): give exactly one of images = DIR or dataset = SPEC"),
         ('[[datasets]]\nname = "a"\nimages = "x"\ninterval = "soon"\n', "datasets[0] (a).interval"),
         (
+            '[[datasets]]\nname = "a"\nimages = "x"\nsettle = "1s"\n',
+            "datasets[0] (a).settle: only for a watched dataset (watch = true)",
+        ),
+        (
             '[[datasets]]\nname = "a"\nimages = "x"\n[[datasets]]\nname = "a"\nimages = "y"\n',
             "registered twice",
         ),
@@ -67,6 +74,46 @@ def test_a_bad_config_exits_2_naming_the_file_and_the_key(tmp_path: Path, body: 
     done = serve("--config", str(config), cwd=tmp_path)
     assert done.returncode == 2
     assert str(config) in done.stderr and named in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("table", "named"),
+    [
+        (
+            'images = "x"\nwatch = true\nsettle = 0\n',
+            "datasets[0] (a).settle: expected seconds or a duration",
+        ),
+        ('images = "x"\nwatch = true\nsettle = "fast"\n', "datasets[0] (a).settle: expected seconds"),
+        ('images = "x"\nwatch = true\nsettle = true\n', "datasets[0] (a).settle: expected seconds"),
+        ('images = "x"\nwatch = true\npoll = "5m"\n', "datasets[0] (a).poll: only for dataset = SPEC"),
+        ('dataset = "m:d"\nwatch = true\nsettle = "1s"\n', "datasets[0] (a).settle: only for images"),
+        ('dataset = "m:d"\npoll = "5m"\n', "datasets[0] (a).poll: only for a watched dataset"),
+        ('images = "x"\nwatch = true\nrescan_every = "1h"\n', "unknown key (did you mean 'rescan-every'?)"),
+    ],
+)
+def test_watch_settings_are_validated_like_the_rest(tmp_path: Path, table: str, named: str) -> None:
+    config = tmp_path / "datalint-service.toml"
+    config.write_text('[[datasets]]\nname = "a"\n' + table)
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        load_config(config)
+
+
+def test_watch_settings_reach_the_watchers_command_line(tmp_path: Path) -> None:
+    config = tmp_path / "datalint-service.toml"
+    config.write_text(
+        '[[datasets]]\nname = "photos"\nimages = "x"\nwatch = true\nsettle = "500ms"\nrescan-every = "2m"\n'
+        '[[datasets]]\nname = "spec"\ndataset = "m:d"\nwatch = true\npoll = 30\n'
+    )
+    registry = Registry(load_config(config))
+    photos = watch_command(registry.get("photos"), registry)  # type: ignore[arg-type]
+    assert (
+        photos[photos.index("--settle") + 1] == "0.5"
+        and photos[photos.index("--rescan-every") + 1] == "120.0"
+    )
+    spec = watch_command(registry.get("spec"), registry)  # type: ignore[arg-type]
+    assert spec[spec.index("--poll") + 1] == "30.0" and "--settle" not in spec
+    args = build_parser("watch").parse_args(photos[3:])  # what the watcher will read from it
+    assert (args.settle, args.rescan_every) == (0.5, 120.0)
 
 
 def test_a_non_loopback_address_without_tokens_is_refused(tmp_path: Path) -> None:

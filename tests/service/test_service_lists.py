@@ -16,7 +16,8 @@ import pytest
 from datalint.scan import store
 from datalint.service.config import parse_config
 from datalint.service.ingest import IncomingFailure, IngestWriter
-from datalint.service.registry import Registry, build_list
+from datalint.service.lists import build_list, index_state
+from datalint.service.registry import Registry
 from datalint.training.quarantine import load_quarantine
 
 
@@ -50,8 +51,8 @@ def _ingest(registry: Registry, failures: list[IncomingFailure]) -> None:
         writer = _WRITERS[id(registry)] = IngestWriter(
             "ds",
             registry.index_path("ds"),
-            lambda name, indexes, before: registry.appended(name, indexes, before),
-            before_commit=lambda: registry.list_state("ds"),
+            lambda name, indexes, before: registry.lists.appended(name, indexes, before),
+            before_commit=lambda: index_state(registry.index_path("ds")),
         )
     writer.submit(failures).result(timeout=30)
 
@@ -83,18 +84,18 @@ def registry(tmp_path: Path) -> Registry:
 def test_new_failures_are_appended_to_the_built_list(
     registry: Registry, caplog: pytest.LogCaptureFixture
 ) -> None:
-    first = registry.served_list("ds")
+    first = registry.lists.served_list("ds")
     assert first is not None and first.entries == 3
     caplog.set_level(logging.INFO, logger="datalint.service")
     _ingest(
         registry, [IncomingFailure(7, "img/7.jpg", "OSError", "flaky"), IncomingFailure(99, None, "E", "m")]
     )
-    served = registry.served_list("ds")
+    served = registry.lists.served_list("ds")
     assert served is not None
     assert not [r for r in caplog.records if "built" in r.getMessage()]  # appended, never rebuilt
     assert served.etag != first.etag and served.entries == 5
-    rebuilt, count, _ = build_list(registry.index_path("ds"))
-    assert _entries(served.body) == _entries(rebuilt) and count == 5
+    rebuilt = build_list(registry.index_path("ds"))
+    assert _entries(served.body) == _entries(rebuilt.served.body) and rebuilt.entries == 5
     assert gzip.decompress(served.gzipped) == served.body
     assert _entries(served.body)[7] == {
         "index": 7,
@@ -107,12 +108,12 @@ def test_new_failures_are_appended_to_the_built_list(
 
 
 def test_a_failure_for_a_listed_sample_or_sent_twice_is_never_listed_twice(registry: Registry) -> None:
-    registry.served_list("ds")
+    registry.lists.served_list("ds")
     _ingest(registry, [IncomingFailure(60, "img/60.jpg", "OSError", "flaky")])
     _ingest(
         registry, [IncomingFailure(60, "img/60.jpg", "OSError", "flaky"), IncomingFailure(10, None, "E", "m")]
     )
-    served = registry.served_list("ds")
+    served = registry.lists.served_list("ds")
     assert served is not None
     entries = _entries(served.body)
     assert sorted(entries) == [3, 10, 50, 60]
@@ -127,10 +128,10 @@ def test_an_unchanged_list_keeps_its_etag_and_an_empty_list_takes_appends(tmp_pa
     )
     registry = Registry(config)
     _scanned_index(registry.index_path("ds"), [])
-    empty = registry.served_list("ds")
+    empty = registry.lists.served_list("ds")
     assert empty is not None and empty.entries == 0
-    assert registry.served_list("ds") is empty
+    assert registry.lists.served_list("ds") is empty
     _ingest(registry, [IncomingFailure(5, "k", "E", "m")])
-    served = registry.served_list("ds")
+    served = registry.lists.served_list("ds")
     assert served is not None and sorted(_entries(served.body)) == [5]
     assert gzip.decompress(served.gzipped) == served.body

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from PIL import Image
-from service_server import Server
+from service_server import Server, dataset_table
 
 pytestmark = pytest.mark.slow
 
@@ -25,8 +25,8 @@ def _wait(what: str, check: Any, server: Server, timeout: float = 60.0) -> Any:
     raise AssertionError(f"{what} not seen within {timeout} s:\n{server.log.read_text()}")
 
 
-def _watcher(server: Server) -> dict[str, Any] | None:
-    return server.request("GET", "/v1/datasets/photos", token=None).json().get("watcher")  # type: ignore[no-any-return]
+def _watcher(server: Server, name: str = "photos") -> dict[str, Any] | None:
+    return server.request("GET", f"/v1/datasets/{name}", token=None).json().get("watcher")  # type: ignore[no-any-return]
 
 
 def _alive(pid: int) -> bool:
@@ -52,12 +52,23 @@ def test_a_watched_folder_is_kept_listed_and_its_watcher_restarted(tmp_path: Pat
     table = f'\n[[datasets]]\nname = "photos"\nimages = "{images}"\nworkers = 1\nwatch = true\n'
     server = Server(tmp_path, table, tokens=False).start()  # open, on loopback only
     try:
-        first = _wait("a running watcher", lambda: (w := _watcher(server)) and w["running"] and w, server)
+        before = _wait("a running watcher", lambda: (w := _watcher(server)) and w["running"] and w, server)
 
-        # the watcher is the index's one scanner: an API scan of the dataset is refused, and says why
-        refused = server.request("POST", "/v1/datasets/photos/scans", token=None)
-        assert refused.status_code == 409
-        assert "watched" in refused.json()["detail"]
+        # one writer per index: a scan job of the watched dataset pauses its watcher, which comes
+        # back (a new process) once the scan is over
+        asked = server.request("POST", "/v1/datasets/photos/scans", token=None, json={"mode": "full"})
+        assert asked.status_code == 202, asked.text
+        done = server.wait_job(asked.json()["id"])
+        assert done["state"] == "succeeded", done
+        assert not _alive(before["pid"])
+        first = _wait(
+            "the watcher back after the scan",
+            lambda: (w := _watcher(server)) and w["running"] and w["pid"] != before["pid"] and w,
+            server,
+        )
+        assert first["restarts"] == 0 and not first["paused"]  # a pause is not a death
+        log = server.log.read_text()
+        assert "watcher paused for a scan" in log and "watcher resumed after the scan" in log
 
         # a damaged image dropped into the folder reaches the served list on its own
         whole = (images / "ok0.png").read_bytes()
@@ -95,3 +106,42 @@ def test_a_watched_folder_is_kept_listed_and_its_watcher_restarted(tmp_path: Pat
     assert not _alive(pid)  # stopping the service stopped its watcher
     log = server.log.read_text()
     assert "watcher started" in log and "watcher stopped" in log
+
+
+def test_a_scan_resumed_at_start_pauses_the_watcher_instead_of_meeting_the_index_lock(tmp_path: Path) -> None:
+    server = Server(tmp_path, dataset_table("slow", n=120, bad_every=40, delay=0.02), tokens=False).start()
+    job = server.request("POST", "/v1/datasets/slow/scans", token=None).json()
+    deadline = time.monotonic() + 60
+    while server.request("GET", f"/v1/scans/{job['id']}", token=None).json()["progress"]["done"] < 20:
+        assert time.monotonic() < deadline, server.log.read_text()
+        time.sleep(0.1)
+    assert server.stop() in (0, -signal.SIGTERM)  # the scan is checkpointed, to be resumed
+    # the dataset is watched from now on: at start its watcher and the resumed scan both want the index
+    server.config.write_text(server.config.read_text() + 'watch = true\npoll = "1s"\n')
+    server.start()
+    try:
+        while True:  # never two writers: while the resumed scan runs, its dataset's watcher does not
+            state = server.request("GET", f"/v1/scans/{job['id']}", token=None).json()
+            watcher = _watcher(server, "slow")
+            if state["state"] not in ("queued", "running"):
+                break
+            if state["state"] == "running":
+                assert not (watcher and watcher["running"]), (state, watcher, server.log.read_text())
+            time.sleep(0.05)
+        resumed = server.wait_job(job["id"])
+        assert resumed["state"] == "succeeded" and resumed["resumed"] is True, resumed
+        assert resumed["summary"]["resumed"] >= 20 and resumed["summary"]["length"] == 120
+        watcher = _wait(
+            "the watcher after the scan",
+            lambda: (w := _watcher(server, "slow")) and w["running"] and w,
+            server,
+        )
+        assert watcher["restarts"] == 0, watcher  # it never died on the lock
+        command = Path(f"/proc/{watcher['pid']}/cmdline").read_bytes().split(b"\0")
+        assert command[command.index(b"--poll") + 1] == b"1.0"  # the dataset's poll, from the config
+        listed = server.request("GET", "/v1/datasets/slow/quarantine", token=None).json()
+        assert [s["index"] for s in listed["samples"]] == [0, 40, 80]
+        watch_log = (tmp_path / "state" / "watchers" / "slow.log").read_text()
+        assert "lock" not in watch_log.lower(), watch_log
+    finally:
+        server.stop()
