@@ -1,17 +1,22 @@
-"""The served list follows ingested guard failures by appending to the built list, not rebuilding it.
+"""The served list: appended for ingested failures, rebuilt off the request path, saved and restored.
 
 A real index written through the scan's store, the service's registry and its real ingest writer, wired
-as `datalint serve` wires them; the appended list must be the list a rebuild gives (as entries)."""
+as `datalint serve` wires them; the appended list must be the list a rebuild gives (as entries). The
+last test runs the real service (uvicorn) and SIGKILLs it."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import logging
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from service_data import bad_indices
+from service_server import Server, dataset_table
 
 from datalint.scan import store
 from datalint.service.config import parse_config
@@ -135,3 +140,124 @@ def test_an_unchanged_list_keeps_its_etag_and_an_empty_list_takes_appends(tmp_pa
     served = registry.lists.served_list("ds")
     assert served is not None and sorted(_entries(served.body)) == [5]
     assert gzip.decompress(served.gzipped) == served.body
+
+
+def test_the_etag_is_the_contents_hash_whether_appended_or_rebuilt(registry: Registry) -> None:
+    first = registry.lists.served_list("ds")
+    assert first is not None
+    # entries past the last listed index: the appended bytes are the bytes a rebuild writes
+    _ingest(
+        registry, [IncomingFailure(70, "img/70.jpg", "OSError", "a"), IncomingFailure(90, None, "E", "b")]
+    )
+    appended = registry.lists.current("ds")
+    rebuilt = build_list(registry.index_path("ds")).served
+    assert appended is not None and appended.etag != first.etag
+    assert appended.etag == rebuilt.etag  # the same content, the same ETag, however it was made
+    assert json.loads(appended.body)["created"] == json.loads(first.body)["created"]
+
+
+def _foreign_finding(registry: Registry, index: int) -> None:
+    """Another program (a CLI, a watcher) marks one more sample for quarantine."""
+    db = store.open_index(registry.index_path("ds"))
+    try:
+        with store.transaction(db):
+            db.conn.execute(
+                "INSERT INTO findings (idx, kind, detail, quarantine) VALUES (?, 'truncated', 'cut', 1)",
+                (index,),
+            )
+    finally:
+        db.close()
+
+
+def _until(check: object, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "not within the timeout"
+        time.sleep(0.02)
+
+
+def test_a_change_by_another_program_is_published_by_the_keeper_and_the_old_list_served_meanwhile(
+    registry: Registry,
+) -> None:
+    keeper = registry.lists
+    keeper.poll = 0.05
+    keeper.start()
+    try:
+        _until(lambda: keeper.current("ds") is not None)
+        old = keeper.current("ds")
+        assert old is not None
+        with keeper._building.setdefault("ds", threading.Lock()):  # a build that takes its time
+            _foreign_finding(registry, 20)
+            time.sleep(0.3)
+            assert keeper.current("ds") is old  # served at once, as it was, with its own ETag
+        _until(lambda: keeper.current("ds") is not old)
+        new = keeper.current("ds")
+        assert new is not None and new.etag != old.etag
+        assert (
+            sorted(_entries(new.body)) == [3, 10, 20, 50] == list(load_quarantine(registry.index_path("ds")))
+        )
+        saved = registry.folder("ds") / "served"
+        meta = saved / "list.meta.json"
+        _until(lambda: meta.is_file() and json.loads(meta.read_text())["etag"] == new.etag)
+        assert (saved / "list.json").read_bytes() == new.body  # what a restart will serve first
+        time.sleep(0.3)
+        assert keeper.current("ds") is new  # nothing changed since: no rebuild, the same ETag
+    finally:
+        keeper.stop()
+
+
+def test_a_restarted_service_serves_its_saved_list_and_the_failures_acknowledged_after_it(
+    registry: Registry, tmp_path: Path
+) -> None:
+    registry.lists.served_list("ds")
+    registry.lists._save("ds")
+    _ingest(registry, [IncomingFailure(99, "img/99.jpg", "OSError", "late")])  # after the save
+    acknowledged = registry.lists.current("ds")
+    assert acknowledged is not None
+
+    restarted = Registry(registry.config)  # a new process's registry, on the same files
+    restarted.lists.poll = 3600.0  # no rebuild: what is served comes from the saved files
+    restarted.lists.start()
+    try:
+        _until(lambda: restarted.lists._restored.is_set())
+        served = restarted.lists.current("ds")
+        assert served is not None
+        assert sorted(_entries(served.body)) == [3, 10, 50, 99]
+        assert served.etag == acknowledged.etag and served.body == acknowledged.body
+        assert gzip.decompress(served.gzipped) == served.body
+    finally:
+        restarted.lists.stop()
+
+
+def test_a_sigkilled_service_restarts_on_its_saved_list_with_every_acknowledged_failure(
+    tmp_path: Path,
+) -> None:
+    server = Server(tmp_path, dataset_table("train")).start()
+    quarantine = "/v1/datasets/train/quarantine"
+    try:
+        job = server.request("POST", "/v1/datasets/train/scans").json()
+        assert server.wait_job(job["id"])["state"] == "succeeded"
+        # the job ends once its list is published: the first GET after it is the scan's list
+        first = server.request("GET", quarantine, token="reader")
+        assert [s["index"] for s in first.json()["samples"]] == bad_indices()
+        failure = {"index": 7, "key": "k7", "error_type": "OSError", "message": "flaky"}
+        sent = server.request(
+            "POST", "/v1/datasets/train/failures", token="writer", json={"failures": [failure]}
+        )
+        assert sent.status_code == 200
+        server.kill()  # the saved list predates the failure; the index has it
+        first_run = len(server.log.read_text())
+        server.start()
+        again = server.request("GET", quarantine, token="reader")
+        assert 7 in {s["index"] for s in again.json()["samples"]}
+        assert "list of train restored" in server.log.read_text()[first_run:]
+        index = tmp_path / "state" / "datasets" / "train" / "index.db"
+        assert sorted(s["index"] for s in again.json()["samples"]) == list(load_quarantine(index))
+        etag = again.headers["etag"]
+        for match in (etag, f'"x", W/{etag}'):  # 304 unless a rebuild published another list meanwhile
+            answer = server.request("GET", quarantine, token="reader", headers={"If-None-Match": match})
+            assert answer.status_code == 304 or answer.headers["etag"] != etag
+        star = server.request("GET", quarantine, token="reader", headers={"If-None-Match": "*"})
+        assert star.status_code == 304
+    finally:
+        server.stop()
