@@ -312,6 +312,62 @@ async def _too_large(send: Any, limit: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+# ---- the conditional GET of a list (plain ASGI, before routing) -----------------------------------
+
+_LIST_PATH = re.compile(r"^/v1/datasets/([^/]+)/quarantine$")
+
+
+class NotModified:
+    """Answer `GET /v1/datasets/{name}/quarantine` with `If-None-Match` naming the published list's ETag
+    by a 304 here: a token check and two dict lookups, where routing and FastAPI's dependency solving
+    cost ~150 us of CPU per request. Everything else (no or a wrong token, another ETag, no list yet)
+    goes on to the route, which gives the same answers it always did."""
+
+    def __init__(self, app: Any, service: Service) -> None:
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            match = _LIST_PATH.match(scope["path"])
+            if match is not None and await self._not_modified(match[1], scope, send):
+                return
+        await self.app(scope, receive, send)
+
+    async def _not_modified(self, name: str, scope: dict[str, Any], send: Any) -> bool:
+        headers = dict(scope.get("headers") or ())
+        tags = headers.get(b"if-none-match")
+        served = self.service.registry.lists.current(name) if tags is not None else None
+        if served is None or not _matches(served.etag, tags.decode("latin-1")):  # type: ignore[union-attr]
+            return False
+        if self.service.auth.enabled and self.service.auth.allows(_token(headers), "read") is not True:
+            return False  # the route says why (401 or 403)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 304,
+                "headers": [
+                    (b"etag", served.etag.encode()),
+                    (b"cache-control", b"no-cache"),
+                    (b"vary", b"Accept-Encoding"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": b""})
+        return True
+
+
+def _token(headers: dict[bytes, bytes]) -> str | None:
+    """The bearer token, else the read cookie (as the route's `read` scope takes them)."""
+    authorization = headers.get(b"authorization", b"").decode("latin-1")
+    scheme, _, credentials = authorization.partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    from starlette.requests import cookie_parser  # the parser the route's Request uses
+
+    return cookie_parser(headers.get(b"cookie", b"").decode("latin-1")).get(COOKIE)
+
+
 # ---- the app ----------------------------------------------------------------------------------------
 
 
@@ -348,6 +404,7 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
     )
     app.state.service = service
     app.add_middleware(BodyLimit, limit=config.max_request_bytes)
+    app.add_middleware(NotModified, service=service)
 
     def token_of(
         request: Request, credentials: HTTPAuthorizationCredentials | None, cookie_ok: bool

@@ -70,6 +70,22 @@ def test_the_served_list_is_the_scans_list_in_todays_format_with_an_etag(scanned
     assert stale.status_code == 200
 
 
+def test_a_conditional_get_is_answered_only_for_a_token_that_may_read(scanned_service: Server) -> None:
+    path = "/v1/datasets/train/quarantine"
+    etag = scanned_service.request("GET", path, token="reader").headers["etag"]
+    match = {"If-None-Match": etag}
+    for token, status in ((None, 401), ("dl_wrong", 401), ("writer", 403), ("reader", 304), ("admin", 304)):
+        answer = scanned_service.request("GET", path, token=token, headers=match)
+        assert answer.status_code == status, (token, answer.status_code)
+        if status == 304:
+            assert answer.headers["etag"] == etag and answer.content == b""
+    reader = scanned_service.tokens["reader"]
+    cookie = {"Cookie": f"datalint_token={reader}", **match}
+    assert scanned_service.request("GET", path, token=None, headers=cookie).status_code == 304
+    other = scanned_service.request("GET", "/v1/datasets/nope/quarantine", token="reader", headers=match)
+    assert other.status_code == 404
+
+
 def test_the_cli_works_on_the_services_files(scanned_service: Server, tmp_path: Path) -> None:
     index = scanned_service.folder / "state" / "datasets" / "train" / "index.db"
     for command in (
