@@ -52,15 +52,19 @@ class Service:
             check=True,
         )
         self.token = done.stdout.strip()
-        config = folder / "datalint-service.toml"
-        config.write_text(
+        self.config = folder / "datalint-service.toml"
+        self.config.write_text(
             f'[service]\ndata-dir = "state"\nport = {self.port}\ntokens = "tokens.toml"\nlog-level = "info"\n'
             + datasets
         )
-        log = (folder / "service.log").open("ab")
+        self.start()
+
+    def start(self) -> None:
+        """Start the service process (again, after `stop()`: the same config, state and token)."""
+        log = (self.folder / "service.log").open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "datalint", "serve", "--config", str(config)],
-            cwd=folder,
+            [sys.executable, "-m", "datalint", "serve", "--config", str(self.config)],
+            cwd=self.folder,
             stdout=log,
             stderr=log,
             env=environment(),
@@ -81,6 +85,11 @@ class Service:
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
+
+    def cpu_seconds(self) -> float:
+        """The service process's CPU time so far (user + system), from /proc."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
