@@ -89,6 +89,7 @@ class ListKeeper:
         self._seen: dict[str, State | None] = {}
         self._stop = threading.Event()
         self._restored = threading.Event()  # set once the saved lists are published (or none saved)
+        self._saving = threading.Lock()  # one writer of the saved files
         self._thread: threading.Thread | None = None
 
     # ---- reading -------------------------------------------------------------------------------
@@ -270,6 +271,10 @@ class ListKeeper:
         return self.index_path(name).parent / SNAPSHOT_DIR
 
     def _save(self, name: str) -> None:
+        with self._saving:
+            self._save_now(name)
+
+    def _save_now(self, name: str) -> None:
         with self._lock:
             served, tail, basis = self._published.get(name), self._tails.get(name), self._basis.get(name)
         if served is None or tail is None:
@@ -350,6 +355,7 @@ class _Appendable:
         self.hasher: Any = None
         self.bitmap = bitmap
         self.empty = body.endswith(b"[]}")
+        self._opening = threading.Lock()  # reopen() runs once, whichever thread needs it first
 
     @classmethod
     def of(cls, body: bytes, indexes: list[int]) -> _Appendable:
@@ -364,12 +370,13 @@ class _Appendable:
 
     def reopen(self) -> None:
         """Compress and hash the body up to its closing `]}` (a second each for 90 MB): done once."""
-        if self.compressor is not None:
-            return
-        compressor = zlib.compressobj(1, zlib.DEFLATED, 31)  # 31: a gzip header and trailer
-        self.compressed = compressor.compress(self.body[:-2]) + compressor.flush(zlib.Z_SYNC_FLUSH)
-        self.hasher = content_hasher(self.body)
-        self.compressor = compressor
+        with self._opening:
+            if self.compressor is not None:
+                return
+            compressor = zlib.compressobj(1, zlib.DEFLATED, 31)  # 31: a gzip header and trailer
+            self.compressed = compressor.compress(self.body[:-2]) + compressor.flush(zlib.Z_SYNC_FLUSH)
+            self.hasher = content_hasher(self.body)
+            self.compressor = compressor
 
     def listed(self, index: int) -> bool:
         if not 0 <= index < self.LIMIT:

@@ -171,6 +171,8 @@ def _watching(watcher: dict[str, Any] | None) -> Html | str:
         return ""
     if watcher["running"]:
         text = f"watched (pid {watcher['pid']}, restarts {watcher['restarts']})"
+    elif watcher.get("paused"):
+        text = "watcher paused while a scan runs"
     else:
         text = f"watcher down ({watcher['last_exit']}), restarting"
     return el("span", " · " + text, class_="watcher")
