@@ -8,7 +8,11 @@ start resumes them.
 from __future__ import annotations
 
 import logging
+import queue
 import sys
+import threading
+from collections.abc import Callable
+from typing import Any
 
 from datalint.errors import UsageError
 from datalint.service.auth import Authenticator, load_tokens
@@ -47,7 +51,7 @@ def serve(config: ServiceConfig) -> None:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     configure_logging(config.log_level)
     app = create_app(config, auth)
-    uvicorn.run(
+    settings = uvicorn.Config(
         app,
         host=config.host,
         port=config.port,
@@ -57,3 +61,50 @@ def serve(config: ServiceConfig) -> None:
         server_header=False,
         proxy_headers=False,
     )
+    stop_logging = log_off_the_loop(["uvicorn", "uvicorn.access", "datalint.service"])
+    try:
+        server = uvicorn.Server(settings)
+        server.run()
+    except KeyboardInterrupt:  # as uvicorn.run: Ctrl-C ends the service quietly
+        pass
+    finally:
+        stop_logging()  # writes what is queued
+    if not server.started:
+        raise SystemExit(3)  # it could not start (the port is taken, say); uvicorn said why
+
+
+class _Deferred(logging.Handler):
+    """Hands each record to the log writer thread, which passes it to the handler this one replaced."""
+
+    def __init__(self, target: logging.Handler, records: queue.SimpleQueue[Any]) -> None:
+        super().__init__(target.level)
+        self.target = target
+        self.records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.put((self.target, record))
+
+
+def log_off_the_loop(names: list[str]) -> Callable[[], None]:
+    """Write these loggers' lines on a thread of their own: a request's access-log line is formatted
+    and written there, so the event loop never waits on stderr (a pipe to a slow journal, a busy
+    disk). Returns the function that writes what is queued and stops the thread."""
+    records: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    for name in names:
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [_Deferred(handler, records) for handler in logger.handlers]
+
+    def write() -> None:
+        while (item := records.get()) is not None:
+            target, record = item
+            if record.levelno >= target.level:
+                target.handle(record)
+
+    thread = threading.Thread(target=write, name="datalint-log", daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        records.put(None)
+        thread.join(timeout=5)
+
+    return stop
