@@ -8,10 +8,11 @@ Target: guard overhead at most 2% of throughput, posting to a healthy service an
 numpy decode); every `fail-every`-th raises. The unguarded loader reads the same samples with the
 failing ones returning a stand-in instead of raising (what it would take to train on them without
 the guard). Each round runs one epoch of each loader, in a shuffled order, side by side in this one
-process; the overhead is paired per round (guarded against that round's unguarded epoch), so a
-neighbour slowing the machine for a while moves both. Rounds go on until the 95% confidence interval
-of each mean overhead is within +-`precision` points (and at least `min-rounds`), so the verdict
-against 2% is not the noise's.
+process, each loader with its two persistent workers (as a training loop keeps them, so an epoch
+measures the samples and not two forks). The overhead is paired per round (guarded against that
+round's unguarded epoch), so a neighbour slowing the machine for a while moves both. Rounds go on
+until the 95% confidence interval of each mean overhead is within +-`precision` points (and at
+least `min-rounds`), so the verdict against 2% is not the noise's.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 from service_common import Service, load
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Sampler
 
 from datalint.torch import GuardedDataset
 
@@ -51,8 +53,33 @@ class Samples:
         return value
 
 
-def throughput(dataset: object, samples: int) -> float:
-    loader = DataLoader(dataset, batch_size=32, num_workers=2)  # type: ignore[arg-type]
+class Window(Sampler[int]):
+    """Epoch e reads samples [e * size, (e + 1) * size): every epoch's failures are new to the guard
+    (it records a sample once per worker process), so each epoch posts or spools its own."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.epoch = size, 0
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.epoch * self.size, (self.epoch + 1) * self.size))
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def loader_of(dataset: object, samples: int) -> DataLoader:  # type: ignore[type-arg]
+    # persistent workers, as a training loop keeps them: an epoch is the samples, not two forks
+    return DataLoader(
+        dataset,  # type: ignore[arg-type]
+        batch_size=32,
+        num_workers=2,
+        persistent_workers=True,
+        sampler=Window(samples),
+    )
+
+
+def throughput(loader: DataLoader, samples: int) -> float:  # type: ignore[type-arg]
+    loader.sampler.epoch += 1  # type: ignore[attr-defined]
     started = time.perf_counter()
     for _ in loader:
         pass
@@ -86,24 +113,28 @@ def main() -> None:
         os.environ["DATALINT_TOKEN"] = service.token
         healthy = f"{service.base}/v1/datasets/train"
         dead = "http://127.0.0.1:9/v1/datasets/train"  # the discard port: nothing listens
+        total = args.samples * (args.max_rounds + 2)  # the warm-up epoch, then one window per round
         loaders = {
-            "unguarded": lambda: Samples(args.samples, args.fail_every, raising=False),
-            "guard, healthy service": lambda: GuardedDataset(
-                Samples(args.samples, args.fail_every, True), record=healthy, max_failures=None
+            "unguarded": loader_of(Samples(total, args.fail_every, raising=False), args.samples),
+            "guard, healthy service": loader_of(
+                GuardedDataset(Samples(total, args.fail_every, True), record=healthy, max_failures=None),
+                args.samples,
             ),
-            "guard, dead service (spooling)": lambda: GuardedDataset(
-                Samples(args.samples, args.fail_every, True), record=dead, max_failures=None
+            "guard, dead service (spooling)": loader_of(
+                GuardedDataset(Samples(total, args.fail_every, True), record=dead, max_failures=None),
+                args.samples,
             ),
         }
         guarded = [name for name in loaders if name != "unguarded"]
         rates: dict[str, list[float]] = {name: [] for name in loaders}
         overheads: dict[str, list[float]] = {name: [] for name in guarded}
         try:
-            throughput(loaders["unguarded"](), args.samples)  # warm-up: imports, page cache
+            for loader in loaders.values():  # warm-up: the workers started, imports, page cache
+                throughput(loader, args.samples)
             for round_ in range(args.max_rounds):
                 order = list(loaders)
                 random.Random(round_).shuffle(order)  # no loader always runs first or last
-                measured = {name: throughput(loaders[name](), args.samples) for name in order}
+                measured = {name: throughput(loaders[name], args.samples) for name in order}
                 for name, value in measured.items():
                     rates[name].append(value)
                 for name in guarded:  # paired: each round's guarded epoch against its unguarded one
@@ -112,9 +143,10 @@ def main() -> None:
                 if round_ + 1 >= args.min_rounds and max(widths) <= args.precision:
                     break
         finally:
+            del loaders  # the workers exit and flush their senders before the service goes
             service.stop()
         spooled = sum(len(p.read_text().splitlines()) for p in (base / "spool").glob("*.jsonl"))
-    for name in loaders:
+    for name in rates:
         row: dict[str, object] = {
             "loader": name,
             "samples_per_s_median": round(statistics.median(rates[name]), 1),
