@@ -7,11 +7,12 @@ start resumes them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from datalint.errors import UsageError
@@ -62,8 +63,19 @@ def serve(config: ServiceConfig) -> None:
         proxy_headers=False,
     )
     stop_logging = log_off_the_loop(["uvicorn", "uvicorn.access", "datalint.service"])
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn re-raises a captured SIGTERM when this exits: the queued lines go out first
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    stop_logging()
+
     try:
-        server = uvicorn.Server(settings)
+        server = Server(settings)
         server.run()
     except KeyboardInterrupt:  # as uvicorn.run: Ctrl-C ends the service quietly
         pass
@@ -90,9 +102,9 @@ def log_off_the_loop(names: list[str]) -> Callable[[], None]:
     and written there, so the event loop never waits on stderr (a pipe to a slow journal, a busy
     disk). Returns the function that writes what is queued and stops the thread."""
     records: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    for name in names:
-        logger = logging.getLogger(name)
-        logger.handlers[:] = [_Deferred(handler, records) for handler in logger.handlers]
+    original = {name: list(logging.getLogger(name).handlers) for name in names}
+    for name, handlers in original.items():
+        logging.getLogger(name).handlers[:] = [_Deferred(handler, records) for handler in handlers]
 
     def write() -> None:
         while (item := records.get()) is not None:
@@ -104,6 +116,10 @@ def log_off_the_loop(names: list[str]) -> Callable[[], None]:
     thread.start()
 
     def stop() -> None:
+        if not thread.is_alive():
+            return
+        for name, handlers in original.items():  # lines from now on are written where they are made
+            logging.getLogger(name).handlers[:] = handlers
         records.put(None)
         thread.join(timeout=5)
 
