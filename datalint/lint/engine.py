@@ -104,7 +104,7 @@ class Linter:
             module = Module.parse(text, path, self.config.start_method, self.project)
             if self.project is not None and path != "<string>" and os.path.isfile(path):
                 raw = source if isinstance(source, bytes) else text.encode("utf-8")
-                self.project.learn(Path(path), raw, module.tree)  # the same tree: parsed once
+                self.project.learn(Path(path), raw, module.tree, module.node_index)  # parsed once
         except SyntaxError as exc:
             reason = f"syntax error: {exc.msg}"
             return self._unparsable(rules, path, text, reason, exc.lineno or 1, exc.offset or 1)

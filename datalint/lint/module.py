@@ -258,7 +258,7 @@ class Module:
         self.path = path
         self.default_start_method = default_start_method
         self.lines: list[str] = source.splitlines()
-        self._nodes, self._parents = _index(tree)
+        self._nodes, self._parents = index_tree(tree)
         self._qualnames: dict[ast.AST, str | None] = {}
         # The project the file belongs to: cross-file facts come from it; None for a lone text.
         self.project = project
@@ -282,6 +282,11 @@ class Module:
         return cls(ast.parse(source, filename=path), source, path, default_start_method, project)
 
     # ---- raw nodes -------------------------------------------------------------------------
+
+    @property
+    def node_index(self) -> tuple[dict[type, list[ast.AST]], dict[ast.AST, ast.AST]]:
+        """The one walk's result: nodes by type (walk order) and each node's parent."""
+        return self._nodes, self._parents
 
     def nodes_of(self, *types: type[ast.AST]) -> Iterator[Any]:
         """Every node of the given types, in `ast.walk` order per type."""
@@ -1284,7 +1289,7 @@ def _import_bindings(node: ast.Import | ast.ImportFrom) -> Iterator[tuple[str, s
             yield alias.asname or alias.name, f"{module}.{alias.name}" if module else alias.name
 
 
-def _index(tree: ast.Module) -> tuple[dict[type, list[ast.AST]], dict[ast.AST, ast.AST]]:
+def index_tree(tree: ast.AST) -> tuple[dict[type, list[ast.AST]], dict[ast.AST, ast.AST]]:
     """One breadth-first walk (ast.walk's order): nodes bucketed by type, and each node's parent.
 
     Expression contexts (Load / Store / Del singletons) are skipped: they are not places.

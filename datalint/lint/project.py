@@ -33,10 +33,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from datalint import __version__
-from datalint.lint.module import TORCH_DATASET_BASES, canonical, dotted
+from datalint.lint.module import TORCH_DATASET_BASES, canonical, dotted, index_tree
 
 DatasetKind = Literal["map", "iterable"]
 Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
+# A parsed file's nodes by type, in `ast.walk` order, and each node's parent (`index_tree`).
+NodeIndex = tuple[Mapping[type, list[ast.AST]], Mapping[ast.AST, ast.AST]]
 
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
@@ -227,12 +229,21 @@ def module_name(path: Path) -> tuple[str, Path, bool]:
 # ---- summaries ----------------------------------------------------------------------------------------
 
 
-def summarize(tree: ast.Module, module: str, is_package: bool) -> FileSummary:
-    """The facts of one parsed file that other files resolve through (top-level statements only)."""
+def summarize(
+    tree: ast.Module, module: str, is_package: bool, index: NodeIndex | None = None
+) -> FileSummary:
+    """The facts of one parsed file that other files resolve through (top-level statements only).
+
+    `index` is the tree's nodes by type and their parents (`index_tree`; a linted file's `Module`
+    holds it already). The facts inside functions and methods are read from it: each node is
+    visited once per file, not once per question asked about the function around it.
+    """
     imports: dict[str, str] = {}
     stars: list[str] = []
     aliases: dict[str, str] = {}
     class_nodes: list[ast.ClassDef] = []
+    functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    assigns: list[ast.Assign] = []
     for statement in _top_level(tree.body):
         if isinstance(statement, ast.Import):
             for alias in statement.names:
@@ -253,13 +264,11 @@ def summarize(tree: ast.Module, module: str, is_package: bool) -> FileSummary:
                     imports[alias.asname or alias.name] = f"{source}.{alias.name}" if source else alias.name
         elif isinstance(statement, ast.ClassDef):
             class_nodes.append(statement)
+        elif isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+            functions.append(statement)
+        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            assigns.append(statement)
     local_classes = {node.name for node in class_nodes}
-    unpicklable: dict[str, tuple[int, str]] = {}
-    for statement in _top_level(tree.body):
-        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-            what = _returns_unpicklable(statement)
-            if what:
-                unpicklable[statement.name] = (statement.lineno, what)
 
     def qualify(expr: ast.AST) -> str:
         if isinstance(expr, ast.Subscript):
@@ -276,22 +285,31 @@ def summarize(tree: ast.Module, module: str, is_package: bool) -> FileSummary:
             return aliases[head] + dot + rest
         return ""
 
-    for statement in _top_level(tree.body):
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-            target = statement.targets[0]
-            if isinstance(target, ast.Name) and (value := qualify(statement.value)):
-                aliases[target.id] = value
+    for statement in assigns:
+        target = statement.targets[0]
+        if isinstance(target, ast.Name) and (value := qualify(statement.value)):
+            aliases[target.id] = value
+    methods = {
+        item: node
+        for node in class_nodes
+        for item in node.body
+        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    inside = _Regions(index if index is not None else index_tree(tree), {*functions, *methods})
+    unpicklable: dict[str, tuple[int, str]] = {}
     forwards: dict[str, Forward] = {}
-    for statement in _top_level(tree.body):
-        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-            handed = _handed_parameters(statement, qualify)
-            if handed:
-                positional = tuple(a.arg for a in (*statement.args.posonlyargs, *statement.args.args))
-                forwards[statement.name] = (statement.lineno, positional, handed)
+    for function in functions:
+        what = _returns_unpicklable(inside, function)
+        if what:
+            unpicklable[function.name] = (function.lineno, what)
+        handed = _handed_parameters(inside, function, qualify)
+        if handed:
+            positional = tuple(a.arg for a in (*function.args.posonlyargs, *function.args.args))
+            forwards[function.name] = (function.lineno, positional, handed)
     classes: dict[str, ClassSummary] = {}
     seen: set[str] = set()
     for node in class_nodes:
-        summary = _class_summary(node, qualify)
+        summary = _class_summary(inside, node, qualify)
         if node.name in seen:
             classes.pop(node.name, None)  # two classes, one name: ambiguous
             continue
@@ -300,8 +318,56 @@ def summarize(tree: ast.Module, module: str, is_package: bool) -> FileSummary:
     return FileSummary(module, is_package, imports, tuple(stars), classes, aliases, unpicklable, forwards)
 
 
+class _Regions:
+    """The nodes of one kind inside each region of a file (a top-level function, a method of a
+    top-level class, nested code included), in `ast.walk` order, grouped on first request."""
+
+    def __init__(self, index: NodeIndex, regions: set[ast.AST]) -> None:
+        self._nodes, self._parents = index
+        self._regions = regions
+        self._owner: dict[ast.AST, ast.AST | None] = {}  # node -> the region it sits in (memo)
+        self._grouped: dict[Any, dict[ast.AST, list[Any]]] = {}
+
+    def of(self, region: ast.AST, *kinds: type[ast.AST]) -> list[Any]:
+        """The nodes of `kinds` strictly inside `region`, in walk order within each kind."""
+        found: list[Any] = []
+        for kind in kinds:
+            grouped = self._grouped.get(kind)
+            if grouped is None:
+                grouped = self._grouped[kind] = self._group(self._nodes.get(kind, ()))
+            found.extend(grouped.get(region, ()))
+        return found
+
+    def _group(self, nodes: Iterable[ast.AST]) -> dict[ast.AST, list[Any]]:
+        grouped: dict[ast.AST, list[Any]] = {}
+        for node in nodes:
+            region = self._region_of(node)
+            if region is not None:
+                grouped.setdefault(region, []).append(node)
+        return grouped
+
+    def _region_of(self, node: ast.AST) -> ast.AST | None:
+        """The region strictly above `node`; the nodes on the way up share the answer (memoized)."""
+        regions, owner, parents = self._regions, self._owner, self._parents
+        path = []
+        current = parents.get(node)
+        found: ast.AST | None = None
+        while current is not None:
+            if current in regions:
+                found = current
+                break
+            if current in owner:
+                found = owner[current]
+                break
+            path.append(current)
+            current = parents.get(current)
+        for step in path:
+            owner[step] = found
+        return found
+
+
 def _handed_parameters(
-    function: ast.FunctionDef | ast.AsyncFunctionDef, qualify: Any
+    inside: _Regions, function: ast.FunctionDef | ast.AsyncFunctionDef, qualify: Callable[[ast.AST], str]
 ) -> tuple[tuple[str, str, str], ...]:
     """(callee, keyword, parameter) for each `Callee(..., keyword=parameter)` (or `**parameter`)
     the function makes with one of its own parameters, unchanged."""
@@ -310,33 +376,30 @@ def _handed_parameters(
     if arguments.kwarg is not None:
         parameters.add(arguments.kwarg.arg)
     handed: set[tuple[str, str, str]] = set()
-    for node in ast.walk(function):
-        if not isinstance(node, ast.Call):
-            continue
+    for node in inside.of(function, ast.Call):
+        passed = [
+            k for k in node.keywords if isinstance(k.value, ast.Name) and k.value.id in parameters
+        ]
+        if not passed:
+            continue  # the cheap test first: most calls hand on no parameter
         callee = qualify(node.func)
-        if not callee:
-            continue
-        for keyword in node.keywords:
-            if isinstance(keyword.value, ast.Name) and keyword.value.id in parameters:
-                handed.add((callee, keyword.arg or "**", keyword.value.id))
+        if callee:
+            handed.update((callee, keyword.arg or "**", keyword.value.id) for keyword in passed)
     return tuple(sorted(handed))
 
 
-def _returns_unpicklable(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+def _returns_unpicklable(inside: _Regions, function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     """"a lambda" / "the nested function `f`" when the function returns one (maybe inside a
     constructor call such as `Compose([..., Lambda(lambda x: x)])`), else ""."""
-    nested = {
-        node.name: node
-        for node in ast.walk(function)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node is not function
-    }
+    returns = [node for node in inside.of(function, ast.Return) if node.value is not None]
+    if not returns:
+        return ""
+    nested = {node.name for node in inside.of(function, ast.FunctionDef, ast.AsyncFunctionDef)}
     local: dict[str, ast.expr] = {}
-    for node in ast.walk(function):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+    for node in inside.of(function, ast.Assign):
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             local[node.targets[0].id] = node.value
-    for node in ast.walk(function):
-        if not isinstance(node, ast.Return) or node.value is None:
-            continue
+    for node in returns:
         value = node.value
         if isinstance(value, ast.Name) and value.id in local:
             value = local[value.id]
@@ -344,11 +407,19 @@ def _returns_unpicklable(function: ast.FunctionDef | ast.AsyncFunctionDef) -> st
             return "a lambda"
         if isinstance(value, ast.Name) and value.id in nested:
             return f"the nested function `{value.id}`"
-        if isinstance(value, ast.Call) and _capwords(value.func):
-            for part in ast.walk(value):
-                if isinstance(part, ast.Lambda):
-                    return "a lambda"
+        if isinstance(value, ast.Call) and _capwords(value.func) and _holds_lambda(value):
+            return "a lambda"
     return ""
+
+
+def _holds_lambda(node: ast.AST) -> bool:
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, ast.Lambda):
+            return True
+        pending.extend(ast.iter_child_nodes(current))
+    return False
 
 
 def _capwords(func: ast.AST) -> bool:
@@ -376,7 +447,7 @@ def absolute_module(module: str, is_package: bool, level: int, name: str | None)
 SAMPLE_METHODS: tuple[str, ...] = ("__getitem__", "__getitems__", "__iter__", "__next__")
 
 
-def _class_summary(node: ast.ClassDef, qualify: Any) -> ClassSummary:
+def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.AST], str]) -> ClassSummary:
     methods = [item for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)]
     holds: dict[str, str] = {}
     own_calls: dict[str, set[str]] = {}  # method -> methods of self it calls
@@ -384,24 +455,22 @@ def _class_summary(node: ast.ClassDef, qualify: Any) -> ClassSummary:
     for method in methods:
         own = own_calls.setdefault(method.name, set())
         on = attr_calls.setdefault(method.name, set())
-        for sub in ast.walk(method):
-            if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
-                callee = qualify(sub.value.func)
-                if callee:
-                    for target in sub.targets:
-                        if isinstance(target, ast.Attribute) and _is_self_attr(target):
-                            holds[target.attr] = callee
-            elif isinstance(sub, ast.Call):
-                func = sub.func
-                if isinstance(func, ast.Attribute) and _is_self_attr(func):
-                    own.add(func.attr)
-                    on.add((func.attr, "__call__"))
-                elif (
-                    isinstance(func, ast.Attribute)
-                    and isinstance(func.value, ast.Attribute)
-                    and _is_self_attr(func.value)
-                ):
-                    on.add((func.value.attr, func.attr))
+        for assign in inside.of(method, ast.Assign):
+            if not isinstance(assign.value, ast.Call):
+                continue
+            stored = [t.attr for t in assign.targets if isinstance(t, ast.Attribute) and _is_self_attr(t)]
+            if stored and (callee := qualify(assign.value.func)):
+                for attribute in stored:
+                    holds[attribute] = callee
+        for call in inside.of(method, ast.Call):
+            func = call.func
+            if not isinstance(func, ast.Attribute):
+                continue
+            if _is_self_attr(func):
+                own.add(func.attr)
+                on.add((func.attr, "__call__"))
+            elif isinstance(func.value, ast.Attribute) and _is_self_attr(func.value):
+                on.add((func.value.attr, func.attr))
     # Only calls made from the sample methods (and what they call on self) run in workers.
     reached: set[str] = set()
     pending = [name for name in SAMPLE_METHODS if name in own_calls]
@@ -517,6 +586,8 @@ class Project:
     root: Path | None
     cache: SummaryCache = field(default_factory=lambda: SummaryCache(None))
     _summaries: dict[Path, FileSummary | None] = field(default_factory=dict, repr=False)
+    _keys: dict[Path, str] = field(default_factory=dict, repr=False)  # the cache key of each summary
+    _names: dict[Path, tuple[Path, str, Path, bool]] = field(default_factory=dict, repr=False)
     _files: dict[tuple[Path, str], Path | None] = field(default_factory=dict, repr=False)
     _facts: dict[tuple[Path, str], DatasetFact | None] = field(default_factory=dict, repr=False)
     _held: dict[str, WorkerHeld] = field(default_factory=dict, repr=False)
@@ -571,19 +642,28 @@ class Project:
         return True
 
     def summary_of(
-        self, path: Path, data: bytes | None = None, tree: ast.Module | None = None
+        self,
+        path: Path,
+        data: bytes | None = None,
+        tree: ast.Module | None = None,
+        index: NodeIndex | None = None,
     ) -> FileSummary | None:
-        """The file's summary: from memory, from the cache (same bytes), or parsed now."""
-        path = path.resolve()
+        """The file's summary: from memory, from the cache (same bytes), or parsed now.
+
+        `tree` (and its `index`, see `summarize`) is the file already parsed from `data`: a
+        linted file's summary comes from the tree its rules read, so it is parsed once.
+        """
+        path, module, _root, is_package = self.name_of(path)
         if path in self._summaries and data is None:
             return self._summaries[path]
-        module, _root, is_package = module_name(path)
         try:
             raw = data if data is not None else path.read_bytes()
         except OSError:
             self._summaries[path] = None
             return None
         key = SummaryCache.key(raw, module, is_package)
+        if self._keys.get(path) == key:
+            return self._summaries[path]  # summarized already, from the same bytes
         summary = self.cache.get(key)
         if summary is None:
             try:
@@ -591,10 +671,21 @@ class Project:
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 self._summaries[path] = None
                 return None
-            summary = summarize(parsed, module, is_package)
+            summary = summarize(parsed, module, is_package, index if tree is not None else None)
             self.cache.put(key, summary)
         self._summaries[path] = summary
+        self._keys[path] = key
         return summary
+
+    def name_of(self, path: Path) -> tuple[Path, str, Path, bool]:
+        """(resolved path, dotted name, the folder it is importable from, is a package's
+        `__init__.py`): `module_name`, asked once per file and run."""
+        known = self._names.get(path)
+        if known is None:
+            resolved = path.resolve()
+            module, root, is_package = module_name(resolved)
+            known = self._names[path] = self._names[resolved] = (resolved, module, root, is_package)
+        return known
 
     # -- resolution
 
@@ -611,7 +702,7 @@ class Project:
             summary = self.summary_of(path)
             if summary is None:
                 return None
-            _name, root, _package = module_name(path)
+            root = self.name_of(path)[2]
             return self._member(summary, path, root, name, rest, depth)
         return None
 
@@ -652,7 +743,7 @@ class Project:
             return None
         summary, name, path = found
         line, positional, handed = summary.forwards[name]
-        root = module_name(path)[1]
+        root = self.name_of(path)[2]
         to_datasets = tuple(h for h in handed if self.dataset_fact(h[0], root) is not None)
         return (Link(name, str(path), line), positional, to_datasets) if to_datasets else None
 
@@ -678,7 +769,7 @@ class Project:
                 return summary, name, path
             target = summary.imports.get(name) or summary.aliases.get(name)
             if target and depth < _MAX_DEPTH and target != f"{summary.module}.{name}":
-                return self._defining(target, module_name(path)[1], defines, depth + 1)
+                return self._defining(target, self.name_of(path)[2], defines, depth + 1)
             return None
         return None
 
@@ -749,7 +840,7 @@ class Project:
         summary = self.summary_of(path)
         if summary is None:
             return
-        _module, root, _package = module_name(path)
+        resolved, _module, root, _package = self.name_of(path)
         for name in dataset_classes:
             info = summary.classes.get(name)
             if info is None:
@@ -762,7 +853,7 @@ class Project:
                 if not methods:
                     continue
                 ref = self.find_class(callee, root)
-                if ref is None or ref.path == path.resolve():
+                if ref is None or ref.path == resolved:
                     continue  # unknown, or in the same file (the file's own analysis covers it)
                 holder = f"{name} in {path}:{info.line}"
                 previous = self._held.get(ref.qualname)
@@ -780,7 +871,7 @@ class Project:
             self.imported.add(target)
             self.imported.add(target.rpartition(".")[0])  # `from pkg.mod import X`: pkg.mod is used
         self.imported.update(summary.star_imports)
-        _module, root, _package = module_name(path)
+        root = self.name_of(path)[2]
         for info in summary.classes.values():
             for base in info.bases:
                 ref = self.find_class(base, root) if base else None
@@ -799,18 +890,24 @@ class Project:
 
     # -- one pass over many files: facts learnt as files are read, answers checked at the end
 
-    def learn(self, path: Path, data: bytes | None = None, tree: ast.Module | None = None) -> None:
+    def learn(
+        self,
+        path: Path,
+        data: bytes | None = None,
+        tree: ast.Module | None = None,
+        index: NodeIndex | None = None,
+    ) -> None:
         """Add what `path` tells about other files (what it subclasses, imports and holds)."""
-        if path.resolve() in self._learnt:
+        resolved, _module, root, _package = self.name_of(path)
+        if resolved in self._learnt:
             return
-        self._learnt.add(path.resolve())
-        summary = self.summary_of(path, data, tree)
+        self._learnt.add(resolved)
+        summary = self.summary_of(path, data, tree, index)
         if summary is None:
             return
         self.note_subclasses(path)
         if not summary.classes:
             return
-        _module, root, _package = module_name(path)
         prefix = f"{summary.module}." if summary.module else ""
         datasets = [
             name
