@@ -101,7 +101,7 @@ class Linter:
         else:
             text = source
         try:
-            module = Module.parse(text, path, self.config.start_method, self.project)
+            module = self._parsed(source, text, path)
             if self.project is not None and path != "<string>" and os.path.isfile(path):
                 raw = source if isinstance(source, bytes) else text.encode("utf-8")
                 self.project.learn(Path(path), raw, module.tree, module.node_index)  # parsed once
@@ -116,6 +116,17 @@ class Linter:
         found = (f for active in rules for f in self._run(active, module))
         unique = {(f.line, f.column, f.code, f.message): f for f in found}
         return sorted(apply_noqa(module, list(unique.values()), rules, self.catalog))
+
+    def _parsed(self, source: str | bytes, text: str, path: str) -> Module:
+        """The file's Module; from the tree the project parsed already for another file's
+        question, when it was parsed from these very bytes (see `Project.expect`)."""
+        parked = None
+        if self.project is not None and isinstance(source, bytes) and path != "<string>":
+            parked = self.project.take_parsed(Path(path), source)
+        if parked is not None:
+            tree, index = parked
+            return Module(tree, text, path, self.config.start_method, self.project, index)
+        return Module.parse(text, path, self.config.start_method, self.project)
 
     def check_file(self, path: Path, shown_as: str | None = None) -> list[Finding]:
         name = shown_as or str(path)
@@ -479,7 +490,7 @@ def _lint_in_one_pass(linters: LinterCache, paths: Sequence[Path]) -> tuple[list
     """
     project = linters.project
     results: dict[Path, tuple[list[Finding], list[FileError], list[Any]]] = {}
-    for path in paths:
+    for path in _lint_order(project, paths):
         if project is not None:
             project.start_log()
         found, failed = _lint_serially(linters, [path])
@@ -493,6 +504,26 @@ def _lint_in_one_pass(linters: LinterCache, paths: Sequence[Path]) -> tuple[list
         findings.extend(found)
         errors.extend(failed)
     return findings, errors
+
+
+def _lint_order(project: Project | None, paths: Sequence[Path]) -> Iterator[Path]:
+    """`paths`, except that a file the project parsed for another file's question comes next,
+    while its tree is still held (`Project.expect`): so it is linted from that parse."""
+    if project is None:
+        yield from paths
+        return
+    given = {project.name_of(path)[0]: path for path in paths}
+    project.expect(given)
+    done: set[Path] = set()
+    for path in paths:
+        while (ahead := next((p for p in project.parsed_ahead() if p not in done), None)) is not None:
+            done.add(ahead)
+            yield given[ahead]
+            project.take_parsed(ahead)  # linted: its tree, if still held, is not needed
+        resolved = project.name_of(path)[0]
+        if resolved not in done:
+            done.add(resolved)
+            yield path
 
 
 def _lint_serially(linters: LinterCache, paths: Sequence[Path]) -> tuple[list[Finding], list[FileError]]:

@@ -33,6 +33,8 @@ FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
 ArgState = Literal["literal", "unknown", "absent"]
+# A parsed file's nodes by type, in `ast.walk` order, and each node's parent (`index_tree`).
+NodeIndex = tuple[dict[type, list[ast.AST]], dict[ast.AST, ast.AST]]
 
 START_METHODS: tuple[str, ...] = ("fork", "spawn", "forkserver")
 
@@ -252,13 +254,15 @@ class Module:
         path: str,
         default_start_method: str = "spawn",
         project: Project | None = None,
+        index: NodeIndex | None = None,
     ) -> None:
         self.tree = tree
         self.source = source
         self.path = path
         self.default_start_method = default_start_method
         self.lines: list[str] = source.splitlines()
-        self._nodes, self._parents = index_tree(tree)
+        # `index`: the tree's `index_tree`, when whoever parsed it walked it already.
+        self._nodes, self._parents = index if index is not None else index_tree(tree)
         self._qualnames: dict[ast.AST, str | None] = {}
         # The project the file belongs to: cross-file facts come from it; None for a lone text.
         self.project = project
@@ -266,9 +270,7 @@ class Module:
         self.is_package = False
         self.source_root: Path | None = None
         if project is not None and path != "<string>" and Path(path).is_file():
-            from datalint.lint.project import module_name
-
-            self.module_name, self.source_root, self.is_package = module_name(Path(path))
+            _resolved, self.module_name, self.source_root, self.is_package = project.name_of(Path(path))
 
     @classmethod
     def parse(
@@ -284,7 +286,7 @@ class Module:
     # ---- raw nodes -------------------------------------------------------------------------
 
     @property
-    def node_index(self) -> tuple[dict[type, list[ast.AST]], dict[ast.AST, ast.AST]]:
+    def node_index(self) -> NodeIndex:
         """The one walk's result: nodes by type (walk order) and each node's parent."""
         return self._nodes, self._parents
 
@@ -1289,7 +1291,7 @@ def _import_bindings(node: ast.Import | ast.ImportFrom) -> Iterator[tuple[str, s
             yield alias.asname or alias.name, f"{module}.{alias.name}" if module else alias.name
 
 
-def index_tree(tree: ast.AST) -> tuple[dict[type, list[ast.AST]], dict[ast.AST, ast.AST]]:
+def index_tree(tree: ast.AST) -> NodeIndex:
     """One breadth-first walk (ast.walk's order): nodes bucketed by type, and each node's parent.
 
     Expression contexts (Load / Store / Del singletons) are skipped: they are not places.

@@ -33,17 +33,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from datalint import __version__
-from datalint.lint.module import TORCH_DATASET_BASES, canonical, dotted, index_tree
+from datalint.lint.module import TORCH_DATASET_BASES, NodeIndex, canonical, dotted, index_tree
 
 DatasetKind = Literal["map", "iterable"]
 Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
-# A parsed file's nodes by type, in `ast.walk` order, and each node's parent (`index_tree`).
-NodeIndex = tuple[Mapping[type, list[ast.AST]], Mapping[ast.AST, ast.AST]]
 
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 SUMMARY_FORMAT = 4  # bumped when FileSummary's fields change: old cache entries are then ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
+# Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
+# a tree and its index take about 36 times their source in memory.
+PARSED_AHEAD_BYTES = 2 << 20
 
 # ---- values --------------------------------------------------------------------------------------
 
@@ -588,6 +589,10 @@ class Project:
     _summaries: dict[Path, FileSummary | None] = field(default_factory=dict, repr=False)
     _keys: dict[Path, str] = field(default_factory=dict, repr=False)  # the cache key of each summary
     _names: dict[Path, tuple[Path, str, Path, bool]] = field(default_factory=dict, repr=False)
+    _answers: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)  # see `_remembered`
+    _expected: set[Path] = field(default_factory=set, repr=False)  # see `expect`
+    _parsed: dict[Path, tuple[bytes, ast.Module, NodeIndex]] = field(default_factory=dict, repr=False)
+    _parsed_size: int = field(default=0, repr=False)
     _files: dict[tuple[Path, str], Path | None] = field(default_factory=dict, repr=False)
     _facts: dict[tuple[Path, str], DatasetFact | None] = field(default_factory=dict, repr=False)
     _held: dict[str, WorkerHeld] = field(default_factory=dict, repr=False)
@@ -666,16 +671,45 @@ class Project:
             return self._summaries[path]  # summarized already, from the same bytes
         summary = self.cache.get(key)
         if summary is None:
-            try:
-                parsed = tree if tree is not None else ast.parse(raw, filename=str(path))
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                self._summaries[path] = None
-                return None
-            summary = summarize(parsed, module, is_package, index if tree is not None else None)
+            if tree is None:
+                try:
+                    tree = ast.parse(raw, filename=str(path))
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    self._summaries[path] = None
+                    return None
+                index = index_tree(tree)
+                self._hold_parsed(path, raw, tree, index)
+            summary = summarize(tree, module, is_package, index)
             self.cache.put(key, summary)
         self._summaries[path] = summary
         self._keys[path] = key
         return summary
+
+    def expect(self, paths: Iterable[Path]) -> None:
+        """The files (resolved) this run lints, one after another. A tree parsed to answer another
+        file's question is then held, up to `PARSED_AHEAD_BYTES` of source, until the linter takes
+        it (`take_parsed`): linted next, such a file is not parsed twice."""
+        self._expected = set(paths)
+
+    def parsed_ahead(self) -> list[Path]:
+        """The expected files whose trees are held, oldest first."""
+        return list(self._parsed)
+
+    def take_parsed(self, path: Path, data: bytes | None = None) -> tuple[ast.Module, NodeIndex] | None:
+        """The held tree and index of `path`, if it was parsed from `data`; either way, no longer held."""
+        resolved = self.name_of(path)[0]
+        self._expected.discard(resolved)
+        held = self._parsed.pop(resolved, None)
+        if held is None:
+            return None
+        raw, tree, index = held
+        self._parsed_size -= len(raw)
+        return (tree, index) if raw == data else None
+
+    def _hold_parsed(self, path: Path, raw: bytes, tree: ast.Module, index: NodeIndex) -> None:
+        if path in self._expected and self._parsed_size + len(raw) <= PARSED_AHEAD_BYTES:
+            self._parsed[path] = (raw, tree, index)
+            self._parsed_size += len(raw)
 
     def name_of(self, path: Path) -> tuple[Path, str, Path, bool]:
         """(resolved path, dotted name, the folder it is importable from, is a package's
@@ -689,8 +723,22 @@ class Project:
 
     # -- resolution
 
+    def _remembered(self, question: tuple[Any, ...], answer: Callable[[], Any]) -> Any:
+        """The answer to a query on the project, worked out once per run: summaries do not change."""
+        try:
+            return self._answers[question]
+        except KeyError:
+            found = self._answers[question] = answer()
+            return found
+
     def find_class(self, qualname: str, importer_root: Path, depth: int = 0) -> ClassRef | None:
         """The project class a qualified name refers to, through re-exports and aliases."""
+        return self._remembered(
+            ("class", qualname, importer_root, depth),
+            lambda: self._find_class(qualname, importer_root, depth),
+        )
+
+    def _find_class(self, qualname: str, importer_root: Path, depth: int) -> ClassRef | None:
         if not qualname or depth > _MAX_DEPTH:
             return None
         parts = qualname.split(".")
@@ -726,6 +774,12 @@ class Project:
 
     def unpicklable_return(self, qualname: str, importer_root: Path) -> tuple[Link, str] | None:
         """(where, what) when the project function `qualname` returns an unpicklable callable."""
+        return self._remembered(
+            ("unpicklable", qualname, importer_root),
+            lambda: self._unpicklable_return(qualname, importer_root),
+        )
+
+    def _unpicklable_return(self, qualname: str, importer_root: Path) -> tuple[Link, str] | None:
         found = self._defining(qualname, importer_root, _defines_unpicklable_return)
         if found is None:
             return None
@@ -738,6 +792,13 @@ class Project:
     ) -> tuple[Link, tuple[str, ...], tuple[tuple[str, str, str], ...]] | None:
         """For a project function that hands its parameters to a Dataset constructor: where it is,
         its positional parameters and the (dataset class, keyword, parameter) it hands on."""
+        return self._remembered(
+            ("forward", qualname, importer_root), lambda: self._dataset_forward(qualname, importer_root)
+        )
+
+    def _dataset_forward(
+        self, qualname: str, importer_root: Path
+    ) -> tuple[Link, tuple[str, ...], tuple[tuple[str, str, str], ...]] | None:
         found = self._defining(qualname, importer_root, _defines_forward)
         if found is None:
             return None
@@ -810,6 +871,12 @@ class Project:
         """Whether the project class `qualname` derives from torch's DataLoader: None when it does
         not (or is unknown); else whether it keeps DataLoader's own signature (no `__init__` of its
         own or of a project class in between), so its arguments mean what DataLoader's do."""
+        return self._remembered(
+            ("loader", qualname, importer_root, depth),
+            lambda: self._loader_fact(qualname, importer_root, depth),
+        )
+
+    def _loader_fact(self, qualname: str, importer_root: Path, depth: int) -> bool | None:
         ref = self.find_class(qualname, importer_root) if depth <= _MAX_DEPTH else None
         if ref is None:
             return None
@@ -824,6 +891,12 @@ class Project:
 
     def method_names(self, qualname: str, importer_root: Path, depth: int = 0) -> frozenset[str]:
         """Methods a project class defines or inherits from other project classes (unknown: none)."""
+        return self._remembered(
+            ("methods", qualname, importer_root, depth),
+            lambda: self._method_names(qualname, importer_root, depth),
+        )
+
+    def _method_names(self, qualname: str, importer_root: Path, depth: int) -> frozenset[str]:
         ref = self.find_class(qualname, importer_root) if depth <= _MAX_DEPTH else None
         if ref is None:
             return frozenset()
