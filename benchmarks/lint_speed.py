@@ -204,27 +204,75 @@ def project_copy(tree: Path, folder: Path) -> Path:
     return target
 
 
-_PROJECT_RUN = """\
-import json, sys, time
+_PINNED = """\
+import os, sys
+cpu = os.environ.get("LINT_SPEED_CPU")
+if cpu:
+    os.sched_setaffinity(0, {int(cpu)})  # one core, as the bare parse it is compared with
+"""
+
+_PROJECT_RUN = _PINNED + """\
+import json, time
 from pathlib import Path
 from datalint.config import Config
 from datalint.lint.engine import lint_paths
 from datalint.lint.project import peak_rss_mib
 start = time.perf_counter()
+cpu_start = time.process_time()
 cache = None if sys.argv[2] == "-" else Path(sys.argv[2])
 report = lint_paths([sys.argv[1]], Config(), cache_dir=cache, jobs=int(sys.argv[3]))
 seconds = time.perf_counter() - start
-print(json.dumps([seconds, report.files, len(report.findings), peak_rss_mib()]))
+cpu_seconds = time.process_time() - cpu_start
+print(json.dumps([seconds, report.files, len(report.findings), peak_rss_mib(), cpu_seconds]))
+"""
+
+# The floor, in a child process like the lint: every file of the tree read first (reading is not
+# timed), then `ast.parse` + `ast.walk` of each, one after another, the garbage collector as
+# Python sets it ("default"), or with the thresholds `datalint check` runs under ("as datalint").
+_BARE_RUN = _PINNED + """\
+import ast, gc, json, time
+from pathlib import Path
+sources = [(str(p), p.read_bytes()) for p in sorted(Path(sys.argv[1]).rglob("*.py"))]
+if sys.argv[2] == "as-datalint":
+    from datalint.lint.engine import LINT_GC_THRESHOLDS
+    gc.set_threshold(*LINT_GC_THRESHOLDS)
+start = time.perf_counter()
+cpu_start = time.process_time()
+for path, data in sources:
+    try:
+        tree = ast.parse(data, filename=path)
+    except (SyntaxError, ValueError):
+        continue
+    for _ in ast.walk(tree):
+        pass
+print(json.dumps([time.perf_counter() - start, time.process_time() - cpu_start]))
 """
 
 
-def time_project(project: Path, cache: Path | None, jobs: int) -> tuple[float, int, int, float]:
-    """(seconds, files, findings, peak RSS MiB) of a whole-project lint, in a child process."""
+def child_env(cpu: int | None) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("LINT_SPEED_CPU", None)
+    if cpu is not None:
+        env["LINT_SPEED_CPU"] = str(cpu)
+    return env
+
+
+def time_bare_child(tree: Path, cpu: int | None, gc_mode: str = "default") -> tuple[float, float]:
+    """(wall, CPU) seconds of the bare parse + walk of `tree`'s files, in a child process."""
+    command = [sys.executable, "-c", _BARE_RUN, str(tree), gc_mode]
+    done = subprocess.run(command, capture_output=True, text=True, env=child_env(cpu), check=True)
+    wall, cpu_seconds = json.loads(done.stdout.strip().splitlines()[-1])
+    return wall, cpu_seconds
+
+
+def time_project(
+    project: Path, cache: Path | None, jobs: int, cpu: int | None = None
+) -> tuple[float, int, int, float, float]:
+    """(seconds, files, findings, peak RSS MiB, CPU seconds) of a whole-project lint, in a child."""
     command = [sys.executable, "-c", _PROJECT_RUN, str(project), str(cache) if cache else "-", str(jobs)]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-    seconds, files, findings, rss = json.loads(done.stdout.strip().splitlines()[-1])
-    return seconds, files, findings, rss
+    done = subprocess.run(command, capture_output=True, text=True, env=child_env(cpu), check=True)
+    seconds, files, findings, rss, cpu_seconds = json.loads(done.stdout.strip().splitlines()[-1])
+    return seconds, files, findings, rss, cpu_seconds
 
 
 def precommit_run(project: Path, cache: Path, changed: Path, runs: int) -> tuple[float, float]:
@@ -250,28 +298,54 @@ def speed(bare: float, seconds: float) -> str:
     return f"{seconds:7.2f} s  {bare / seconds:.2f}x the bare parse's speed"
 
 
-def project_figures(tree: Path, bare: float, jobs: int, runs: int) -> None:
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def project_figures(tree: Path, jobs: int, runs: int, rounds: int, cpu: int | None) -> None:
+    """Rounds of bare parse, cold lint and warm lint, taking turns on the same files, so that
+    load from other processes falls on each alike; then `--jobs`, pre-commit and peak RSS."""
     with tempfile.TemporaryDirectory() as folder:
         project = project_copy(tree, Path(folder))
-        cache = Path(folder) / "cache"
-        cold, files, findings, rss = time_project(project, cache, 1)
-        warm, _, _, _ = time_project(project, cache, 1)
-        print(f"project model, {files:,} files ({findings} findings), one process:")
-        print(f"  cold cache: {speed(bare, cold)}  (peak RSS {rss:.0f} MiB)")
-        print(f"  warm cache: {speed(bare, warm)}")
+        where = f"pinned to CPU {cpu}" if cpu is not None else "not pinned"
+        print(f"project model, one process, {where}; load average 1/5/15 min at each step:")
+        rss = 0.0
+        for number in range(1, rounds + 1):
+            cache = Path(folder) / f"cache{number}"
+            before = load()
+            bare, bare_cpu = time_bare_child(project, cpu)
+            tuned, _ = time_bare_child(project, cpu, "as-datalint")
+            cold, files, findings, rss, cold_cpu = time_project(project, cache, 1, cpu)
+            warm, _, _, _, warm_cpu = time_project(project, cache, 1, cpu)
+            print(f"round {number} (load {before} -> {load()}), {files:,} files, {findings} findings:")
+            print(f"  bare parse + walk:              {bare:7.2f} s  (CPU {bare_cpu:.2f} s)")
+            print(f"  bare, datalint's gc thresholds: {tuned:7.2f} s  ({bare / tuned:.2f}x the default's)")
+            print(f"  cold cache: {speed(bare, cold)}  (CPU {cold_cpu:.2f} s: {bare_cpu / cold_cpu:.2f}x)")
+            print(f"  warm cache: {speed(bare, warm)}  (CPU {warm_cpu:.2f} s: {bare_cpu / warm_cpu:.2f}x)")
+        print(f"peak RSS of the cold whole-project lint: {rss:.0f} MiB")
+        cache = Path(folder) / "cache1"
         if jobs > 1:
-            parallel, _, _, _ = time_project(project, cache, jobs)
-            print(f"  --jobs {jobs}, warm cache: {speed(bare, parallel)}")
+            one, _, _, _, _ = time_project(project, cache, 1)
+            parallel, _, _, _, _ = time_project(project, cache, jobs)
+            print(f"warm cache, not pinned (load {load()}):")
+            print(f"  1 process {one:.2f} s, --jobs {jobs} {parallel:.2f} s")
+            print(f"  --jobs {jobs} speed-up: {one / parallel:.2f}x")
+            cold_one, _, _, _, _ = time_project(project, None, 1)
+            cold_parallel, _, _, _, _ = time_project(project, None, jobs)
+            print(f"no cache, not pinned (load {load()}):")
+            print(f"  1 process {cold_one:.2f} s, --jobs {jobs} {cold_parallel:.2f} s")
+            print(f"  --jobs {jobs} speed-up: {cold_one / cold_parallel:.2f}x")
         files_by_name = {p.name: p for p in sorted(project.rglob("*.py"))}
         for name in ("distributed.py", "dataloader.py"):
             changed = files_by_name.get(name)
             if changed is None:
                 continue
-            wall, cpu = precommit_run(project, cache, changed, runs)
+            wall, cpu_seconds = precommit_run(project, cache, changed, runs)
             lines = changed.read_bytes().count(b"\n")
             print(
                 f"pre-commit, one changed file ({changed.relative_to(project)}, {lines:,} lines) "
-                f"of {files:,}, warm cache: median {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU"
+                f"of {files:,}, warm cache (load {load()}): median {wall * 1000:.0f} ms wall, "
+                f"{cpu_seconds * 1000:.0f} ms CPU"
             )
 
 
@@ -287,6 +361,10 @@ def main() -> None:
     parser.add_argument("--cold-runs", type=int, default=15)
     parser.add_argument("--jobs", type=int, default=2, help="processes for the --jobs figure")
     parser.add_argument("--project-only", action="store_true", help="only the project-model figures")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating bare / cold / warm rounds")
+    parser.add_argument(
+        "--cpu", type=int, default=0, help="pin the one-process runs to this CPU (-1: do not pin)"
+    )
     parser.add_argument("--cold-only", action="store_true", help="only the cold-start comparison")
     parser.add_argument("--baseline", type=Path, help="another checkout to time the cold start of too")
     parser.add_argument(
@@ -302,11 +380,12 @@ def main() -> None:
     lines = sum(data.count(b"\n") for _, data in sources)
     print(f"tree: {tree}\nfiles: {len(sources):,}  lines: {lines:,}")
 
-    bare = min(time_bare(sources) for _ in range(args.repeat))
-    print(f"bare ast.parse + ast.walk: {bare:7.2f} s  {lines / bare:>10,.0f} lines/s")
-    project_figures(tree, bare, args.jobs, max(3, args.cold_runs // 3))
+    cpu = args.cpu if args.cpu >= 0 and hasattr(os, "sched_setaffinity") else None
+    project_figures(tree, args.jobs, max(3, args.cold_runs // 3), args.rounds, cpu)
     if args.project_only:
         return
+    bare = min(time_bare(sources) for _ in range(args.repeat))
+    print(f"bare ast.parse + ast.walk: {bare:7.2f} s  {lines / bare:>10,.0f} lines/s")
     runs = [time_datalint(sources) for _ in range(args.repeat)]
     ours, findings = min(runs)
     print(

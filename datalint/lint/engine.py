@@ -8,10 +8,12 @@ that file (exit code 2 in the CLI) while every other file is still checked.
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -471,14 +473,32 @@ def lint_paths(
         folder = default_cache_dir() if cache_dir == "default" else cache_dir
         project = Project.for_paths(paths or ["."], folder)
     linters = LinterCache(Linter(config, catalog, project), resolver, project)
-    if jobs > 1 and len(files_to_lint) > 1:
-        from datalint.lint.parallel import lint_in_processes
+    with collector_tuned_for_lint():
+        if jobs > 1 and len(files_to_lint) > 1:
+            from datalint.lint.parallel import lint_in_processes
 
-        note_holdings(project, files_to_lint)  # every worker starts knowing the whole project
-        findings, errors = lint_in_processes(files_to_lint, config, catalog, project, jobs, resolver)
-    else:
-        findings, errors = _lint_in_one_pass(linters, files_to_lint)
+            note_holdings(project, files_to_lint)  # every worker starts knowing the whole project
+            findings, errors = lint_in_processes(files_to_lint, config, catalog, project, jobs, resolver)
+        else:
+            findings, errors = _lint_in_one_pass(linters, files_to_lint)
     return LintReport(tuple(sorted(findings, key=sort_key)), len(files_to_lint), tuple(errors))
+
+
+# The garbage collector's thresholds while files are linted. A syntax tree holds no reference
+# cycles, but each one is hundreds of thousands of objects that live until its file is done: at
+# Python's default (700, 10, 10) the collector walks them again after every 700 allocations that
+# outlive a collection. Measured on a 2,285-file tree: 27% less CPU time. Restored afterwards.
+LINT_GC_THRESHOLDS: tuple[int, int, int] = (100_000, 50, 100)
+
+
+@contextmanager
+def collector_tuned_for_lint() -> Iterator[None]:
+    before = gc.get_threshold()
+    gc.set_threshold(*LINT_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 def _lint_in_one_pass(linters: LinterCache, paths: Sequence[Path]) -> tuple[list[Finding], list[FileError]]:

@@ -23,8 +23,11 @@ def _start(
     config: Config, catalog: Catalog | None, project: Project, resolver: ConfigResolver | None
 ) -> None:
     global _LINTER
-    from datalint.lint.engine import Linter, LinterCache
+    import gc
 
+    from datalint.lint.engine import LINT_GC_THRESHOLDS, Linter, LinterCache
+
+    gc.set_threshold(*LINT_GC_THRESHOLDS)  # the worker only lints (see `collector_tuned_for_lint`)
     _LINTER = LinterCache(Linter(config, catalog, project), resolver, project)
 
 
