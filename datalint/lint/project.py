@@ -22,7 +22,6 @@ What cannot be resolved stays unknown, and an unknown base makes no class a Data
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import os
 import sys
@@ -33,6 +32,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from datalint import __version__
+
+try:  # hashlib's own blake2b, without loading OpenSSL as `import hashlib` does (3 ms of each start)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without it
+    from hashlib import blake2b
 from datalint.lint.module import TORCH_DATASET_BASES, NodeIndex, canonical, dotted, index_tree
 
 DatasetKind = Literal["map", "iterable"]
@@ -543,7 +547,7 @@ class SummaryCache:
 
     @staticmethod
     def key(data: bytes, module: str, is_package: bool) -> str:
-        digest = hashlib.blake2b(digest_size=20)
+        digest = blake2b(digest_size=20)
         header = f"{__version__}\0{SUMMARY_FORMAT}\0{module}\0{int(is_package)}\0"
         digest.update(header.encode("utf-8", "surrogateescape"))  # a file's name need not be UTF-8
         digest.update(data)
