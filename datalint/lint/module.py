@@ -1291,25 +1291,50 @@ def _import_bindings(node: ast.Import | ast.ImportFrom) -> Iterator[tuple[str, s
             yield alias.asname or alias.name, f"{module}.{alias.name}" if module else alias.name
 
 
+# Fields that never hold a node in a parsed tree (names, numbers, flags; `ctx` holds the Load /
+# Store / Del singletons, which are not places): the walk does not look into them.
+_SCALAR_FIELDS = frozenset(
+    {"ctx", "id", "name", "attr", "arg", "asname", "module", "level", "kind", "type_comment"}
+    | {"simple", "conversion", "is_async", "rest", "tag"}
+)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}  # per node type, the fields the walk reads
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    return tuple(
+        name
+        for name in getattr(kind, "_fields", ())
+        if name not in _SCALAR_FIELDS and not (kind is ast.Constant and name == "value")
+    )
+
+
 def index_tree(tree: ast.AST) -> NodeIndex:
     """One breadth-first walk (ast.walk's order): nodes bucketed by type, and each node's parent.
 
-    Expression contexts (Load / Store / Del singletons) are skipped: they are not places.
+    Expression contexts (Load / Store / Del singletons) are skipped: they are not places. This
+    walk runs once per linted file over every node, so it is written for speed: per node type,
+    only the fields that can hold nodes are read.
     """
     nodes: dict[type, list[ast.AST]] = defaultdict(list)
     parents: dict[ast.AST, ast.AST] = {}
     queue: list[ast.AST] = [tree]
     append = queue.append
+    known = _CHILD_FIELDS
+    node_type = ast.AST
     for node in queue:  # the list grows while it is read: a queue without popping
-        nodes[type(node)].append(node)
-        for name in node._fields:
+        kind = type(node)
+        nodes[kind].append(node)
+        fields = known.get(kind)
+        if fields is None:
+            fields = known[kind] = _child_fields(kind)
+        for name in fields:
             value = getattr(node, name, None)
-            if isinstance(value, list):
+            if type(value) is list:
                 for item in value:
-                    if isinstance(item, ast.AST):
+                    if isinstance(item, node_type):
                         parents[item] = node
                         append(item)
-            elif isinstance(value, ast.AST) and name != "ctx":
+            elif isinstance(value, node_type):
                 parents[value] = node
                 append(value)
     return nodes, parents
