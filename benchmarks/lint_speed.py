@@ -8,13 +8,15 @@ and times `datalint check one_file.py` from a fresh interpreter (cold start) aga
 `python -c pass` and `ruff check` on the same file.
 
 The project model (`lint_paths`: summaries of every file, cross-file facts, the summary cache) is
-timed on the same files copied into a project folder: cold (empty cache), warm (every summary
-cached), with `--jobs N`; then a pre-commit run, `datalint check CHANGED.py` in a fresh
-interpreter, after one file of that project changed; and the peak RSS of the whole-project lint.
+timed on the same files copied into a project folder, in rounds that take turns with the bare
+parse (each in a child process pinned to one CPU, `--cpu`; wall and CPU time): cold (empty
+cache), warm (every summary cached); then with `--jobs N`; then a pre-commit run, `datalint
+check CHANGED.py` in a fresh interpreter, after one file of that project changed; and the peak
+RSS of the whole-project lint.
 
     .venv/bin/python benchmarks/lint_speed.py                 # the installed torch package
     .venv/bin/python benchmarks/lint_speed.py --tree PATH --no-flake8 --repeat 1
-    .venv/bin/python benchmarks/lint_speed.py --project-only --jobs 2
+    .venv/bin/python benchmarks/lint_speed.py --project-only --rounds 2 --jobs 2
     .venv/bin/python benchmarks/lint_speed.py --cold-only --cold-runs 31 --import-profile 15
     .venv/bin/python benchmarks/lint_speed.py --cold-only --baseline ../other-checkout
 """
