@@ -9,11 +9,13 @@ invalidate it.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -206,3 +208,26 @@ def test_a_read_only_cache_folder_costs_speed_never_a_result(tmp_path: Path) -> 
         assert lint_project(project, cache) == lint_project(project, None)
     finally:
         os.chmod(cache, 0o700)
+
+
+@pytest.mark.parametrize("name", PROJECT_NAMES)
+def test_a_file_parsed_for_another_files_question_is_linted_from_that_parse(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parses: list[str] = []
+    real_parse = ast.parse
+
+    def counting_parse(source: Any, *args: Any, **kwargs: Any) -> ast.Module:
+        parses.append(str(kwargs.get("filename", args[0] if args else "")))
+        return real_parse(source, *args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", counting_parse)
+    project = PROJECTS / name
+    files = len(list(project.rglob("*.py")))
+    held = lint_project(project)
+    held_parses = len(parses)
+    parses.clear()
+    assert held_parses == files  # each file parsed once, its summary and its rules from one tree
+    monkeypatch.setattr(project_module, "PARSED_AHEAD_BYTES", 0)  # nothing held: parsed again
+    assert lint_project(project) == held
+    assert len(parses) >= files
