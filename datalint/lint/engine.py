@@ -532,17 +532,18 @@ def _lint_order(project: Project | None, paths: Sequence[Path]) -> Iterator[Path
     if project is None:
         yield from paths
         return
-    given = {project.name_of(path)[0]: path for path in paths}
+    given: dict[Path, Path] = {}  # resolved -> the path as given (the first, if two name one file)
+    for path in paths:
+        given.setdefault(project.name_of(path)[0], path)
     project.expect(given)
     done: set[Path] = set()
     for path in paths:
-        while (ahead := next((p for p in project.parsed_ahead() if p not in done), None)) is not None:
-            done.add(ahead)
+        while (ahead := next((p for p in project.parsed_ahead() if given[p] not in done), None)) is not None:
+            done.add(given[ahead])
             yield given[ahead]
             project.take_parsed(ahead)  # linted: its tree, if still held, is not needed
-        resolved = project.name_of(path)[0]
-        if resolved not in done:
-            done.add(resolved)
+        if path not in done:
+            done.add(path)
             yield path
 
 
