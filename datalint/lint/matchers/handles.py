@@ -9,20 +9,27 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from datalint.lint.matchers.pickling import (
     STATE_HOOKS,
     FunctionDefs,
+    loader_start_method,
 )
 from datalint.lint.module import (
+    START_METHODS,
     ClassInfo,
+    LoaderCall,
     Match,
     Module,
     WorkerFunction,
     self_attribute,
     self_attribute_writes,
 )
+
+HOOKS: tuple[str, ...] = ("collate_fn", "worker_init_fn")
+FRESH_INTERPRETERS: tuple[str, ...] = ("spawn", "forkserver")
 
 # ---- shared helpers ------------------------------------------------------------------------------
 
@@ -42,6 +49,74 @@ def runs_in_workers(module: Module, node: ast.AST) -> WorkerFunction | None:
     if worker.loader is not None and worker.loader.workers_known_zero:
         return None
     return worker
+
+
+def hooked_loaders(module: Module, function: ast.AST, hooks: Sequence[str] = HOOKS) -> tuple[LoaderCall, ...]:
+    """The loaders that pass `function` as one of `hooks`, directly or as `functools.partial(function)`."""
+    found = []
+    for loader in module.loader_calls:
+        for hook in hooks:
+            node = loader.arg(hook).node
+            resolved = module.resolve(node) if node is not None else None
+            if (
+                isinstance(resolved, ast.Call)
+                and module.qualname(resolved.func) == "functools.partial"
+                and resolved.args
+            ):
+                resolved = module.resolve(resolved.args[0])
+            if resolved is function:
+                found.append(loader)
+                break
+    return tuple(found)
+
+
+def class_family(module: Module, info: ClassInfo) -> set[ast.ClassDef]:
+    """The class, its in-file bases and its in-file subclasses: the objects its methods may act on."""
+    family = {info.node, *(base.node for base in module.base_classes(info))}
+    family.update(c.node for c in module.classes if info.node in {b.node for b in module.base_classes(c)})
+    return family
+
+
+def loaders_reaching(module: Module, worker: WorkerFunction) -> tuple[LoaderCall, ...]:
+    """The file's loaders whose workers run `worker`: those of its class (and the class's in-file
+    subclasses), or those it is a hook of; () when the file does not tell."""
+    owner = module.enclosing_class(worker.node)
+    if owner is not None:
+        info = module.class_of(owner)
+        subclasses = [c for c in module.classes if owner in {b.node for b in module.base_classes(c)}]
+        return tuple(loader for c in (info, *subclasses) for loader in module.loaders_of(c))
+    found = {id(loader.node): loader for loader in hooked_loaders(module, worker.node)}
+    if worker.loader is not None:
+        found.setdefault(id(worker.loader.node), worker.loader)
+    return tuple(found.values())
+
+
+def process_start_method(module: Module) -> str | None:
+    """The start method `set_start_method(...)` chooses for the whole process, if the file says one."""
+    methods = {
+        site.method
+        for site in module.start_method_sites
+        if site.via == "set_start_method" and site.method in START_METHODS
+    }
+    return methods.pop() if len(methods) == 1 else None
+
+
+def start_method_of(module: Module, loaders: Sequence[LoaderCall]) -> str | None:
+    """The start method the workers of these loaders use, when the code decides it: the one each
+    loader names (`multiprocessing_context=`), else the process's (`set_start_method`); else None.
+
+    One loader's `multiprocessing_context="spawn"` decides that loader only, not the file.
+    """
+    process = process_start_method(module)
+    if not loaders:
+        return process
+    methods = {loader_start_method(module, loader) or process for loader in loaders}
+    return methods.pop() if len(methods) == 1 else None
+
+
+def forks_workers(module: Module, worker: WorkerFunction) -> bool:
+    """Whether the workers that run `worker` may be forked (not known to start a fresh interpreter)."""
+    return start_method_of(module, loaders_reaching(module, worker)) not in FRESH_INTERPRETERS
 
 
 def is_generator_function(function: ast.AST) -> bool:
@@ -71,7 +146,7 @@ def handle_opened_in_init(
         for method in init_methods:
             for attribute, value, statement in self_attribute_writes(method):
                 handle = _stored_handle(module, info, value, calls, npz_calls)
-                if handle is None or _released(module, init_methods, attribute, statement):
+                if handle is None or _released(module, info, init_methods, attribute, statement):
                     continue
                 if _reassigned_elsewhere(module, info, init_methods, attribute):
                     continue  # re-opened lazily, in __setstate__, or by a worker_init_fn
@@ -175,10 +250,17 @@ def _returned_handle(
     return None
 
 
-def _released(module: Module, init_methods: Sequence[ast.AST], attribute: str, opened: ast.stmt) -> bool:
-    """`self.x = None`, `del self.x`, or (unless the code asks for spawn) `self.x.close()` after opening."""
-    closing_is_enough = module.effective_start_method == "fork"
+def _released(
+    module: Module, info: ClassInfo, init_methods: Sequence[ast.AST], attribute: str, opened: ast.stmt
+) -> bool:
+    """`self.x = None`, `del self.x`, or (when this class's workers fork) `self.x.close()` after opening.
+
+    A closed handle object still fails to pickle under spawn; which start method applies is
+    decided by the class's own loaders (or the process), not by another loader of the file.
+    """
     opened_in = module.enclosing_function(opened)
+    chosen = start_method_of(module, module.loaders_of(info))
+    closing_is_enough = (chosen or module.default_start_method) == "fork"
     for method in init_methods:
         for node in ast.walk(method):
             if method is opened_in and getattr(node, "lineno", 0) <= opened.lineno:
@@ -216,10 +298,11 @@ def _reassigned_elsewhere(
 
     `self.x = ...` counts only in a method of the class itself or of its in-file bases and
     subclasses: a sibling class's lazy re-open fixes that sibling, not this one. `obj.x = ...`
-    outside any class (a `worker_init_fn` setting `info.dataset.x`) counts for every class.
+    elsewhere (a `worker_init_fn` setting `get_worker_info().dataset.x`) counts unless it certainly
+    acts on other objects: `obj` is built from another class, or the function is a hook only of
+    loaders whose datasets are other classes of the file.
     """
-    family = {info.node, *(base.node for base in module.base_classes(info))}
-    family.update(c.node for c in module.classes if info.node in {b.node for b in module.base_classes(c)})
+    family = class_family(module, info)
     for node in module.nodes_of(ast.Assign, ast.AnnAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         hits = [t for t in targets if isinstance(t, ast.Attribute) and t.attr == attribute]
@@ -235,8 +318,27 @@ def _reassigned_elsewhere(
         if on_self and owner is not None:
             if owner in family:
                 return True
-        elif owner is None or not on_self:
+        elif _may_reach(module, family, function, hits):
             return True
+    return False
+
+
+def _may_reach(
+    module: Module, family: set[ast.ClassDef], function: ast.AST, targets: Sequence[ast.Attribute]
+) -> bool:
+    """Whether `obj.x = ...` in `function` may act on an object of one of the `family` classes."""
+    for target in targets:
+        built = module.resolve(target.value)
+        made = module.resolve_class(built.func) if isinstance(built, ast.Call) else None
+        if made is not None and made.node not in family:
+            continue  # `other = Other(); other.x = ...`
+        loaders = hooked_loaders(module, function, ("worker_init_fn",))
+        if loaders and all(
+            (dataset := module.loader_dataset_class(loader)) is not None and dataset.node not in family
+            for loader in loaders
+        ):
+            continue  # the worker_init_fn of other classes' loaders only
+        return True
     return False
 
 
@@ -250,23 +352,74 @@ def opencv_threads_in_workers(
     limit_calls: Sequence[str] = ("cv2.setNumThreads",),
     ignored_calls: Sequence[str] = (),
 ) -> Iterator[Match]:
-    """The first OpenCV call in worker code, when the file never limits OpenCV's threads."""
+    """The first OpenCV call in worker code that no thread limit covers.
+
+    A limit at module level, or in code that runs in the parent (inherited by forked workers),
+    covers the whole file. A limit in worker code covers only what shares its workers: in a
+    `worker_init_fn`, the loaders that pass it and their datasets; in a method, the class.
+    """
     prefix = f"{package}."
     if not any(target == package or target.startswith(prefix) for target in module.imports.values()):
+        return
+    limits = _ThreadLimits.of(module, limit_calls)
+    if limits.file_wide:
         return
     first: ast.Call | None = None
     for call in module.calls:
         name = module.qualname(call.func) or ""
-        if name in limit_calls:
-            return
-        if not name.startswith(prefix) or name in ignored_calls:
+        if not name.startswith(prefix) or name in ignored_calls or name in limit_calls:
             continue
-        if runs_in_workers(module, call) is not None and (
-            first is None or (call.lineno, call.col_offset) < (first.lineno, first.col_offset)
-        ):
+        worker = runs_in_workers(module, call)
+        if worker is None or limits.cover(module, worker):
+            continue
+        if first is None or (call.lineno, call.col_offset) < (first.lineno, first.col_offset):
             first = call
     if first is not None:
         yield Match(first, {"call": f"{module.segment(first.func)}(...)"})
+
+
+@dataclass(frozen=True)
+class _ThreadLimits:
+    """Where a file limits a library's threads: everywhere, or for some classes and loaders."""
+
+    file_wide: bool
+    classes: frozenset[ast.ClassDef]  # a limit in a method: the class and its in-file relatives
+    loaders: frozenset[int]  # ids of loader calls whose worker_init_fn limits
+    unknown: bool  # a scoped limit whose objects the file does not tell (unknown dataset, a helper)
+
+    @classmethod
+    def of(cls, module: Module, limit_calls: Sequence[str]) -> _ThreadLimits:
+        classes: set[ast.ClassDef] = set()
+        loaders: set[int] = set()
+        unknown = False
+        for call in module.calls:
+            if module.qualname(call.func) not in limit_calls:
+                continue
+            worker = module.worker_function_of(call)
+            if worker is None:
+                return cls(True, frozenset(), frozenset(), False)  # module level or the parent
+            owner = module.enclosing_class(worker.node)
+            hooked = loaders_reaching(module, worker) if owner is None else ()
+            if owner is not None:
+                classes.update(class_family(module, module.class_of(owner)))
+            elif hooked:
+                loaders.update(id(loader.node) for loader in hooked)
+                unknown = unknown or any(module.loader_dataset_class(loader) is None for loader in hooked)
+            else:
+                unknown = True  # a helper the file's loaders do not name
+        return cls(False, frozenset(classes), frozenset(loaders), unknown)
+
+    def cover(self, module: Module, worker: WorkerFunction) -> bool:
+        """Whether the limits run in the workers that run `worker`."""
+        owner = module.enclosing_class(worker.node)
+        reaching = loaders_reaching(module, worker)
+        if owner is not None and owner in self.classes:
+            return True
+        if reaching:
+            return all(id(loader.node) in self.loaders for loader in reaching)
+        # Workers the file does not name (a dataset read by another file's loader, a helper):
+        # only a limit whose own objects are unknown may be theirs.
+        return self.unknown or (owner is None and bool(self.classes or self.loaders))
 
 
 # ---- DL203 cuda-in-worker -----------------------------------------------------------------------------
@@ -392,8 +545,8 @@ def tokenizer_fork_parallelism(
     environment_variable: str = "TOKENIZERS_PARALLELISM",
 ) -> Iterator[Match]:
     """A fast tokenizer called in the parent and in workers, with its parallelism left undecided."""
-    # Fork-only: silent when the file itself (not the configured default) asks for a fresh interpreter.
-    if environment_variable in module.source or module.start_method in ("spawn", "forkserver"):
+    # The variable is the process's: code that sets it anywhere decides it for every tokenizer.
+    if _names_in_code(module, environment_variable):
         return
     holders = _tokenizer_holders(module, factories, fast_class_suffix)
     if not holders:
@@ -405,9 +558,24 @@ def tokenizer_fork_parallelism(
             uses.setdefault(holder, []).append(call)
     for calls in uses.values():
         parent = [c for c in calls if runs_in_workers(module, c) is None]
-        if parent and any(runs_in_workers(module, c) is not None for c in calls):
+        # Fork-only: a worker whose own loader (or the process) asks for a fresh interpreter
+        # re-creates the tokenizer instead of inheriting a used one.
+        workers = [w for c in calls if (w := runs_in_workers(module, c)) is not None]
+        forked = [w for w in workers if forks_workers(module, w)]
+        if parent and forked:
             first = min(parent, key=lambda c: (c.lineno, c.col_offset))
             yield Match(first, {"call": f"{module.segment(first.func)}(...)"})
+
+
+def _names_in_code(module: Module, name: str) -> bool:
+    """Whether code (not a comment or a docstring) names `name`: `os.environ["NAME"] = ...`,
+    `os.environ.setdefault("NAME", ...)`, `os.environ.update(NAME=...)`."""
+    if name not in module.source:
+        return False  # the cheap test first
+    for node in module.nodes_of(ast.Constant):
+        if node.value == name and not isinstance(module.parent(node), ast.Expr):
+            return True
+    return any(keyword.arg == name for keyword in module.nodes_of(ast.keyword))
 
 
 def _tokenizer_holders(module: Module, factories: Sequence[str], suffix: str) -> set[tuple[Any, ...]]:
@@ -463,8 +631,6 @@ def module_handle_in_worker(
     module: Module, *, calls: Sequence[str] = ("open",), npz_calls: Sequence[str] = ("numpy.load",)
 ) -> Iterator[Match]:
     """A handle opened at import time (module level) and used by worker code: shared by forked workers."""
-    if module.start_method in ("spawn", "forkserver"):
-        return  # each spawned worker re-imports the module and opens its own handle
     for statement in module.tree.body:
         if not (isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call)):
             continue
@@ -482,7 +648,8 @@ def _used_in_workers(module: Module, target: ast.Name) -> bool:
         if (
             node.id == target.id
             and isinstance(node.ctx, ast.Load)
-            and runs_in_workers(module, node) is not None
+            and (worker := runs_in_workers(module, node)) is not None
+            and forks_workers(module, worker)  # a spawned worker re-imports and opens its own
         ):
             bound = module.binding(node)
             if bound is not None and module.parent(bound) is module.parent(target):
