@@ -1074,7 +1074,7 @@ class Module:
         queue: list[WorkerFunction] = list(self._worker_seeds())
         while queue:
             item = queue.pop(0)
-            if item.node in found:
+            if item.node in found and not _reaches_more_workers(item, found[item.node]):
                 continue
             found[item.node] = item
             queue.extend(self._called_functions(item))
@@ -1237,6 +1237,16 @@ class Module:
         """
         directive = self.noqa_directives.for_line(line)
         return directive.noqa if directive is not None else None
+
+
+def _reaches_more_workers(new: WorkerFunction, known: WorkerFunction) -> bool:
+    """A hook shared by two loaders is kept with the one that may have workers: the first loader
+    found having none must not make the function parent-only for the other."""
+    return (
+        known.loader is not None
+        and known.loader.workers_known_zero
+        and not (new.loader is not None and new.loader.workers_known_zero)
+    )
 
 
 _NEVER_NONE = (
