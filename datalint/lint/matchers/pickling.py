@@ -341,8 +341,17 @@ def _read_only_without_workers(module: Module, construction: ast.Call) -> bool:
 
 
 def _reads(module: Module, loader: LoaderCall, construction: ast.Call) -> bool:
+    """The loader reads the constructed object, or a part of it (`DataLoader(ds.inner_dataset)`:
+    a part that calls back into the dataset pickles it whole for workers)."""
     dataset = loader.arg("dataset").node
-    return dataset is not None and module.split_source(dataset) is construction
+    if dataset is None:
+        return False
+    source = module.split_source(dataset)
+    for _ in range(4):
+        if not isinstance(source, ast.Attribute):
+            break
+        source = module.split_source(source.value)
+    return source is construction
 
 
 def _kept_arguments(
