@@ -443,7 +443,11 @@ def cuda_in_worker(
         what = _cuda_use(module, call, cuda_modules, harmless_calls)
         if what:
             yield Match(call, {"what": f"{what} uses CUDA", "where": where})
-        elif module.qualname(call.func) in load_calls and not _has_map_location(call):
+        elif (
+            module.qualname(call.func) in load_calls
+            and not _has_map_location(call)
+            and not _holds_only_numpy(module, call)
+        ):
             what = (
                 f"`{module.segment(call.func)}(...)` without `map_location` "
                 "restores tensors on the GPU they were saved from"
@@ -493,6 +497,38 @@ def _is_cuda_device(module: Module, expr: ast.expr) -> bool:
         inner = module.literal(resolved.args[0])
         return isinstance(inner, str) and inner.startswith("cuda")
     return False
+
+
+def _holds_only_numpy(module: Module, load: ast.Call) -> bool:
+    """The loaded value is only ever handed to `torch.from_numpy` (whole or indexed): it holds numpy
+    arrays, which `torch.load` never puts on a GPU (`from_numpy` refuses a tensor)."""
+    parent = module.parent(load)
+    if _into_from_numpy(module, load):
+        return True
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
+        return False
+    target = parent.targets[0]
+    if not isinstance(target, ast.Name):
+        return False
+    scope = module.scope_of(parent)
+    uses = [
+        node
+        for node in module.nodes_of(ast.Name)
+        if node.id == target.id and isinstance(node.ctx, ast.Load) and module.scope_of(node) is scope
+    ]
+    return bool(uses) and all(_into_from_numpy(module, use) for use in uses)
+
+
+def _into_from_numpy(module: Module, node: ast.expr) -> bool:
+    """`torch.from_numpy(node)` or `torch.from_numpy(node[key])`."""
+    parent = module.parent(node)
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        node, parent = parent, module.parent(parent)
+    return (
+        isinstance(parent, ast.Call)
+        and parent.args[:1] == [node]
+        and module.qualname(parent.func) == "torch.from_numpy"
+    )
 
 
 def _has_map_location(call: ast.Call) -> bool:
