@@ -385,7 +385,7 @@ class _ThreadLimits:
     file_wide: bool
     classes: frozenset[ast.ClassDef]  # a limit in a method: the class and its in-file relatives
     loaders: frozenset[int]  # ids of loader calls whose worker_init_fn limits
-    unknown: bool  # a scoped limit whose objects the file does not tell (unknown dataset, a helper)
+    unknown: bool  # a worker_init_fn limit of a loader whose dataset the file does not name
 
     @classmethod
     def of(cls, module: Module, limit_calls: Sequence[str]) -> _ThreadLimits:
@@ -405,8 +405,8 @@ class _ThreadLimits:
             elif hooked:
                 loaders.update(id(loader.node) for loader in hooked)
                 unknown = unknown or any(module.loader_dataset_class(loader) is None for loader in hooked)
-            else:
-                unknown = True  # a helper the file's loaders do not name
+            else:  # a helper the file's loaders do not name: whose workers run it is not known
+                return cls(True, frozenset(), frozenset(), False)
         return cls(False, frozenset(classes), frozenset(loaders), unknown)
 
     def cover(self, module: Module, worker: WorkerFunction) -> bool:
@@ -418,7 +418,7 @@ class _ThreadLimits:
         if reaching:
             return all(id(loader.node) in self.loaders for loader in reaching)
         # Workers the file does not name (a dataset read by another file's loader, a helper):
-        # only a limit whose own objects are unknown may be theirs.
+        # only a limit of a loader whose dataset is unknown may be theirs.
         return self.unknown or (owner is None and bool(self.classes or self.loaders))
 
 
