@@ -274,6 +274,24 @@ def test_rule_options_change_thresholds_and_word_lists() -> None:
     assert [f.code for f in lint(fitting, "DL009", **{"extend-train-words": ["fit"]})] == ["DL009"]
 
 
+def test_dl009_is_decided_per_loader_like_its_siblings_in_the_fixture_project() -> None:
+    """DL009 is off by default, so the sibling fixture project (default rules) cannot hold its pair."""
+    source = """
+    from torch.utils.data import DataLoader
+
+
+    def synchronous(train_set):
+        workers = 0
+        return DataLoader(train_set, batch_size=32, shuffle=True, num_workers=workers)
+
+
+    def with_workers(train_set):
+        workers = 4
+        return DataLoader(train_set, batch_size=32, shuffle=True, num_workers=workers)
+    """
+    assert [(f.line, f.code) for f in lint(source, "DL009")] == [(6, "DL009")]
+
+
 # ---- the flagged code really fails under spawn, and the fix runs --------------------------------------
 
 
