@@ -115,8 +115,15 @@ def start_method_of(module: Module, loaders: Sequence[LoaderCall]) -> str | None
 
 
 def forks_workers(module: Module, worker: WorkerFunction) -> bool:
-    """Whether the workers that run `worker` may be forked (not known to start a fresh interpreter)."""
-    return start_method_of(module, loaders_reaching(module, worker)) not in FRESH_INTERPRETERS
+    """Whether the workers that run `worker` may be forked (not known to start a fresh interpreter).
+
+    A helper that no class or loader of the file names as its own (called from a method, say)
+    may run in any of the file's workers: the start method the file asks for, if one, decides it.
+    """
+    loaders = loaders_reaching(module, worker)
+    if not loaders and module.enclosing_class(worker.node) is None:
+        return module.start_method not in FRESH_INTERPRETERS
+    return start_method_of(module, loaders) not in FRESH_INTERPRETERS
 
 
 def is_generator_function(function: ast.AST) -> bool:
