@@ -181,6 +181,30 @@ class ClassInfo:
     methods: Mapping[str, ast.FunctionDef | ast.AsyncFunctionDef]
 
 
+def forwards_default_workers(init: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a DataLoader subclass's `__init__` leaves `num_workers` to DataLoader: it takes
+    `**kwargs`, hands them on to a call, and never names `num_workers` (as a parameter, a keyword,
+    a name or the string a `kwargs[...]`/`kwargs.get(...)` would use)."""
+    kwargs = init.args.kwarg
+    if kwargs is None:
+        return False
+    handed_on = False
+    for node in ast.walk(init):
+        if isinstance(node, ast.arg | ast.keyword) and node.arg == "num_workers":
+            return False
+        if isinstance(node, ast.Name) and node.id == "num_workers":
+            return False
+        if isinstance(node, ast.Constant) and node.value == "num_workers":
+            return False
+        if isinstance(node, ast.Call) and any(
+            k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwargs.arg
+            for k in node.keywords
+        ):
+            handed_on = True
+    return handed_on
+
+
+
 @dataclass(frozen=True)
 class LoaderCall:
     """A call of `torch.utils.data.DataLoader` or of an in-file subclass of it."""
@@ -692,6 +716,20 @@ class Module:
     def _project_loader(self, qualified: str) -> bool | None:
         """For a class of another project file: None unless it derives from DataLoader; else
         whether it keeps DataLoader's signature (see `Project.loader_fact`)."""
+        absolute = self._other_project_class(qualified)
+        if absolute is None or self.project is None or self.source_root is None:
+            return None
+        return self.project.loader_fact(absolute, self.source_root)
+
+    def _project_loader_default_workers(self, qualified: str) -> bool:
+        """A loader class of another project file leaves `num_workers` to DataLoader's default."""
+        absolute = self._other_project_class(qualified)
+        if absolute is None or self.project is None or self.source_root is None:
+            return False
+        return self.project.loader_default_workers(absolute, self.source_root)
+
+    def _other_project_class(self, qualified: str) -> str | None:
+        """The absolute name of a class `qualified` names in another project file, else None."""
         if self.project is None or self.source_root is None or canonical(qualified) in LOADER_CLASSES:
             return None
         if qualified.startswith("."):
@@ -707,7 +745,7 @@ class Module:
             qualified = f"{package}.{rest}" if package else rest
         if self.module_name and qualified.startswith(self.qualified_prefix):
             return None  # a class of this file: the in-file analysis covers it
-        return self.project.loader_fact(qualified, self.source_root)
+        return qualified
 
     @cached_property
     def dataset_classes(self) -> tuple[ClassInfo, ...]:
@@ -1009,14 +1047,20 @@ class Module:
         if qualified is not None and self.resolve_class(call.func) is None:
             in_project = self._project_loader(qualified)
             if in_project is not None:
-                return LoaderCall(call, qualified, self._loader_args(call, in_project), in_project)
+                args = self._loader_args(call, in_project)
+                if not in_project and self._project_loader_default_workers(qualified):
+                    args.setdefault("num_workers", Arg("num_workers", "absent"))
+                return LoaderCall(call, qualified, args, in_project)
         if not self.loader_classes:
             return None
         local = self.resolve_class(call.func)
         if local is None or not any(local.node is c.node for c in self.loader_classes):
             return None
-        known = self.method(local, "__init__") is None
-        return LoaderCall(call, local.name, self._loader_args(call, known), known)
+        init = self.method(local, "__init__")
+        args = self._loader_args(call, init is None)
+        if init is not None and forwards_default_workers(init):
+            args.setdefault("num_workers", Arg("num_workers", "absent"))
+        return LoaderCall(call, local.name, args, init is None)
 
     def _loader_args(self, call: ast.Call, signature_known: bool) -> dict[str, Arg]:
         args: dict[str, Arg] = {}

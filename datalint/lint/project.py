@@ -37,14 +37,21 @@ try:  # hashlib's own blake2b, without loading OpenSSL as `import hashlib` does 
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - a Python built without it
     from hashlib import blake2b
-from datalint.lint.module import TORCH_DATASET_BASES, NodeIndex, canonical, dotted, index_tree
+from datalint.lint.module import (
+    TORCH_DATASET_BASES,
+    NodeIndex,
+    canonical,
+    dotted,
+    forwards_default_workers,
+    index_tree,
+)
 
 DatasetKind = Literal["map", "iterable"]
 Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
-SUMMARY_FORMAT = 4  # bumped when FileSummary's fields change: old cache entries are then ignored
+SUMMARY_FORMAT = 5  # bumped when FileSummary's fields change: old cache entries are then ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
 # a tree and its index take about 36 times their source in memory.
@@ -65,6 +72,9 @@ class ClassSummary:
     holds: tuple[tuple[str, str], ...] = ()
     # `self.<attr>.<method>(...)` and `self.<attr>(...)` (method "__call__") in its methods.
     calls_on: tuple[tuple[str, str], ...] = ()
+    # Its `__init__` hands `**kwargs` on and never names `num_workers`: a loader built from it
+    # without `num_workers` gets DataLoader's default, 0 (see `forwards_default_workers`).
+    default_workers: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,6 +111,7 @@ class FileSummary:
                     list(c.methods),
                     [list(h) for h in c.holds],
                     [list(x) for x in c.calls_on],
+                    c.default_workers,
                 ]
                 for c in self.classes.values()
             ],
@@ -116,8 +127,9 @@ class FileSummary:
                 tuple(methods),
                 tuple((a, b) for a, b in holds),
                 tuple((a, b) for a, b in calls_on),
+                bool(default_workers),
             )
-            for name, line, bases, methods, holds, calls_on in data["classes"]
+            for name, line, bases, methods, holds, calls_on, default_workers in data["classes"]
         }
         return cls(
             str(data["module"]),
@@ -493,6 +505,7 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
         tuple(m.name for m in methods),
         tuple(sorted(holds.items())),
         tuple(sorted(calls_on)),
+        any(m.name == "__init__" and forwards_default_workers(m) for m in methods),
     )
 
 
@@ -892,6 +905,21 @@ class Project:
             if inner is not None:
                 return inner and not own_init
         return None
+
+    def loader_default_workers(self, qualname: str, importer_root: Path, depth: int = 0) -> bool:
+        """Whether every `__init__` between the project loader class `qualname` and torch's
+        DataLoader leaves `num_workers` to DataLoader (default 0 when a call leaves it out)."""
+        ref = self.find_class(qualname, importer_root) if depth <= _MAX_DEPTH else None
+        if ref is None:
+            return False
+        if "__init__" in ref.summary.methods and not ref.summary.default_workers:
+            return False
+        for base in ref.summary.bases:
+            if canonical(base) == LOADER_CLASS:
+                return True
+            if base and self.loader_fact(base, ref.source_root, depth + 1) is not None:
+                return self.loader_default_workers(base, ref.source_root, depth + 1)
+        return False
 
     def method_names(self, qualname: str, importer_root: Path, depth: int = 0) -> frozenset[str]:
         """Methods a project class defines or inherits from other project classes (unknown: none)."""
