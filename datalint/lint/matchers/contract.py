@@ -270,9 +270,55 @@ def _default_collate(module: Module, info: ClassInfo, collate_names: Sequence[st
         return any(loader.effective("collate_fn") is None for loader in loaders)
     if any(name in collate_names or "collat" in name for name in module.inherited_method_names(info)):
         return False  # the dataset brings its own collater (`dataset.collater`), maybe from a base elsewhere
-    if any(f.name in collate_names or "collate" in f.name for f in module.functions):
+    claimed = _collates_of_other_classes(module, info)
+    if any(
+        (f.name in collate_names or "collate" in f.name) and f not in claimed and _module_level(module, f)
+        for f in module.functions
+    ):
+        return False  # the file ships a collate for loaders built elsewhere
+    return not any(_passes_collate(module, call, info) for call in module.calls)
+
+
+def _collates_of_other_classes(module: Module, info: ClassInfo) -> set[ast.AST]:
+    """In-file functions passed as `collate_fn` to loaders of other in-file classes: theirs, not
+    evidence for `info`."""
+    claimed: set[ast.AST] = set()
+    for loader in module.loader_calls:
+        dataset = module.loader_dataset_class(loader)
+        node = loader.arg("collate_fn").node
+        if dataset is None or dataset.node is info.node or node is None:
+            continue
+        resolved = module.resolve(node)
+        if isinstance(resolved, ast.FunctionDef | ast.AsyncFunctionDef):
+            claimed.add(resolved)
+    return claimed
+
+
+def _module_level(module: Module, function: FunctionDef) -> bool:
+    return module.enclosing_class(function) is None and module.enclosing_function(function) is None
+
+
+def _passes_collate(module: Module, call: ast.Call, info: ClassInfo) -> bool:
+    """A call given `collate_fn=` (or `**options`, which may hold one) that may batch `info`: not a
+    loader of another in-file class, not a class of this file being built."""
+    if not any(k.arg in {"collate_fn", None} for k in call.keywords):
         return False
-    return not any(k.arg in {"collate_fn", None} for call in module.calls for k in call.keywords)
+    loader = next((loader for loader in module.loader_calls if loader.node is call), None)
+    if loader is not None:
+        dataset = module.loader_dataset_class(loader)
+        return dataset is None or dataset.node is info.node
+    # `super().__init__(**kwargs)`, `Base(**options)`: a class of this file is built, nothing batched.
+    return module.resolve_class(call.func) is None and not _is_super_call(call)
+
+
+def _is_super_call(call: ast.Call) -> bool:
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Call)
+        and isinstance(func.value.func, ast.Name)
+        and func.value.func.id == "super"
+    )
 
 
 # ---- DL503 truncated-images-allowed --------------------------------------------------------------

@@ -972,11 +972,32 @@ def _escape(
         return None  # handed to code that may decode it
     if isinstance(parent, ast.Assign) and node is parent.value and len(parent.targets) == 1:
         target = parent.targets[0]
+        local = _local_container(module, target)
+        if local is not None:
+            # `sample["img"] = Image.open(p)` into a dict built here: kept only if the dict is.
+            return _name_escape(module, local[0], local[1], True, uses)
         if isinstance(target, ast.Attribute | ast.Subscript):
             return f"it is stored in `{module.segment(target)}`"
         if isinstance(target, ast.Name):
             return _name_escape(module, parent, target.id, container, uses)
     return None
+
+
+def _local_container(module: Module, target: ast.expr) -> tuple[ast.Assign, str] | None:
+    """For `name[...] = ...` where `name` is bound once in this function by `name = <expr>`: that
+    assignment and the name; else None (a parameter, a global, an attribute: it may outlive us)."""
+    base = target
+    while isinstance(base, ast.Subscript):
+        base = base.value
+    if base is target or not isinstance(base, ast.Name):
+        return None
+    bound = module.binding(base)
+    assignment = module.parent(bound) if bound is not None else None
+    if not isinstance(assignment, ast.Assign) or module.enclosing_function(assignment) is None:
+        return None
+    if module.enclosing_function(assignment) is not module.enclosing_function(target):
+        return None
+    return assignment, base.id
 
 
 def _container_escape(module: Module, receiver: ast.expr, uses: ImageUses) -> str | None:
@@ -997,11 +1018,12 @@ def _name_escape(
     """Follow `image = Image.open(p)` (or a list of them): kept if returned or stored, never decoded."""
     scope = module.enclosing_function(assignment) or module.tree
     kept: str | None = None
+    until = _next_binding_line(module, assignment, name)
     for use in walk_scope(scope):
         if not (isinstance(use, ast.Name) and use.id == name and isinstance(use.ctx, ast.Load)):
             continue
-        if use.lineno < assignment.lineno:
-            continue
+        if use.lineno < assignment.lineno or use.lineno > until:
+            continue  # before this binding, or after the name is bound to something else
         parent = module.parent(use)
         if isinstance(parent, ast.Attribute | ast.Subscript):
             if container or (isinstance(parent, ast.Attribute) and parent.attr in uses.header_attributes):
@@ -1014,6 +1036,40 @@ def _name_escape(
             return None
         kept = escape or kept
     return kept
+
+
+def _next_binding_line(module: Module, assignment: ast.Assign, name: str) -> float:
+    """The line where a later statement of the same block binds `name` again (the uses after it
+    belong to that binding, not to this one); infinity when none does."""
+    parent = module.parent(assignment)
+    block = next(
+        (
+            body
+            for field in ("body", "orelse", "finalbody")
+            if isinstance(body := getattr(parent, field, None), list) and assignment in body
+        ),
+        None,
+    )
+    if block is None:
+        return float("inf")
+    for statement in block[block.index(assignment) + 1 :]:
+        if not isinstance(statement, ast.Assign) or not any(_rebinds(t, name) for t in statement.targets):
+            continue
+        # `image = image.resize(...)` reads this binding before replacing it: it is a use, not an end.
+        if not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(statement.value)):
+            return statement.lineno
+    return float("inf")
+
+
+def _rebinds(target: ast.expr, name: str) -> bool:
+    """`name = ...`, `name, other = ...`: not `name[k] = ...`, which stores into the same object."""
+    if isinstance(target, ast.Name):
+        return target.id == name
+    if isinstance(target, ast.Starred):
+        return _rebinds(target.value, name)
+    if isinstance(target, ast.Tuple | ast.List):
+        return any(_rebinds(e, name) for e in target.elts)
+    return False
 
 
 MATCHERS: dict[str, Any] = {
