@@ -618,6 +618,9 @@ class Project:
     # Everything the linted files import (qualified names and modules): a class or module not in
     # it is used by no other linted file.
     imported: set[str] = field(default_factory=set, repr=False)
+    # What the linted files name in their imports, exactly (`mod.Class`, a module imported whole,
+    # a star-imported module): `from mod import A` names A, not mod's other classes.
+    named: set[str] = field(default_factory=set, repr=False)
     _learnt: set[Path] = field(default_factory=set, repr=False)
     _log: list[tuple[tuple[str, ...], Any]] | None = field(default=None, repr=False)
 
@@ -976,6 +979,7 @@ class Project:
             self.imported.add(target)
             self.imported.add(target.rpartition(".")[0])  # `from pkg.mod import X`: pkg.mod is used
         self.imported.update(summary.star_imports)
+        self.named.update(summary.imports.values(), summary.star_imports)
         root = self.name_of(path)[2]
         for info in summary.classes.values():
             for base in info.bases:
@@ -992,6 +996,23 @@ class Project:
     def is_imported(self, qualname: str, module: str) -> bool:
         answer = qualname in self.imported or module in self.imported
         return self._logged(("imported", qualname, module), answer)
+
+    def is_named(self, qualname: str, module: str) -> bool:
+        """Whether a linted file imports the class by name, or its module whole (or with `*`)."""
+        answer = qualname in self.named or module in self.named
+        return self._logged(("named", qualname, module), answer)
+
+    def knows_folder(self, folder: Path) -> bool:
+        """Whether every Python file of `folder` is read in this run, so all that the folder's
+        scripts import is known (a run on one changed file knows only that file)."""
+        answer = self._knows(folder)
+        return self._logged(("folder", str(folder)), answer)
+
+    def _knows(self, folder: Path) -> bool:
+        try:
+            return all(path.resolve() in self._learnt for path in Path(folder).glob("*.py"))
+        except OSError:
+            return False
 
     # -- one pass over many files: facts learnt as files are read, answers checked at the end
 
@@ -1038,6 +1059,10 @@ class Project:
                 now: Any = self._held.get(question[1])
             elif kind == "subclassed":
                 now = question[1] in self.subclassed
+            elif kind == "named":
+                now = question[1] in self.named or question[2] in self.named
+            elif kind == "folder":
+                now = self._knows(Path(question[1]))
             else:
                 now = question[1] in self.imported or question[2] in self.imported
             if now != answer:

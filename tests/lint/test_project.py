@@ -132,6 +132,59 @@ def test_the_root_is_the_nearest_folder_with_a_project_marker(tmp_path: Path) ->
     assert find_root([PROJECTS / "siblings" / "pairs.py"]) == (PROJECTS / "siblings").resolve()
 
 
+VIDEO_READERS = """
+from torch.utils.data import Dataset
+
+
+class ClipReader(Dataset):
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        clip = decode(self.paths[i])
+        if clip is None:
+            return None
+        return clip
+
+
+class ClipVerifier(ClipReader):
+    def __getitem__(self, i):
+        try:
+            return probe(self.paths[i])
+        except OSError:
+            return None
+"""
+
+
+def test_a_script_class_no_file_imports_is_batched_by_no_loader(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n", encoding="utf-8")
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "readers.py").write_text(VIDEO_READERS, encoding="utf-8")
+    (scripts / "extract.py").write_text(
+        "from torch.utils.data import DataLoader\nfrom readers import ClipReader\n\n"
+        "loader = DataLoader(ClipReader(['a.mp4']), batch_size=4, num_workers=2)\n",
+        encoding="utf-8",
+    )
+    none_lines = [n for n, line in enumerate(VIDEO_READERS.splitlines(), 1) if "return None" in line]
+    found = lint_paths([tmp_path], Config(select=("DL502",)), cache_dir=None).findings
+    # The verifier is imported by no script and built nowhere: only the reader's None is batched.
+    assert [(Path(f.path).name, f.line) for f in found] == [("readers.py", none_lines[0])]
+    # A run on the changed file alone cannot know what the scripts beside it import: reported.
+    alone = lint_paths([scripts / "readers.py"], Config(select=("DL502",)), cache_dir=None).findings
+    assert none_lines[1] in [f.line for f in alone]
+    # In a package the verifier is a library's class, handed to loaders elsewhere: reported.
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "readers.py").write_text(VIDEO_READERS, encoding="utf-8")
+    found = lint_paths([package], Config(select=("DL502",)), cache_dir=None).findings
+    assert none_lines[1] in [f.line for f in found]
+
+
 def test_jobs_give_the_same_findings_as_one_process() -> None:
     project = PROJECTS / "shapes_pkg"
     assert lint_project(project, jobs=2) == lint_project(project)

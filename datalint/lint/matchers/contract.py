@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from datalint.lint.matchers.common import (
@@ -243,14 +244,27 @@ def getitem_returns_none(module: Module, *, collate_names: Sequence[str] = ()) -
 
 
 def _overridden_getitems(module: Module) -> set[ast.AST]:
-    """`__getitem__` of in-file base classes whose subclasses define their own."""
+    """`__getitem__` of in-file base classes whose subclasses define their own, when the base
+    itself is used by nobody: not built or read by a loader in its file, not imported by name
+    from another file. A subclass's override is no evidence for a base that is used itself."""
     found: set[ast.AST] = set()
     for info in module.classes:
         if "__getitem__" in info.methods:
             for base in module.base_classes(info):
-                if "__getitem__" in base.methods:
+                if "__getitem__" in base.methods and not _used_itself(module, base):
                     found.add(base.methods["__getitem__"])
     return found
+
+
+def _used_itself(module: Module, info: ClassInfo) -> bool:
+    if loaders_of(module, info) or any(module.resolve_class(call.func) is info for call in module.calls):
+        return True
+    project = module.project
+    return (
+        project is not None
+        and bool(module.module_name)
+        and project.is_named(module.qualified_prefix + info.name, "")
+    )
 
 
 def _is_stub(method: FunctionDef) -> bool:
@@ -268,11 +282,79 @@ def _default_collate(module: Module, info: ClassInfo, collate_names: Sequence[st
     loaders = loaders_of(module, info)
     if loaders:
         return any(loader.effective("collate_fn") is None for loader in loaders)
+    if _unused_script_class(module, info):
+        return False
     if any(name in collate_names or "collat" in name for name in module.inherited_method_names(info)):
         return False  # the dataset brings its own collater (`dataset.collater`), maybe from a base elsewhere
-    if any(f.name in collate_names or "collate" in f.name for f in module.functions):
+    claimed = _collates_of_other_classes(module, info)
+    if any(
+        (f.name in collate_names or "collate" in f.name) and f not in claimed and _module_level(module, f)
+        for f in module.functions
+    ):
+        return False  # the file ships a collate for loaders built elsewhere
+    return not any(_passes_collate(module, call, info) for call in module.calls)
+
+
+def _unused_script_class(module: Module, info: ClassInfo) -> bool:
+    """A class of a script module (a file outside any package, importable only by the scripts
+    beside it) that its own file never builds or names, and that no linted file of the project
+    imports by name (nor its module whole): no loader of the project batches it. Only when
+    every file beside it is read in this run: otherwise its importers are unknown.
+
+    A package's classes are a library's, handed to loaders the project does not hold; they stay
+    reported. Linted alone, with no project, the file's importers are unknown: reported too.
+    """
+    if module.project is None or not module.module_name or "." in module.module_name:
         return False
-    return not any(k.arg in {"collate_fn", None} for call in module.calls for k in call.keywords)
+    if module.is_package or module.enclosing_class(info.node) is not None:
+        return False
+    if any(name.id == info.name for name in module.nodes_of(ast.Name)):
+        return False  # built, subclassed or handed on in its own file
+    if module.project.is_named(module.qualified_prefix + info.name, module.module_name):
+        return False
+    return module.project.knows_folder(Path(module.path).resolve().parent)
+
+
+def _collates_of_other_classes(module: Module, info: ClassInfo) -> set[ast.AST]:
+    """In-file functions passed as `collate_fn` to loaders of other in-file classes: theirs, not
+    evidence for `info`."""
+    claimed: set[ast.AST] = set()
+    for loader in module.loader_calls:
+        dataset = module.loader_dataset_class(loader)
+        node = loader.arg("collate_fn").node
+        if dataset is None or dataset.node is info.node or node is None:
+            continue
+        resolved = module.resolve(node)
+        if isinstance(resolved, ast.FunctionDef | ast.AsyncFunctionDef):
+            claimed.add(resolved)
+    return claimed
+
+
+def _module_level(module: Module, function: FunctionDef) -> bool:
+    return module.enclosing_class(function) is None and module.enclosing_function(function) is None
+
+
+def _passes_collate(module: Module, call: ast.Call, info: ClassInfo) -> bool:
+    """A call given `collate_fn=` (or `**options`, which may hold one) that may batch `info`: not a
+    loader of another in-file class, not a class of this file being built."""
+    if not any(k.arg in {"collate_fn", None} for k in call.keywords):
+        return False
+    loader = next((loader for loader in module.loader_calls if loader.node is call), None)
+    if loader is not None:
+        dataset = module.loader_dataset_class(loader)
+        return dataset is None or dataset.node is info.node
+    # `super().__init__(**kwargs)`, `Base(**options)`: a class of this file is built, nothing batched.
+    return module.resolve_class(call.func) is None and not _is_super_call(call)
+
+
+def _is_super_call(call: ast.Call) -> bool:
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Call)
+        and isinstance(func.value.func, ast.Name)
+        and func.value.func.id == "super"
+    )
 
 
 # ---- DL503 truncated-images-allowed --------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 from datalint.lint.matchers.common import (
     FunctionDef,
+    SelfAssignment,
     dotted,
     imports_any,
     in_file_callee,
@@ -47,6 +48,8 @@ INDEX_MAP_CALLS = frozenset(
         "torch.where",
     }
 )
+# Calls that list file names: strings, whatever the folder holds.
+NAME_LISTINGS = frozenset({"glob.glob", "glob.iglob", "os.listdir"})
 # Conversions that keep an index map an index map.
 INDEX_MAP_CONVERSIONS = frozenset({"list", "sorted", "tuple", "numpy.array", "numpy.asarray", "torch.tensor"})
 
@@ -76,7 +79,7 @@ def python_objects_copy_on_read(
         assignments = self_assignments(module, info)
         for attr in sorted(_attrs_indexed_per_sample(module, info)):
             mine = [a for a in assignments if a.attr == attr]
-            kinds = [_container_kind(module, info, a.method, a.value, builders, 0) for a in mine]
+            kinds = [_assignment_kind(module, info, a, builders) for a in mine]
             # Any other assignment (np.array(...), a parameter, an unknown call) may make it an array.
             if not mine or not all(kinds):
                 continue
@@ -85,6 +88,44 @@ def python_objects_copy_on_read(
             if mine[0].statement not in reported:
                 reported.add(mine[0].statement)
                 yield Match(mine[0].statement, {"attr": attr, "kind": (kinds[0] or "").lstrip("?")})
+
+
+def _assignment_kind(
+    module: Module, info: ClassInfo, assignment: SelfAssignment, builders: Builders
+) -> str | None:
+    """The container kind of one assignment: its value, or, for `self.a, self.b = self._load()`,
+    the matching element of every tuple the in-file helper returns."""
+    if assignment.value is not None:
+        return _container_kind(module, info, assignment.method, assignment.value, builders, 0)
+    unpacked = _unpacked_from_helper(module, info, assignment)
+    if unpacked is None:
+        return None
+    helper, elements = unpacked
+    kinds = [_container_kind(module, info, helper, element, builders, 1) for element in elements]
+    return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
+
+
+def _unpacked_from_helper(
+    module: Module, info: ClassInfo, assignment: SelfAssignment
+) -> tuple[FunctionDef, list[ast.expr]] | None:
+    """(helper, the returned elements that land in this attribute) for a tuple target unpacking
+    a call of an in-file function or method whose every return is a tuple of the same length."""
+    statement = assignment.statement
+    if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+        return None
+    target, value = statement.targets[0], statement.value
+    if not isinstance(target, ast.Tuple | ast.List) or not isinstance(value, ast.Call):
+        return None
+    if any(isinstance(e, ast.Starred) for e in target.elts):
+        return None
+    position = next((i for i, e in enumerate(target.elts) if is_self_attribute(e, assignment.attr)), None)
+    helper = in_file_callee(module, info, value)
+    if position is None or helper is None:
+        return None
+    returns = [r.value for r in walk_scope(helper) if isinstance(r, ast.Return) and r.value is not None]
+    if not returns or not all(isinstance(r, ast.Tuple) and len(r.elts) == len(target.elts) for r in returns):
+        return None
+    return helper, [r.elts[position] for r in returns if isinstance(r, ast.Tuple)]
 
 
 def _sized_by(module: Module, info: ClassInfo, attr: str) -> bool:
@@ -311,6 +352,8 @@ def _call_kind(
     module: Module, info: ClassInfo, function: FunctionDef, call: ast.Call, builders: Builders, depth: int
 ) -> str | None:
     qualified = module.qualname(call.func)
+    if qualified == "pandas.Series":
+        return "object-dtype Series" if _series_of_names(module, call) else None
     if qualified is not None and qualified in builders.calls | builders.conversions:
         if not call.args and not call.keywords:
             # `list()`, `OrderedDict()`: empty, like `[]`; what fills it, and where, decides.
@@ -332,6 +375,17 @@ def _call_kind(
         if kinds and all(kinds):
             return kinds[0]
     return None
+
+
+def _series_of_names(module: Module, call: ast.Call) -> bool:
+    """`pd.Series(sorted(os.listdir(root)))`: file names are strings, so the column has the object
+    dtype (one Python object per entry); a `dtype=` given, or other data, may not."""
+    if len(call.args) != 1 or call.keywords:
+        return False
+    source = module.resolve(call.args[0])
+    while isinstance(source, ast.Call) and module.qualname(source.func) in {"sorted", "list"} and source.args:
+        source = module.resolve(source.args[0])
+    return isinstance(source, ast.Call) and module.qualname(source.func) in NAME_LISTINGS
 
 
 def _kind_of(qualified: str) -> str:
@@ -972,11 +1026,32 @@ def _escape(
         return None  # handed to code that may decode it
     if isinstance(parent, ast.Assign) and node is parent.value and len(parent.targets) == 1:
         target = parent.targets[0]
+        local = _local_container(module, target)
+        if local is not None:
+            # `sample["img"] = Image.open(p)` into a dict built here: kept only if the dict is.
+            return _name_escape(module, local[0], local[1], True, uses)
         if isinstance(target, ast.Attribute | ast.Subscript):
             return f"it is stored in `{module.segment(target)}`"
         if isinstance(target, ast.Name):
             return _name_escape(module, parent, target.id, container, uses)
     return None
+
+
+def _local_container(module: Module, target: ast.expr) -> tuple[ast.Assign, str] | None:
+    """For `name[...] = ...` where `name` is bound once in this function by `name = <expr>`: that
+    assignment and the name; else None (a parameter, a global, an attribute: it may outlive us)."""
+    base = target
+    while isinstance(base, ast.Subscript):
+        base = base.value
+    if base is target or not isinstance(base, ast.Name):
+        return None
+    bound = module.binding(base)
+    assignment = module.parent(bound) if bound is not None else None
+    if not isinstance(assignment, ast.Assign) or module.enclosing_function(assignment) is None:
+        return None
+    if module.enclosing_function(assignment) is not module.enclosing_function(target):
+        return None
+    return assignment, base.id
 
 
 def _container_escape(module: Module, receiver: ast.expr, uses: ImageUses) -> str | None:
@@ -997,11 +1072,12 @@ def _name_escape(
     """Follow `image = Image.open(p)` (or a list of them): kept if returned or stored, never decoded."""
     scope = module.enclosing_function(assignment) or module.tree
     kept: str | None = None
+    until = _next_binding_line(module, assignment, name)
     for use in walk_scope(scope):
         if not (isinstance(use, ast.Name) and use.id == name and isinstance(use.ctx, ast.Load)):
             continue
-        if use.lineno < assignment.lineno:
-            continue
+        if use.lineno < assignment.lineno or use.lineno > until:
+            continue  # before this binding, or after the name is bound to something else
         parent = module.parent(use)
         if isinstance(parent, ast.Attribute | ast.Subscript):
             if container or (isinstance(parent, ast.Attribute) and parent.attr in uses.header_attributes):
@@ -1014,6 +1090,40 @@ def _name_escape(
             return None
         kept = escape or kept
     return kept
+
+
+def _next_binding_line(module: Module, assignment: ast.Assign, name: str) -> float:
+    """The line where a later statement of the same block binds `name` again (the uses after it
+    belong to that binding, not to this one); infinity when none does."""
+    parent = module.parent(assignment)
+    block = next(
+        (
+            body
+            for field in ("body", "orelse", "finalbody")
+            if isinstance(body := getattr(parent, field, None), list) and assignment in body
+        ),
+        None,
+    )
+    if block is None:
+        return float("inf")
+    for statement in block[block.index(assignment) + 1 :]:
+        if not isinstance(statement, ast.Assign) or not any(_rebinds(t, name) for t in statement.targets):
+            continue
+        # `image = image.resize(...)` reads this binding before replacing it: it is a use, not an end.
+        if not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(statement.value)):
+            return statement.lineno
+    return float("inf")
+
+
+def _rebinds(target: ast.expr, name: str) -> bool:
+    """`name = ...`, `name, other = ...`: not `name[k] = ...`, which stores into the same object."""
+    if isinstance(target, ast.Name):
+        return target.id == name
+    if isinstance(target, ast.Starred):
+        return _rebinds(target.value, name)
+    if isinstance(target, ast.Tuple | ast.List):
+        return any(_rebinds(e, name) for e in target.elts)
+    return False
 
 
 MATCHERS: dict[str, Any] = {

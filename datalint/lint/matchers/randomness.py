@@ -38,11 +38,15 @@ def rng_created_in_init(
     reseed_names: Sequence[str] = (),
     reseed_methods: Sequence[str] = (),
 ) -> Iterator[Match]:
-    """`self.rng = default_rng(...)` in `__init__`, drawn from in worker code, never reseeded per worker."""
-    if _unknown_worker_init(module):
-        return
+    """`self.rng = default_rng(...)` in `__init__`, drawn from in worker code, never reseeded per worker.
+
+    The evidence of a reseed is scoped to the generator: a new generator or a reseed of
+    `self.<attr>` in the class, a call handing `self.<attr>` a per-worker seed, or a
+    `worker_init_fn` touching `<attr>` on a loader that may read this class. A worker_init_fn of
+    another class's loader, or `get_worker_info()` read for sharding, reseeds nothing here.
+    """
     for info in worker_classes(module):
-        if module.read_only_without_workers(info):
+        if module.read_only_without_workers(info) or _unknown_worker_init(module, info):
             continue
         assignments = self_assignments(module, info)
         for assignment in assignments:
@@ -84,12 +88,11 @@ def _reseeded(
         for method in owner.methods.values():
             if method.name == "__init__":
                 continue
-            for node in walk_scope(method):
-                if _reseeds(node, attr, reseed_methods):
-                    return True
-                if module.in_worker_code(node) and _mentions(node, reseed_names):
-                    return True
-    return any(_touches_attr(hook, attr) for hook in _worker_init_functions(module))
+            if any(_reseeds(node, attr, reseed_methods) for node in walk_scope(method)):
+                return True
+            if module.in_worker_code(method) and _hands_worker_seed(method, attr, reseed_names):
+                return True
+    return any(_touches_attr(hook, attr) for hook in _worker_init_functions(module, info))
 
 
 def _reseeds(node: ast.AST, attr: str, reseed_methods: Sequence[str]) -> bool:
@@ -99,7 +102,7 @@ def _reseeds(node: ast.AST, attr: str, reseed_methods: Sequence[str]) -> bool:
     return False
 
 
-def _mentions(node: ast.AST, names: Sequence[str]) -> bool:
+def _mentions(node: ast.AST, names: Sequence[str] | set[str]) -> bool:
     if isinstance(node, ast.Name):
         return node.id in names
     if isinstance(node, ast.Attribute):
@@ -107,14 +110,39 @@ def _mentions(node: ast.AST, names: Sequence[str]) -> bool:
     return False
 
 
+def _hands_worker_seed(method: ast.AST, attr: str, reseed_names: Sequence[str]) -> bool:
+    """A call in `method` that is given `self.<attr>` and a per-worker seed (`reseed(self.rng,
+    info.seed)`), the seed read directly or through locals assigned from it earlier."""
+    seeded: set[str] = set()
+    nodes = sorted(
+        (n for n in walk_scope(method) if isinstance(n, ast.Assign | ast.Call)),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            if _mentions_any(node.value, reseed_names, seeded):
+                seeded |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            continue
+        arguments = [*node.args, *(k.value for k in node.keywords)]
+        if any(is_self_attribute(a, attr) for a in arguments) and any(
+            _mentions_any(a, reseed_names, seeded) for a in arguments
+        ):
+            return True
+    return False
+
+
+def _mentions_any(expr: ast.AST, names: Sequence[str], seeded: set[str]) -> bool:
+    return any(_mentions(n, names) or _mentions(n, seeded) for n in ast.walk(expr))
+
+
 def _touches_attr(function: ast.AST, attr: str) -> bool:
     return any(isinstance(node, ast.Attribute) and node.attr == attr for node in ast.walk(function))
 
 
-def _worker_init_functions(module: Module) -> list[ast.AST]:
-    """The in-file functions and lambdas passed as `worker_init_fn`."""
+def _worker_init_functions(module: Module, info: ClassInfo | None = None) -> list[ast.AST]:
+    """The in-file functions and lambdas passed as `worker_init_fn` (of loaders that may read `info`)."""
     found: list[ast.AST] = []
-    for loader in module.loader_calls:
+    for loader in _loaders_reading(module, info):
         node = loader.arg("worker_init_fn").node
         if node is not None:
             resolved = module.resolve(node)
@@ -123,9 +151,23 @@ def _worker_init_functions(module: Module) -> list[ast.AST]:
     return found
 
 
-def _unknown_worker_init(module: Module) -> bool:
-    """A worker_init_fn the linter cannot read (imported, built by a call) may reseed anything."""
+def _loaders_reading(module: Module, info: ClassInfo | None) -> list[LoaderCall]:
+    """The file's loaders whose dataset is `info`, or a dataset the linter cannot place (a parameter,
+    a wrapper from a library): not those that read another class of this file."""
+    if info is None:
+        return list(module.loader_calls)
+    found = []
     for loader in module.loader_calls:
+        dataset = module.loader_dataset_class(loader)
+        if dataset is None or any(c.node is info.node for c in (dataset, *module.base_classes(dataset))):
+            found.append(loader)
+    return found
+
+
+def _unknown_worker_init(module: Module, info: ClassInfo) -> bool:
+    """A worker_init_fn the linter cannot read (imported, built by a call), on a loader that may
+    read `info`, may reseed anything."""
+    for loader in _loaders_reading(module, info):
         arg = loader.arg("worker_init_fn")
         if arg.is_unknown and arg.node is not None:
             resolved = module.resolve(arg.node)
@@ -238,15 +280,17 @@ def missing_set_epoch(
     """
     if not module.has_data_code:
         return
-    shuffling = [c for c in module.calls if module.qualname(c.func) in samplers and _shuffles(module, c)]
+    built = [c for c in module.calls if module.qualname(c.func) in samplers]
+    shuffling = [c for c in built if _shuffles(module, c)]
     if not shuffling:
         return
     for call in shuffling:
         names = _bound_names(module, call)
         loaders = [loader for loader in module.loader_calls if _uses_sampler(module, loader, call, names)]
+        others = _other_receivers(module, call, built, loaders)
         for loader in loaders:
             loader_names = _bound_names(module, loader.node)
-            if _sets_epoch_of(module, call, names, loader_names):
+            if _sets_epoch_of(module, call, names, loader_names, others):
                 break
             if _iterated_in_epoch_loop(module, loader, loader_names, names, iteration_wrappers):
                 yield Match(
@@ -259,8 +303,37 @@ def _loader_label(names: set[str]) -> str:
     return next(iter(sorted(names)), "loader")
 
 
-def _sets_epoch_of(module: Module, sampler: ast.Call, names: set[str], loader_names: set[str]) -> bool:
-    """Whether `set_epoch` reaches this sampler: on its own name, or mentioned in its function."""
+def _other_receivers(
+    module: Module, sampler: ast.Call, samplers: list[ast.Call], loaders: list[LoaderCall]
+) -> set[str]:
+    """Names of the other samplers and loaders bound beside this sampler (same function, or same
+    class for `self.x`): a `set_epoch` on one of them is evidence for that one, not for this."""
+    others: set[str] = set()
+    for call in samplers:
+        if call is not sampler:
+            others |= {n for n in _bound_names(module, call) if _beside(module, call, sampler)}
+    mine = {id(loader.node) for loader in loaders}
+    for loader in module.loader_calls:
+        if id(loader.node) in mine or not _beside(module, loader.node, sampler):
+            continue
+        for name in _bound_names(module, loader.node):
+            others |= {name, f"{name}.sampler", f"{name}.batch_sampler"}
+    return others
+
+
+def _beside(module: Module, node: ast.AST, origin: ast.AST) -> bool:
+    home = module.enclosing_function(origin)
+    if home is not None and module.enclosing_function(node) is home:
+        return True
+    owner = module.enclosing_class(origin)
+    return owner is not None and module.enclosing_class(node) is owner
+
+
+def _sets_epoch_of(
+    module: Module, sampler: ast.Call, names: set[str], loader_names: set[str], others: set[str]
+) -> bool:
+    """Whether `set_epoch` reaches this sampler: on its own name, or mentioned in its function
+    other than on another sampler or loader bound there."""
     receivers = names | {f"{n}.{a}" for n in loader_names for a in ("sampler", "batch_sampler")}
     home = module.enclosing_function(sampler)
     for node in module.nodes_of(ast.Attribute, ast.Name, ast.FunctionDef, ast.Constant):
@@ -273,7 +346,12 @@ def _sets_epoch_of(module: Module, sampler: ast.Call, names: set[str], loader_na
         if receiver is not None and receiver in receivers and same_owner(module, node.value, sampler):
             return True
         # A helper, a hook or getattr(..., "set_epoch") in the sampler's own function: assume handled.
-        if receiver not in receivers and module.enclosing_function(node) is home and home is not None:
+        if (
+            receiver not in receivers
+            and receiver not in others
+            and module.enclosing_function(node) is home
+            and home is not None
+        ):
             return True
         if home is None and receiver is None:
             return True  # module-level code: no narrower scope to hold the evidence to
@@ -495,8 +573,14 @@ def _assignments_through_dataset(module: Module, scope: ast.AST, names: set[str]
                 and dotted(target.value) in names
             ):
                 copied.add(dotted(target.value) or "")  # `val.dataset = copy(...)`: no longer shared
-            elif _through_dataset(target, names) and _split_name(target) not in copied:
+            elif _through_dataset(target, names) and _still_shared(_split_name(target), names, copied):
                 yield Match(statement, {"target": dotted(target), "splits": ", ".join(sorted(names))})
+
+
+def _still_shared(split: str | None, names: set[str], copied: set[str]) -> bool:
+    """The split's dataset is still shared: it was not copied, and another split was not either
+    (once `val.dataset` is a copy, the original belongs to `train` alone)."""
+    return split not in copied and bool(names - copied - {split})
 
 
 def _through_dataset(target: ast.expr, names: set[str]) -> bool:
