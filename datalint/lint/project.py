@@ -608,6 +608,7 @@ class Project:
     _names: dict[Path, tuple[Path, str, Path, bool]] = field(default_factory=dict, repr=False)
     _answers: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)  # see `_remembered`
     _expected: set[Path] = field(default_factory=set, repr=False)  # see `expect`
+    _planned: frozenset[Path] = field(default=frozenset(), repr=False)  # every file `expect` named
     _parsed: dict[Path, tuple[bytes, ast.Module, NodeIndex]] = field(default_factory=dict, repr=False)
     _parsed_size: int = field(default=0, repr=False)
     _files: dict[tuple[Path, str], Path | None] = field(default_factory=dict, repr=False)
@@ -710,6 +711,7 @@ class Project:
         file's question is then held, up to `PARSED_AHEAD_BYTES` of source, until the linter takes
         it (`take_parsed`): linted next, such a file is not parsed twice."""
         self._expected = set(paths)
+        self._planned = frozenset(self._expected)
 
     def parsed_ahead(self) -> list[Path]:
         """The expected files whose trees are held, oldest first."""
@@ -1010,7 +1012,8 @@ class Project:
 
     def _knows(self, folder: Path) -> bool:
         try:
-            return all(path.resolve() in self._learnt for path in Path(folder).glob("*.py"))
+            known = self._learnt | self._planned  # a planned file is learnt before the run ends
+            return all(path.resolve() in known for path in Path(folder).glob("*.py"))
         except OSError:
             return False
 
