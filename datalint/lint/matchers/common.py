@@ -19,6 +19,7 @@ __all__ = [
     "FunctionDef",
     "SelfAssignment",
     "dotted",
+    "full_pickle_load",
     "imports_any",
     "in_file_callee",
     "is_self_attribute",
@@ -154,3 +155,14 @@ def in_file_callee(module: Module, info: ClassInfo, call: ast.Call) -> FunctionD
         assert isinstance(call.func, ast.Attribute)
         return module.method(info, call.func.attr)
     return None
+
+
+def full_pickle_load(module: Module, call: ast.Call) -> bool:
+    """`torch.load(...)` that unpickles everything: no `weights_only=True` (absent, or literally
+    False), and no option the linter cannot see (`**kwargs`, `pickle_module`, a third argument).
+    DL505 reports such a load, and its fix passes `map_location` too, so DL203 leaves it alone."""
+    keywords = {k.arg: k.value for k in call.keywords}
+    if None in keywords or "pickle_module" in keywords or len(call.args) > 2:
+        return False
+    weights_only = keywords.get("weights_only")
+    return weights_only is None or module.literal(weights_only) is False

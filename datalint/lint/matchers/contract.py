@@ -11,6 +11,7 @@ from typing import Any
 from datalint.lint.matchers.common import (
     FunctionDef,
     dotted,
+    full_pickle_load,
     imports_any,
     in_file_callee,
     is_self_attribute,
@@ -530,12 +531,9 @@ def unsafe_torch_load(module: Module, *, loaders: Sequence[str] = ()) -> Iterato
             continue
         if not (module.in_worker_code(call) or _in_dataset_class(module, call)):
             continue
-        keywords = {k.arg: k.value for k in call.keywords}
-        if None in keywords or "pickle_module" in keywords or len(call.args) > 2:
-            continue  # options the linter cannot see, or a custom unpickler
-        weights_only = keywords.get("weights_only")
-        if weights_only is not None and module.literal(weights_only) is not False:
-            continue
+        if not full_pickle_load(module, call):
+            continue  # weights_only=True, options the linter cannot see, or a custom unpickler
+        weights_only = next((k.value for k in call.keywords if k.arg == "weights_only"), None)
         source = f"`{module.segment(call.args[0])}`" if call.args else "a file"
         how = (
             "relies on the `weights_only` default, which is full pickle (running any code the file carries) "

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from datalint.lint.matchers.common import full_pickle_load
 from datalint.lint.matchers.pickling import (
     STATE_HOOKS,
     FunctionDefs,
@@ -454,6 +455,7 @@ def cuda_in_worker(
             module.qualname(call.func) in load_calls
             and not _has_map_location(call)
             and not _holds_only_numpy(module, call)
+            and not full_pickle_load(module, call)  # DL505's, whose fix adds map_location too
         ):
             what = (
                 f"`{module.segment(call.func)}(...)` without `map_location` "
