@@ -814,21 +814,26 @@ class Module:
         return self._in_process_use(construction)
 
     def _in_process_use(self, construction: ast.Call) -> bool:
-        parent = self.parent(construction)
         if self._iterated_in_process(construction):
             return True
+        uses = self.uses_of_assigned(construction)
+        return bool(uses) and all(self._iterated_in_process(use) or self._inspected(use) for use in uses)
+
+    def uses_of_assigned(self, value: ast.expr) -> list[ast.Name]:
+        """Where the value of `name = value` is read, in the assignment's own scope; empty when
+        the value is not assigned to one plain name."""
+        parent = self.parent(value)
         if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
-            return False
+            return []
         target = parent.targets[0]
         if not isinstance(target, ast.Name):
-            return False
+            return []
         scope = self.scope_of(parent)
-        uses = [
+        return [
             n
             for n in self.nodes_of(ast.Name)
             if n.id == target.id and isinstance(n.ctx, ast.Load) and self.scope_of(n) is scope
         ]
-        return bool(uses) and all(self._iterated_in_process(use) or self._inspected(use) for use in uses)
 
     def _iterated_in_process(self, node: ast.expr) -> bool:
         """`for x in node`, `for x in tqdm(node)` / `enumerate(node)`, `iter(node)`, `list(node)`."""

@@ -511,20 +511,9 @@ def _is_cuda_device(module: Module, expr: ast.expr) -> bool:
 def _holds_only_numpy(module: Module, load: ast.Call) -> bool:
     """The loaded value is only ever handed to `torch.from_numpy` (whole or indexed): it holds numpy
     arrays, which `torch.load` never puts on a GPU (`from_numpy` refuses a tensor)."""
-    parent = module.parent(load)
     if _into_from_numpy(module, load):
         return True
-    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
-        return False
-    target = parent.targets[0]
-    if not isinstance(target, ast.Name):
-        return False
-    scope = module.scope_of(parent)
-    uses = [
-        node
-        for node in module.nodes_of(ast.Name)
-        if node.id == target.id and isinstance(node.ctx, ast.Load) and module.scope_of(node) is scope
-    ]
+    uses = module.uses_of_assigned(load)
     return bool(uses) and all(_into_from_numpy(module, use) for use in uses)
 
 
