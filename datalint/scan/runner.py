@@ -701,6 +701,18 @@ def _reset_load_truncated_images() -> None:
 _PR_SET_PDEATHSIG = 1
 
 
+def fork_flushed(what: str) -> int:
+    """`os.fork()` once this process's buffered output is written (else the child would write it
+    again); a fork the system refuses is an EngineError naming `what` was being started."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    try:
+        return os.fork()
+    except OSError as exc:
+        raise EngineError(f"cannot start {what}: {exc}") from exc
+
+
 def die_with_parent(parent_pid: int) -> None:
     prctl = _prctl()
     if prctl is not None and prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
@@ -1235,13 +1247,7 @@ class _Pool:
         source = build_source(self.description)
         prctl = _prctl()  # looked up before forking, so the child does not pay for it
         parent_pid = os.getpid()
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            raise EngineError(f"cannot start a scan worker: {exc}") from exc
+        pid = fork_flushed("a scan worker")
         if pid == 0:  # the keeper: the worker's parent, waiting for it, so a sample never signals the scanner
             code = 70
             try:

@@ -23,7 +23,6 @@ import dataclasses
 import os
 import signal
 import sqlite3
-import sys
 import traceback
 import warnings
 from collections import Counter, deque
@@ -288,13 +287,7 @@ class _WriterPool:
     def _fork(self, indices: list[int], attempt: int) -> None:
         reader, sender = Pipe(duplex=False)
         parent = os.getpid()
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            raise EngineError(f"cannot start a shard writer: {exc}") from exc
+        pid = runner.fork_flushed("a shard writer")
         if pid == 0:
             code = 0
             try:
