@@ -76,19 +76,17 @@ def read_verdicts(path: Path = VERDICTS) -> list[Verdict]:
     if not path.exists():
         return []
     with path.open(newline="", encoding="utf-8") as handle:
-        return [
-            Verdict(
-                r["repo"],
-                r["commit"],
-                r["path"],
-                int(r["line"]),
-                r["code"],
-                r["verdict"],
-                r["scope"],
-                r["reason"],
-            )
-            for r in csv.DictReader(handle)
-        ]
+        rows = list(csv.DictReader(handle))
+    for number, row in enumerate(rows, start=2):
+        if None in row or None in row.values():  # a reason with an unquoted comma, or a short row
+            raise SystemExit(f"{path}:{number}: not 8 fields (quote a reason that holds a comma)")
+    return [
+        Verdict(
+            r["repo"], r["commit"], r["path"], int(r["line"]),
+            r["code"], r["verdict"], r["scope"], r["reason"],
+        )
+        for r in rows
+    ]
 
 
 def tree_of(ext: Path, repo: str) -> Path:
