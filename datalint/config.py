@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 START_METHODS: tuple[str, ...] = ("spawn", "forkserver", "fork")
 LIST_KEYS: tuple[str, ...] = ("select", "extend-select", "ignore", "exclude", "extend-exclude", "rule-paths")
 KNOWN_KEYS: frozenset[str] = frozenset(
-    {*LIST_KEYS, "per-file-ignores", "start-method", "rules", "extend", "respect-gitignore"}
+    {*LIST_KEYS, "per-file-ignores", "start-method", "rules", "extend", "respect-gitignore", "scan"}
 )
 # Keys whose lists add up along an `extend` chain (the others: the extending file's value wins).
 ACCUMULATING_KEYS: tuple[str, ...] = ("extend-select", "extend-exclude")
@@ -330,6 +330,8 @@ def config_from_table(table: Any, source: Path, requires_python: str | None = No
         raise ConfigError(
             f"{where}: start-method must be one of {', '.join(START_METHODS)}, got {start_method!r}"
         )
+    if not isinstance(table.get("scan", {}), dict):  # its keys are `datalint scan`'s to check
+        raise ConfigError(f"{where}: scan must be a table ([tool.datalint.scan]), got {table['scan']!r}")
     respect_gitignore = table.get("respect-gitignore", True)
     if not isinstance(respect_gitignore, bool):
         raise ConfigError(f"{where}: respect-gitignore must be true or false, got {respect_gitignore!r}")
@@ -352,6 +354,17 @@ def config_from_table(table: Any, source: Path, requires_python: str | None = No
         root=root,
         source=source if source.name != "--config" else None,
     )
+
+
+def scan_table(source: Path) -> tuple[dict[str, Any], str]:
+    """The file's scan table (`[tool.datalint.scan]`, or `[scan]` in a datalint.toml), `extend`
+    resolved, and how to name it in an error. `datalint scan` checks its keys (datalint.scan.settings)."""
+    table = _table_with_extends(source, ())
+    where = f"{source} [tool.datalint.scan]" if source.name == "pyproject.toml" else f"{source} [scan]"
+    scan = table.get("scan", {})
+    if not isinstance(scan, dict):
+        raise ConfigError(f"{where}: must be a table, got {scan!r}")
+    return scan, where
 
 
 def _start_method_for(requires_python: str | None) -> tuple[str, str]:

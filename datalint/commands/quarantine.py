@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from datalint.commands.arguments import add_format, add_output_file, positive_int, size
-from datalint.commands.scan import KIND_HELP, add_quality_arguments, against_index
+from datalint.commands.scan import (
+    KIND_HELP,
+    add_configuration_arguments,
+    add_quality_arguments,
+    against_index,
+)
 from datalint.errors import UsageError
 from datalint.text import printable, shown_name
 
@@ -46,13 +51,17 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-bytes", type=size, metavar="SIZE", help="override the scan's --max-bytes")
     parser.add_argument("--require", action="append", metavar="FIELD", help="override the scan's --require")
     add_quality_arguments(parser)
+    add_configuration_arguments(parser)
     parser.set_defaults(run=run, extras=("scan",))
 
 
 def run(args: argparse.Namespace) -> int:
     from datalint.scan import policy
     from datalint.scan.api import check_output_path, derive_quarantine
+    from datalint.scan.settings import apply, resolve, verdict_keys
 
+    # Flags over [tool.datalint.scan] over what the scan used; measuring keys (timeout, ...) do not apply.
+    apply(args, resolve(args, verdict_keys()), verdict_keys(), defaults=False)
     if args.output_file is not None:
         check_output_path(Path(args.output_file), "-o/--output-file")
     document = derive_quarantine(

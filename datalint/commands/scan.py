@@ -37,6 +37,12 @@ def register(subparsers: Any) -> None:
     )
     add_source_arguments(parser)
     add_scan_arguments(parser)
+    parser.add_argument(
+        "--show-settings",
+        action="store_true",
+        help="print every scan setting, its value and where it comes from (a flag, [tool.datalint.scan] "
+        "or the default), and exit",
+    )
     parser.set_defaults(run=run, extras=("scan",))
 
 
@@ -220,14 +226,12 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
     engine.add_argument(
         "--timeout",
         type=positive_float,
-        default=60.0,
         metavar="SECONDS",
         help="per-sample limit, enforced even in C code holding the GIL (default 60)",
     )
     engine.add_argument(
         "--setup-timeout",
         type=non_negative_float,
-        default=600.0,
         metavar="SECONDS",
         help="limit for building the dataset (import, factory, len(), keys), run isolated first "
         "(default 600; 0: build it in the scanner directly, unwatched)",
@@ -272,7 +276,6 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
     probes.add_argument(
         "--label",
         action="append",
-        default=[],
         metavar="FIELD",
         help="a label field to record (dict key, tuple position or dotted path); repeatable",
     )
@@ -281,7 +284,6 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
     probes.add_argument(
         "--require",
         action="append",
-        default=[],
         metavar="FIELD",
         help="a field every sample must have (not None); repeatable",
     )
@@ -293,6 +295,8 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
     )
     probes.add_argument("--kinds", metavar="KINDS", help=KIND_HELP)
     add_quality_arguments(probes)
+
+    add_configuration_arguments(parser)
 
     output = parser.add_argument_group("output")
     output.add_argument("--db", metavar="PATH", help="the SQLite index (default .datalint/<dataset>.db)")
@@ -326,6 +330,18 @@ AGAINST_HELP = (
 )
 
 
+def add_configuration_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the project's scan settings come from (`datalint docs config`)."""
+    group = parser.add_argument_group("configuration")
+    group.add_argument(
+        "--config",
+        metavar="FILE",
+        help="read the scan settings from this pyproject.toml ([tool.datalint.scan]) or datalint.toml "
+        "([scan]) (default: the nearest one above the current directory); flags win over it",
+    )
+    group.add_argument("--isolated", action="store_true", help="ignore every configuration file")
+
+
 def add_quality_arguments(group: Any) -> None:
     group.add_argument("--threshold", action="append", metavar="KIND=NUMBER", help=THRESHOLD_HELP)
     group.add_argument("--against", metavar="DB", help=AGAINST_HELP)
@@ -341,6 +357,15 @@ def against_index(path: str | None) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from datalint.scan.settings import settings_document, settings_text, settle
+
+    settings = settle(args)
+    if args.show_settings:
+        if args.format == "json":
+            sys.stdout.write(json.dumps(settings_document(settings), indent=1) + "\n")
+        else:
+            sys.stdout.write(settings_text(settings))
+        return 0
     if args.backend == "dask":
         from datalint.extras import require
 

@@ -58,7 +58,9 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     _require_extras()
     from datalint.scan import api, watch
+    from datalint.scan.settings import settle
 
+    settle(args)  # [tool.datalint.scan] under the flags, as for `datalint scan`
     description = scan.choose_source(args)
     options = scan.scan_options(args)
     db = Path(args.db) if args.db else api.default_index_path(description.spec, description.kind)

@@ -288,6 +288,8 @@ def _scan_locked(
         findings = policy.derive_findings(index, options.policy, peers, keep_groups=True)
     store.write_findings(index, (f.to_row() for f in findings))
     run = store.latest_run(index)
+    if run is not None and run.finished is not None:  # nothing measured: the findings are re-judged
+        _record_policy(index, run, options.policy)
     entries = _write_quarantine(
         index, findings, options.policy.kinds, description.spec, length, print_, quarantine_path
     )
@@ -854,6 +856,17 @@ def _worst(entries: list[QuarantineEntry]) -> tuple[QuarantineEntry, ...]:
     return tuple(sorted(entries, key=rank)[:WORST_SHOWN])
 
 
+def _record_policy(index: Any, run: store.RunRecord, options: PolicyOptions) -> None:
+    """A scan that measured nothing still judged with its own policy (a changed `--threshold`, `--kinds`
+    or [tool.datalint.scan]): the last run's options say so, for the report and `datalint quarantine`."""
+    wanted = json.loads(json.dumps(options.to_dict(), default=str))
+    if run.options.get("policy") == wanted:
+        return
+    updated = json.dumps({**run.options, "policy": wanted}, sort_keys=True, default=str)
+    with store.transaction(index):
+        index["runs"].update(run.id, {"options": updated})
+
+
 def _run_options(description: SourceDescription, options: ScanOptions, workers: int) -> dict[str, Any]:
     return {
         "source": description.kind,
@@ -903,7 +916,8 @@ def derive_quarantine(
     """The quarantine document for an index under another policy, without rescanning or writing to it.
 
     Thresholds default to those the last scan used; `overrides` replace any `PolicyOptions` field
-    (num_classes, ignore_index, max_bytes, require, ...).
+    (num_classes, ignore_index, max_bytes, require, ...), except `thresholds`, laid over the scan's
+    kind by kind.
     """
     index = store.open_index(Path(index_path), create=False)
     with contextlib.closing(index), store.reading_index(Path(index_path)):
@@ -911,6 +925,9 @@ def derive_quarantine(
         if run is None and store.count_samples(index) == 0:
             raise UsageError(f"the index {index_path} holds no scan yet; run `datalint scan` first")
         stored = dict(run.options.get("policy", {})) if run is not None else {}
+        if overrides.get("thresholds"):
+            scanned = [tuple(pair) for pair in stored.get("thresholds", ())]
+            overrides["thresholds"] = policy.merged_thresholds(scanned, overrides["thresholds"])
         stored.update({name: value for name, value in overrides.items() if value is not None})
         if kinds is not None:
             stored["kinds"] = policy.parse_kinds(kinds)

@@ -9,6 +9,7 @@ kinds re-derives the list without rescanning (`datalint quarantine DB --kinds ..
 from __future__ import annotations
 
 import json
+import math
 import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -17,7 +18,13 @@ from typing import Any
 
 from datalint.errors import UsageError
 from datalint.scan import hash_groups, quality
-from datalint.scan.images import INFO_KIND_MEANINGS, UNSUPPORTED_KIND, UNSUPPORTED_MEANING, index_findings
+from datalint.scan.images import (
+    INFO_KIND_MEANINGS,
+    UNSUPPORTED_KIND,
+    UNSUPPORTED_MEANING,
+    ShapeThresholds,
+    index_findings,
+)
 from datalint.text import did_you_mean
 from datalint.units import human_bytes
 
@@ -340,7 +347,8 @@ def derive_findings(
         for kind, parts in details.items():
             findings.append(Finding(row["idx"], kind, "; ".join(dict.fromkeys(parts)), kind in options.kinds))
     # Image files judged against the whole index: duplicates (content hash), tiny, extreme aspect.
-    findings.extend(Finding(idx, kind, text, kind in options.kinds) for idx, kind, text in index_findings(db))
+    found = index_findings(db, shape_thresholds(options))
+    findings.extend(Finding(idx, kind, text, kind in options.kinds) for idx, kind, text in found)
     findings.extend(
         Finding(idx, kind, text, kind in options.kinds)
         for idx, kind, text in quality_index_findings(db, options, keep_groups=keep_groups)
@@ -373,9 +381,68 @@ def quality_thresholds(options: PolicyOptions) -> quality.QualityThresholds:
     return quality.QualityThresholds().with_overrides(dict(options.thresholds))
 
 
+def shape_thresholds(options: PolicyOptions) -> ShapeThresholds:
+    """`tiny` and `extreme_aspect`: fixed limits, overridden like the quality ones (`--threshold tiny=16`)."""
+    given = dict(options.thresholds)
+    default = ShapeThresholds()
+    return ShapeThresholds(
+        min_side=int(given.get("tiny", default.min_side)),
+        max_aspect=float(given.get("extreme_aspect", default.max_aspect)),
+    )
+
+
+@dataclass(frozen=True)
+class ThresholdRange:
+    """The values a limit can take: `--threshold` and `[tool.datalint.scan.thresholds]` check the same."""
+
+    low: float
+    high: float = math.inf
+    whole: bool = False  # a whole number (a hash distance, pixels)
+    above_low: bool = False  # `low` itself is not allowed
+    meaning: str = ""
+
+    def allowed(self) -> str:
+        kind = "a whole number" if self.whole else "a number"
+        if self.high == math.inf:
+            return f"{kind} {'above' if self.above_low else 'of at least'} {self.low:g}"
+        return f"{kind} from {self.low:g} to {self.high:g}"
+
+    def fits(self, value: float) -> bool:
+        if not math.isfinite(value) or (self.whole and value != int(value)):
+            return False
+        above = value > self.low if self.above_low else value >= self.low
+        return above and value <= self.high  # nan fits nothing
+
+
+# Every limit the policy has, with its range; the names are the kinds they judge (and outlier_mads).
+THRESHOLDS: dict[str, ThresholdRange] = {
+    "dark": ThresholdRange(0, 1, meaning="highlights (99th-percentile luminance) under it"),
+    "light": ThresholdRange(0, 1, meaning="shadows (1st-percentile luminance) over it"),
+    "blurry": ThresholdRange(0, meaning="sharpness (Laplacian energy) under it"),
+    "low_information": ThresholdRange(0, 8, meaning="entropy of the grey histogram (bits) under it"),
+    "grayscale": ThresholdRange(0, 1, meaning="colorfulness under it"),
+    "outlier_mads": ThresholdRange(0, above_low=True, meaning="robust deviations (relative limits)"),
+    "odd_size": ThresholdRange(0, above_low=True, meaning="robust deviations of log size"),
+    "odd_aspect": ThresholdRange(0, above_low=True, meaning="robust deviations of log aspect"),
+    "near_duplicate": ThresholdRange(0, 32, whole=True, meaning="hash distance (bits of 64), at most"),
+    "tiny": ThresholdRange(0, whole=True, meaning="a side shorter than this many pixels (0: off)"),
+    "extreme_aspect": ThresholdRange(1, meaning="one side more than this many times the other"),
+}  # fmt: skip
+
+
+def threshold_problem(name: str, value: Any) -> str | None:
+    """What is wrong with one limit (`None` when it can be used), worded for `--threshold` and the file."""
+    if name not in THRESHOLDS:
+        return f"{name!r} is not a limit{did_you_mean(name, THRESHOLDS)}; the limits: {', '.join(THRESHOLDS)}"
+    allowed = THRESHOLDS[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not allowed.fits(float(value)):
+        return f"{name} must be {allowed.allowed()}, got {value!r}"
+    return None
+
+
 def parse_thresholds(items: Iterable[str] | None) -> tuple[tuple[str, float], ...]:
-    """`["dark=0.1", "blurry=0.3"]` -> pairs; an unknown kind or a non-number is a usage error."""
-    known = quality.QualityThresholds.__dataclass_fields__
+    """`["dark=0.1", "blurry=0.3"]` -> pairs; an unknown kind, a non-number or one out of range is a
+    usage error."""
     pairs: list[tuple[str, float]] = []
     for item in items or ():
         for part in (piece.strip() for piece in item.split(",")):
@@ -383,15 +450,28 @@ def parse_thresholds(items: Iterable[str] | None) -> tuple[tuple[str, float], ..
                 continue
             name, equals, value = part.partition("=")
             name = name.strip()
-            if not equals or name not in known:
+            if not equals or name not in THRESHOLDS:
                 raise UsageError(
-                    f"--threshold {part!r}: expected KIND=NUMBER with KIND one of {', '.join(known)}"
+                    f"--threshold {part!r}: expected KIND=NUMBER with KIND one of {', '.join(THRESHOLDS)}"
+                    + did_you_mean(name, THRESHOLDS)
                 )
             try:
-                pairs.append((name, float(value)))
+                number = float(value)
             except ValueError:
                 raise UsageError(f"--threshold {part!r}: {value.strip()!r} is not a number") from None
+            problem = threshold_problem(name, number)
+            if problem is not None:
+                raise UsageError(f"--threshold {part!r}: {problem}")
+            pairs.append((name, number))
     return tuple(pairs)
+
+
+def merged_thresholds(*layers: Iterable[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
+    """Limits laid over each other kind by kind, the last layer winning (default < file < flag)."""
+    merged: dict[str, float] = {}
+    for layer in layers:
+        merged.update(layer)
+    return tuple(merged.items())
 
 
 def quality_rows(db: Any) -> list[tuple[int, str, dict[str, Any]]]:

@@ -1,0 +1,318 @@
+"""`[tool.datalint.scan]`: a project's scan settings, under the command line's flags.
+
+Each key is a scan flag's name without its dashes (`timeout = 30`, `max-bytes = "64MB"`,
+`label = ["target"]`, `scores = false` for `--no-scores`), and `[tool.datalint.scan.thresholds]`
+holds the limits `--threshold KIND=NUMBER` sets (`dark = 0.1`, `near_duplicate = 8`). In a
+datalint.toml the same tables are `[scan]` and `[scan.thresholds]`.
+
+A flag wins over the file, the file over the default; limits are merged kind by kind, so
+`--threshold dark=0.2` leaves the file's `blurry` as it is. Unknown keys and values of the wrong
+type or range are errors that name the file, the key, the value and what is allowed. The values
+are checked here, at the edge, and written into the parsed arguments, so the commands read one
+set of arguments whichever way each value came.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datalint.config import ConfigError, find_pyproject, scan_table
+from datalint.text import did_you_mean
+
+DEFAULT = "default"
+
+
+def _number(low: float, *, above: bool = False, whole: bool = False) -> Callable[[Any], Any]:
+    kind = "a whole number" if whole else "a number"
+    allowed = f"{kind} {'above' if above else 'of at least'} {low:g}"
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int if whole else int | float):
+            raise ValueError(f"must be {allowed}, got {value!r}")
+        if not (value > low if above else value >= low):
+            raise ValueError(f"must be {allowed}, got {value!r}")
+        return value if whole else float(value)
+
+    return convert
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"must be a whole number, got {value!r}")
+    return value
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, got {value!r}")
+    return value
+
+
+def _strings(value: Any) -> list[str]:
+    """A list of strings, or one string of comma-separated items (`"jpg,png"`)."""
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+        raise ValueError(f"must be a list of strings, got {value!r}")
+    return list(value)
+
+
+def _kinds(value: Any) -> str:
+    from datalint.errors import UsageError
+    from datalint.scan.policy import parse_kinds
+
+    text = ",".join(_strings(value))
+    try:
+        parse_kinds(text)
+    except UsageError as exc:
+        raise ValueError(f": {exc}") from None
+    return text
+
+
+def _size(value: Any) -> int:
+    from datalint.commands.arguments import size
+
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"must be a size in bytes (a whole number, or text such as '64MB'), got {value!r}")
+    try:
+        return size(value)
+    except argparse.ArgumentTypeError:
+        raise ValueError(f"must be a size such as 500000, '64MB' or '1GiB', got {value!r}") from None
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of the scan table and the flag it stands for."""
+
+    name: str  # in the file: the flag's name without the dashes
+    dest: str  # where argparse puts the flag's value
+    convert: Callable[[Any], Any]  # the file's value -> the setting (ValueError says what is allowed)
+    default: Any
+    unset: Any = None  # what `dest` holds when the flag was not given
+    invert: bool = False  # the flag says the opposite of the key (`scores = false` is `--no-scores`)
+    verdict: bool = False  # decides verdicts only: `datalint quarantine` re-derives with it too
+
+    @property
+    def flag(self) -> str:
+        return f"--no-{self.name}" if self.invert else f"--{self.name}"
+
+    def given(self, args: argparse.Namespace) -> bool:
+        return getattr(args, self.dest, self.unset) != self.unset
+
+    def from_flag(self, args: argparse.Namespace) -> Any:
+        value = getattr(args, self.dest)
+        return not value if self.invert else value
+
+    def to_dest(self, value: Any) -> Any:
+        return not value if self.invert else value
+
+
+KEYS: dict[str, Key] = {
+    key.name: key
+    for key in (
+        Key("kinds", "kinds", _kinds, DEFAULT, verdict=True),
+        Key("timeout", "timeout", _number(0, above=True), 60.0),
+        Key("setup-timeout", "setup_timeout", _number(0), 600.0),
+        Key("workers", "workers", _number(0, whole=True), None),
+        Key("max-bytes", "max_bytes", _size, None, verdict=True),
+        Key("max-pixels", "max_pixels", _number(1, whole=True), None),
+        Key("num-classes", "num_classes", _number(1, whole=True), None, verdict=True),
+        Key("ignore-index", "ignore_index", _integer, None, verdict=True),
+        Key("require", "require", _strings, [], verdict=True),
+        Key("label", "label", _strings, []),
+        Key("ext", "ext", _strings, None),
+        Key("all-frames", "all_frames", _boolean, False, unset=False),
+        Key("scores", "no_scores", _boolean, True, unset=False, invert=True),
+        Key("verify-content", "verify_content", _boolean, False, unset=False),
+        Key("incremental", "incremental", _boolean, True, unset=True),
+    )
+}
+THRESHOLDS_KEY = "thresholds"
+
+
+@dataclass(frozen=True)
+class ScanSettings:
+    """The effective value of every key and where it came from (`--show-settings` prints them)."""
+
+    values: Mapping[str, Any]
+    origins: Mapping[str, str]  # key -> "--timeout", "<file> [tool.datalint.scan]" or "default"
+    thresholds: tuple[tuple[str, float], ...] = ()  # the limits set, by the file or a flag
+    threshold_origins: Mapping[str, str] = field(default_factory=dict)
+    source: Path | None = None  # the configuration file read (None: none found, or --isolated)
+    where: str = ""
+
+
+def configuration_file(args: argparse.Namespace, cwd: Path | None = None) -> Path | None:
+    """`--config FILE`, nothing with `--isolated`, else the nearest configuration above the cwd."""
+    given = getattr(args, "config", None)
+    if given is not None:
+        if getattr(args, "isolated", False):
+            raise ConfigError("--isolated and --config FILE exclude each other")
+        path = Path(given)
+        if not path.is_file():
+            raise ConfigError(f"--config {given}: no such file")
+        return path
+    if getattr(args, "isolated", False):
+        return None
+    return find_pyproject(cwd or Path.cwd())
+
+
+def file_settings(
+    source: Path, keys: Mapping[str, Key] = KEYS
+) -> tuple[dict[str, Any], dict[str, float], str]:
+    """The file's scan keys (converted) and limits, checked, and how to name the table."""
+    table, where = scan_table(source)
+    values: dict[str, Any] = {}
+    for name, raw in table.items():
+        if name == THRESHOLDS_KEY:
+            continue
+        if name not in KEYS:
+            raise ConfigError(f"{where}: {_unknown(name)}")
+        try:
+            value = KEYS[name].convert(raw)
+        except ValueError as exc:
+            separator = "" if str(exc).startswith(":") else " "
+            raise ConfigError(f"{where}: {name}{separator}{exc}") from None
+        if name in keys:  # the others measure: checked, but this command does not measure
+            values[name] = value
+    return values, _file_thresholds(table.get(THRESHOLDS_KEY, {}), where), where
+
+
+def _unknown(name: str) -> str:
+    if name in _limit_names():
+        return f"unknown key {name!r}: a limit goes in the thresholds table ({THRESHOLDS_KEY}.{name} = ...)"
+    return f"unknown key {name!r}{did_you_mean(name, (*KEYS, THRESHOLDS_KEY))}; known keys: " + ", ".join(
+        (*KEYS, THRESHOLDS_KEY)
+    )
+
+
+def _limit_names() -> tuple[str, ...]:
+    from datalint.scan.policy import THRESHOLDS
+
+    return tuple(THRESHOLDS)
+
+
+def _file_thresholds(table: Any, where: str) -> dict[str, float]:
+    from datalint.scan.policy import threshold_problem
+
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: {THRESHOLDS_KEY} must be a table of KIND = NUMBER, got {table!r}")
+    for name, value in table.items():
+        if name not in _limit_names():
+            hint = f"{did_you_mean(name, _limit_names())}; the limits: {', '.join(_limit_names())}"
+            raise ConfigError(f"{where}: {THRESHOLDS_KEY}: unknown limit {name!r}{hint}")
+        problem = threshold_problem(name, value)
+        if problem is not None:
+            raise ConfigError(f"{where}: {THRESHOLDS_KEY}.{problem}")
+    return {name: float(value) for name, value in table.items()}
+
+
+def resolve(
+    args: argparse.Namespace, keys: Mapping[str, Key] = KEYS, cwd: Path | None = None
+) -> ScanSettings:
+    """Flags over the file over the defaults, for the keys a command has (`keys`)."""
+    from datalint.scan.policy import merged_thresholds, parse_thresholds
+
+    source = configuration_file(args, cwd)
+    values: dict[str, Any] = {}
+    limits: dict[str, float] = {}
+    where = ""
+    if source is not None:
+        values, limits, where = file_settings(source, keys)
+    effective: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for name, key in keys.items():
+        if key.given(args):
+            effective[name], origins[name] = key.from_flag(args), key.flag
+        elif name in values:
+            effective[name], origins[name] = values[name], where
+        else:
+            effective[name], origins[name] = key.default, DEFAULT
+    flagged = parse_thresholds(getattr(args, "threshold", None))
+    in_file = where[:-1] + ".thresholds]" if where else ""
+    threshold_origins = {name: in_file for name in limits} | {name: "--threshold" for name, _ in flagged}
+    thresholds = merged_thresholds(limits.items(), flagged)
+    return ScanSettings(effective, origins, thresholds, threshold_origins, source, where)
+
+
+def apply(
+    args: argparse.Namespace, settings: ScanSettings, keys: Mapping[str, Key] = KEYS, *, defaults: bool = True
+) -> None:
+    """Write the effective values into the parsed arguments (the limits as `--threshold` items).
+
+    `defaults=False` leaves a key nobody set as argparse left it (`datalint quarantine`: the scan's
+    own value applies there)."""
+    for name, key in keys.items():
+        if not defaults and settings.origins[name] == DEFAULT:
+            continue
+        value = settings.values[name]
+        if value == DEFAULT:
+            value = None  # `kinds`: the policy's default kinds
+        setattr(args, key.dest, key.to_dest(value))
+    args.threshold = [f"{name}={value!r}" for name, value in settings.thresholds]
+
+
+def settle(args: argparse.Namespace, keys: Mapping[str, Key] = KEYS) -> ScanSettings:
+    """Resolve and apply in one step: what `datalint scan` and `datalint watch` call first."""
+    settings = resolve(args, keys)
+    apply(args, settings, keys)
+    return settings
+
+
+def settings_rows(settings: ScanSettings) -> list[tuple[str, Any, str]]:
+    """(name, value, where from) for every key and every limit, defaults included."""
+    from datalint.scan import images, quality
+
+    rows = [(name, _shown(value), settings.origins[name]) for name, value in settings.values.items()]
+    shapes = images.ShapeThresholds()
+    defaults = {**asdict(quality.QualityThresholds()), "tiny": shapes.min_side}
+    defaults["extreme_aspect"] = shapes.max_aspect
+    given = dict(settings.thresholds)
+    for name in _limit_names():
+        origin = settings.threshold_origins.get(name, DEFAULT)
+        rows.append((f"{THRESHOLDS_KEY}.{name}", _shown(given.get(name, defaults.get(name))), origin))
+    return rows
+
+
+def _shown(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def settings_text(settings: ScanSettings) -> str:
+    """`--show-settings`: one `name: value (where from)` line per setting."""
+    configuration = str(settings.source) if settings.source else "none found (defaults)"
+    lines = [f"configuration: {configuration}"]
+    lines += [f"{name}: {_text(value)} ({origin})" for name, value, origin in settings_rows(settings)]
+    return "".join(line + "\n" for line in lines)
+
+
+def settings_document(settings: ScanSettings) -> dict[str, Any]:
+    rows = settings_rows(settings)
+    return {
+        "configuration": str(settings.source) if settings.source else None,
+        "settings": {name: {"value": value, "from": origin} for name, value, origin in rows},
+    }
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "(none)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def verdict_keys() -> dict[str, Key]:
+    """The keys `datalint quarantine` uses: those that decide verdicts from what is measured."""
+    return {name: key for name, key in KEYS.items() if key.verdict}
+
