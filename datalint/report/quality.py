@@ -17,7 +17,7 @@ from typing import Any
 
 from datalint.report.charts import Threshold, format_count, score_histogram
 from datalint.report.index import FlaggedSample, IndexSummary
-from datalint.report.markup import Html, el
+from datalint.report.markup import Html, el, join
 from datalint.report.thumbs import Thumbnail, thumbnail
 from datalint.scan import quality
 from datalint.scan.store import read_key
@@ -333,12 +333,27 @@ def _figure(thumb: Thumbnail, caption: str, css: str = "thumb") -> Html:
     label = shown_name(sample.key) if sample.key else f"#{sample.idx}"
     detail = next((d for d in sample.details if d), "")
     title = f"{caption} · {detail}" if detail else caption
-    if thumb.data_uri:
-        picture = el("img", src=thumb.data_uri, alt=label, width=thumb.width, height=thumb.height)
-    else:
-        picture = el("div", thumb.reason, class_="placeholder", title=thumb.reason)
     shown = caption if len(caption) <= 90 else caption[:89] + "…"
-    return el("figure", picture, el("figcaption", shown), class_=css, data_idx=sample.idx, title=title)
+    captioned = (picture(thumb, label), el("figcaption", shown))
+    return el("figure", *captioned, class_=css, data_idx=sample.idx, title=title)
+
+
+def picture(thumb: Thumbnail, label: str) -> Html:
+    """The preview itself: the image (a damaged file's decoded part, with how much decodes under it),
+    or the placeholder saying why there is none. The galleries here and the report's share it."""
+    if not thumb.data_uri:
+        return el("div", thumb.reason, class_="placeholder", title=thumb.reason)
+    image = el(
+        "img",
+        src=thumb.data_uri,
+        alt=label,
+        width=thumb.width,
+        height=thumb.height,
+        data_partial=thumb.partial or None,
+    )
+    if not thumb.partial:
+        return image
+    return join((image, el("span", thumb.partial, class_="partial")))
 
 
 def _ours(thumb: Thumbnail, css: str = "thumb") -> Html:

@@ -33,7 +33,7 @@ from datalint.report.charts import (
 from datalint.report.extras import BenchResult, BenchRun, LintFinding
 from datalint.report.index import FlaggedSample, ImageStats, IndexSummary, KindCount
 from datalint.report.markup import Html, el, join
-from datalint.report.quality import QualityView, quality_section
+from datalint.report.quality import QualityView, picture, quality_section
 from datalint.report.thumbs import Thumbnail
 from datalint.scan.store import RunRecord
 from datalint.text import shown_name
@@ -792,13 +792,9 @@ def _thumb(thumb: Thumbnail) -> Html:
     sample = thumb.sample
     label = shown_name(sample.key) if sample.key else f"#{sample.idx}"
     caption = f"#{sample.idx} {label}" + (f" · {' '.join(sample.kinds)}" if sample.kinds else "")
-    if thumb.data_uri:
-        picture = el("img", src=thumb.data_uri, alt=label, width=thumb.width, height=thumb.height)
-    else:
-        picture = el("div", thumb.reason, class_="placeholder", title=thumb.reason)
     return el(
         "figure",
-        picture,
+        picture(thumb, label),
         el("figcaption", _clip(caption, 90)),
         class_="thumb q" if sample.quarantined else "thumb",
         data_idx=sample.idx,

@@ -66,7 +66,7 @@ def make_image_folder(root: Path, good: int = 30) -> list[ImageCase]:
     (bad / HOSTILE_NAME).write_bytes(_jpeg(_picture(72, 72, 7)))  # a JPEG named .png
     (bad / "big.png").write_bytes(_png(_picture(200, 200, 8)))  # over MAX_PIXELS: a "bomb" to the scan
     cases += [
-        ImageCase("bad/truncated.jpg", ("corrupt",), False),
+        ImageCase("bad/truncated.jpg", ("corrupt",), True),  # the part that decodes
         ImageCase("bad/empty.jpg", ("empty",), False),
         ImageCase("bad/not_an_image.jpg", ("corrupt",), False),
         ImageCase("bad/cmyk.jpg", ("cmyk",), True),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,6 +139,45 @@ def test_an_image_report_shows_its_previews(
     previewable = sum(1 for case in cases if case.kinds and case.decodes) + 24  # flagged, and good ones
     assert decoded == previewable, "every embedded preview decodes in the browser (and the CSP allows it)"
     page.screenshot(tmp_path / "images.png")
+    assert page.problems() == []
+
+
+TRUNCATED_PREVIEW = """(() => {
+  const figure = Array.from(document.querySelectorAll('#gallery figure'))
+    .find(f => f.title.includes('bad/truncated.jpg'));
+  const img = figure.querySelector('img'), note = figure.querySelector('.partial');
+  const canvas = document.createElement('canvas');
+  canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+  const context = canvas.getContext('2d', {willReadFrequently: true});
+  context.drawImage(img, 0, 0);
+  const pixel = (x, y) => Array.from(context.getImageData(x, y, 1, 1).data);
+  const row = y => {  // the mean colour of one row: the hatch's two reds average out red
+    const data = context.getImageData(0, y, canvas.width, 1).data, mean = [0, 0, 0, 0];
+    data.forEach((value, i) => { mean[i % 4] += value / canvas.width; });
+    return mean;
+  };
+  const box = note.getBoundingClientRect(), frame = figure.getBoundingClientRect();
+  return {partial: img.dataset.partial, note: note.textContent, width: img.naturalWidth,
+          shown: box.width > 0 && box.height > 0 && box.top >= frame.top && box.bottom <= frame.bottom + 1,
+          top: pixel(2, 2), bottom: row(canvas.height - 3)};
+})()"""
+
+
+@needs_chromium
+def test_a_truncated_file_shows_the_part_that_decodes_and_where_its_data_ends(
+    browser: Browser, image_scan: tuple[Path, list[ImageCase], Path], tmp_path: Path
+) -> None:
+    _, _cases, db = image_scan
+    page = open_report(browser, db, tmp_path / "truncated.html")
+    found = page.evaluate(TRUNCATED_PREVIEW)
+    match = re.fullmatch(r"truncated: (\d+)% of rows decode", found["note"])
+    assert match and 0 < int(match.group(1)) < 100, found["note"]
+    assert found["partial"] == found["note"] and found["shown"], "the caption is under the preview, visible"
+    assert found["width"] > 0, "the preview decodes in the browser"
+    red, green, _blue, _alpha = found["bottom"]
+    assert red - green > 60, f"the rows past the end are hatched red: {found['bottom']}"
+    red, green, _blue, _alpha = found["top"]
+    assert abs(red - green) < 40 and red < 90, f"the first rows are the picture's dark top: {found['top']}"
     assert page.problems() == []
 
 
