@@ -181,3 +181,17 @@ def test_check_accepts_a_scan_table_and_refuses_one_that_is_not_a_table(
     project(root, '[tool.datalint]\nscan = "fast"\n')
     code, _out, err = run_cli("check", "clean.py")
     assert code == 2 and "scan must be a table" in err
+
+
+def test_config_names_the_file_and_isolated_excludes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = project(tmp_path / "elsewhere", "[scan]\nworkers = 3\n", "team.toml") / "team.toml"
+    monkeypatch.chdir(project(tmp_path / "proj", TABLE + "workers = 1\n"))
+    code, out, err = run_cli("scan", "--show-settings", "--config", str(settings))
+    assert code == 0, err
+    assert f"workers: 3 ({settings} [scan])" in out.splitlines()
+    code, _out, err = run_cli("scan", "--show-settings", "--config", str(settings), "--isolated")
+    assert code == 2 and "--isolated and --config FILE exclude each other" in err
+    code, _out, err = run_cli("scan", "--show-settings", "--config", str(tmp_path / "missing.toml"))
+    assert code == 2 and "no such file" in err
