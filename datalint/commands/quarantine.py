@@ -52,6 +52,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--require", action="append", metavar="FIELD", help="override the scan's --require")
     add_quality_arguments(parser)
     add_configuration_arguments(parser)
+    parser.add_argument(
+        "--show-settings",
+        action="store_true",
+        help="print each setting that decides verdicts, its value and where it comes from (a flag, "
+        "[tool.datalint.scan], the scan that made the index, or the default), and exit",
+    )
     parser.set_defaults(run=run, extras=("scan",))
 
 
@@ -61,7 +67,10 @@ def run(args: argparse.Namespace) -> int:
     from datalint.scan.settings import apply, resolve, verdict_keys
 
     # Flags over [tool.datalint.scan] over what the scan used; measuring keys (timeout, ...) do not apply.
-    apply(args, resolve(args, verdict_keys()), verdict_keys(), defaults=False)
+    settings = resolve(args, verdict_keys())
+    if args.show_settings:
+        return _show_settings(args.db, settings)
+    apply(args, settings, verdict_keys(), defaults=False)
     if args.output_file is not None:
         check_output_path(Path(args.output_file), "-o/--output-file")
     document = derive_quarantine(
@@ -79,6 +88,20 @@ def run(args: argparse.Namespace) -> int:
     if args.output_file is not None:
         count = len(document["samples"])
         print(f"datalint: {count} sample(s) quarantined -> {', '.join(map(str, written))}", file=sys.stderr)
+    return 0
+
+
+def _show_settings(db: str, settings: Any) -> int:
+    import contextlib
+
+    from datalint.scan import store
+    from datalint.scan.settings import settings_text, under_scan
+
+    index = store.open_index(Path(db), create=False)
+    with contextlib.closing(index):
+        run = store.latest_run(index)
+    policy = dict(run.options.get("policy", {})) if run is not None else {}
+    sys.stdout.write(settings_text(under_scan(settings, policy, f"the scan of {db}")))
     return 0
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -310,6 +310,26 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def under_scan(settings: ScanSettings, policy: Mapping[str, Any], where: str) -> ScanSettings:
+    """`datalint quarantine`: a key neither a flag nor the file set has the value the scan stored
+    (`policy`, the run's policy options), and the limits are laid over the scan's."""
+    from datalint.scan.policy import merged_thresholds
+
+    values, origins = dict(settings.values), dict(settings.origins)
+    for name in values:
+        stored = policy.get(name.replace("-", "_"))
+        if origins[name] == DEFAULT and stored is not None:
+            values[name], origins[name] = stored, where
+    scanned = [(str(kind), float(value)) for kind, value in policy.get("thresholds", ())]
+    return replace(
+        settings,
+        values=values,
+        origins=origins,
+        thresholds=merged_thresholds(scanned, settings.thresholds),
+        threshold_origins={kind: where for kind, _ in scanned} | dict(settings.threshold_origins),
+    )
 
 
 def verdict_keys() -> dict[str, Key]:

@@ -96,6 +96,15 @@ def test_quarantine_takes_the_files_limits_over_the_scans_and_isolated_ignores_t
     code, out, err = run_cli("quarantine", str(db), "--kinds", "dark,tiny", "--isolated")
     keys = {sample["key"] for sample in json.loads(out)["samples"]}
     assert "clean_night.jpg" not in keys and {"dark.jpg", "small.jpg"} <= keys
+    code, out, err = run_cli("quarantine", str(db), "--show-settings", "--threshold", "blurry=0.2")
+    assert code == 0, err
+    lines = dict(line.split(": ", 1) for line in out.splitlines())
+    assert lines["thresholds.dark"].startswith("0.85 (") and "[tool.datalint.scan.thresholds]" in lines[
+        "thresholds.dark"
+    ]
+    assert lines["thresholds.tiny"] == f"100 (the scan of {db})"
+    assert lines["thresholds.blurry"] == "0.2 (--threshold)"
+    assert lines["thresholds.light"] == "0.8 (default)"
 
 
 @pytest.mark.parametrize(
