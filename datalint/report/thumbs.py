@@ -95,7 +95,6 @@ def _damaged(sample: FlaggedSample, raw: bytes, error: Exception) -> Thumbnail:
     if part is None:
         return Thumbnail(sample, None, f"does not decode: {type(error).__name__}")
     preview = part.image
-    preview.thumbnail((THUMB_SIDE, THUMB_SIDE))
     buffer = io.BytesIO()
     preview.save(buffer, format="JPEG", quality=JPEG_QUALITY)
     return Thumbnail(sample, _data_uri(buffer.getvalue()), "", preview.width, preview.height, part.caption)
@@ -129,7 +128,7 @@ def _encode_preview(raw: bytes) -> tuple[bytes, int, int]:
 class PartialImage:
     """What of a damaged file decodes: the picture (missing rows hatched) and a caption saying how much."""
 
-    image: Any  # PIL RGB
+    image: Any  # PIL RGB, preview-sized
     decoded: float  # the share of rows (or of pixels) the decoder wrote
     caption: str
 
@@ -155,13 +154,11 @@ def partial_preview(raw: bytes, *, truncated: bool = True) -> PartialImage | Non
         return _jpeg_part(raw, written, what, bool(image.info.get("progressive")))
     if not written.any():
         return None
-    rgb = _pixels(_as_rgb(image))
     rows = written.all(axis=1)
     if _one_band(rows):
-        return _hatched_rows(rgb, rows, what)
-    _hatch(rgb, ~written)
+        return _rows_part(image, rows, what)
     share = float(written.mean())
-    return PartialImage(_image(rgb), share, f"{what}: {_percent(share)} of pixels decode")
+    return PartialImage(_preview_of(image, ~written), share, f"{what}: {_percent(share)} of pixels decode")
 
 
 def _jpeg_part(raw: bytes, written: Any, what: str, progressive: bool) -> PartialImage | None:
@@ -180,10 +177,10 @@ def _jpeg_part(raw: bytes, written: Any, what: str, progressive: bool) -> Partia
         with _opened(raw + _EOI) as ended:
             ended.draft("RGB", (THUMB_SIDE * 2, THUMB_SIDE * 2))
             ended.load()
-            native, rgb = np.asarray(ended), _pixels(_as_rgb(ended))
+            native = np.asarray(ended)
     if progressive:
         caption = f"{what}: a progressive JPEG, every row from the scans that arrived"
-        return PartialImage(_image(rgb), 1.0, caption)
+        return PartialImage(_preview_of(ended, np.zeros(native.shape[:2], dtype=bool)), 1.0, caption)
     # 127 too: an inverted (Adobe) CMYK JPEG stores 255 - 128
     grey = ((native == 128) | (native == 127)).reshape(native.shape[0], -1).all(axis=1)
     with_data = np.flatnonzero(~grey)
@@ -192,35 +189,38 @@ def _jpeg_part(raw: bytes, written: Any, what: str, progressive: bool) -> Partia
     count = max(sure, int(with_data[-1]) + 1 if with_data.size else 0)
     if count == 0:
         return None
-    rows = np.arange(rgb.shape[0]) < count
-    return _hatched_rows(rgb, rows, what)
+    return _rows_part(ended, np.arange(native.shape[0]) < count, what)
 
 
-def _hatched_rows(rgb: Any, rows: Any, what: str) -> PartialImage:
+def _rows_part(image: Any, rows: Any, what: str) -> PartialImage:
     import numpy as np
 
-    _hatch(rgb, ~rows[:, None] & np.ones(rgb.shape[:2], dtype=bool))
+    missing = np.broadcast_to(~rows[:, None], (len(rows), image.width))
     share = float(rows.mean())
     caption = f"{what}: every row decodes" if share == 1 else f"{what}: {_percent(share)} of rows decode"
-    return PartialImage(_image(rgb), share, caption)
+    return PartialImage(_preview_of(image, missing), share, caption)
+
+
+def _preview_of(image: Any, missing: Any) -> Any:
+    """The preview-sized RGB picture, hatched where the decoder wrote nothing (`missing`, full size).
+
+    Hatched after shrinking, so the stripes stay crisp and the work is on the small picture."""
+    import numpy as np
+    from PIL import Image
+
+    small = _as_rgb(image)
+    small.thumbnail((THUMB_SIDE, THUMB_SIDE))
+    rgb = np.array(small)  # a writable copy
+    if missing.any():
+        mask = Image.fromarray(np.ascontiguousarray(missing)).resize(small.size, Image.Resampling.NEAREST)
+        _hatch(rgb, np.asarray(mask, dtype=bool))
+    return Image.fromarray(rgb)
 
 
 def _opened(raw: bytes) -> Any:
     from PIL import Image
 
     return Image.open(io.BytesIO(raw))
-
-
-def _pixels(image: Any) -> Any:
-    import numpy as np
-
-    return np.array(image)  # a writable copy: the hatch is drawn into it
-
-
-def _image(rgb: Any) -> Any:
-    from PIL import Image
-
-    return Image.fromarray(rgb)
 
 
 def _decode_over(raw: bytes, fill: int) -> tuple[Any, Any]:
