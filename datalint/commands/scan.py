@@ -320,9 +320,10 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 THRESHOLD_HELP = (
-    "a quality limit instead of its default, KIND=NUMBER (repeatable): dark, light, blurry, "
+    "a limit instead of its default, KIND=NUMBER (repeatable): dark, light, blurry, "
     "low_information, grayscale (absolute score limits), odd_size, odd_aspect, outlier_mads (robust "
-    "deviations), near_duplicate (hash distance); see `datalint docs images`"
+    "deviations), near_duplicate (hash distance), tiny (pixels), extreme_aspect (ratio); wins over "
+    "[tool.datalint.scan.thresholds]; see `datalint docs config`"
 )
 AGAINST_HELP = (
     "another split's scan index (e.g. train.db): images of this scan that are the same or nearly the "
