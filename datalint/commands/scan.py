@@ -358,7 +358,7 @@ def against_index(path: str | None) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datalint.scan.settings import settings_document, settings_text, settle
+    from datalint.scan.settings import from_file_note, settings_document, settings_text, settle
 
     settings = settle(args)
     if args.show_settings:
@@ -367,6 +367,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(settings_text(settings))
         return 0
+    note = from_file_note(settings)
+    if note is not None:
+        print(f"datalint: {printable(note)}", file=sys.stderr)
     if args.backend == "dask":
         from datalint.extras import require
 

@@ -286,6 +286,17 @@ def _shown(value: Any) -> Any:
     return value
 
 
+def from_file_note(settings: ScanSettings) -> str | None:
+    """One line naming the file and the keys it set, or None when it set none: a value from a
+    project file should never be a surprise in a scan's outcome."""
+    keys = [name for name, origin in settings.origins.items() if origin == settings.where and settings.where]
+    keys += [f"{THRESHOLDS_KEY}.{name}" for name, origin in settings.threshold_origins.items()
+             if origin != "--threshold"]  # fmt: skip
+    if not keys:
+        return None
+    return f"settings from {settings.source}: {', '.join(keys)} (--show-settings lists them all)"
+
+
 def settings_text(settings: ScanSettings) -> str:
     """`--show-settings`: one `name: value (where from)` line per setting."""
     configuration = str(settings.source) if settings.source else "none found (defaults)"

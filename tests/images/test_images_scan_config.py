@@ -53,7 +53,9 @@ def test_the_files_limits_and_kinds_decide_and_a_flag_wins(
             "[tool.datalint.scan.thresholds]\ndark = 0.85\ntiny = 100\n",
         )
     )
-    code, summary, _err = scan(folder, tmp_path / "a.db")
+    code, summary, err = scan(folder, tmp_path / "a.db")
+    file = tmp_path / "proj" / "pyproject.toml"
+    assert f"settings from {file}: kinds, thresholds.dark, thresholds.tiny" in err  # never a surprise
     found = findings_by_key(tmp_path / "a.db")
     assert "dark" in found["clean_night.jpg"] and "dark" in found["dark.jpg"]  # the file's limit, as given
     assert "tiny" in found["small.jpg"]  # 96x72: tiny under the file's 100 px, not the default 32
