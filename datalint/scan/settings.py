@@ -168,6 +168,14 @@ def file_settings(
 ) -> tuple[dict[str, Any], dict[str, float], str]:
     """The file's scan keys (converted) and limits, checked, and how to name the table."""
     table, where = scan_table(source)
+    values, limits = table_settings(table, where, keys)
+    return values, limits, where
+
+
+def table_settings(
+    table: Mapping[str, Any], where: str, keys: Mapping[str, Key] = KEYS
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """A scan table's keys (converted) and limits; anything else is a `ConfigError` naming `where`."""
     values: dict[str, Any] = {}
     for name, raw in table.items():
         if name == THRESHOLDS_KEY:
@@ -181,7 +189,7 @@ def file_settings(
             raise ConfigError(f"{where}: {name}{separator}{exc}") from None
         if name in keys:  # the others measure: checked, but this command does not measure
             values[name] = value
-    return values, _file_thresholds(table.get(THRESHOLDS_KEY, {}), where), where
+    return values, _file_thresholds(table.get(THRESHOLDS_KEY, {}), where)
 
 
 def _unknown(name: str) -> str:

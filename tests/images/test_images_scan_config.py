@@ -8,9 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from images_support import findings_by_key, run_cli
 from PIL import Image
 from test_images_quality import corpus
+
+from datalint.config import ConfigError
+from datalint.scan.policy import THRESHOLDS
+from datalint.scan.settings import KEYS, table_settings
 
 SCAN = ("--workers", "1", "--progress", "none")
 TABLE, LIMITS = "[tool.datalint.scan]\n", "[tool.datalint.scan.thresholds]\n"
@@ -206,3 +212,22 @@ def test_config_names_the_file_and_isolated_excludes_it(
     assert code == 2 and "--isolated and --config FILE exclude each other" in err
     code, _out, err = run_cli("scan", "--show-settings", "--config", str(tmp_path / "missing.toml"))
     assert code == 2 and "no such file" in err
+
+
+TOML_VALUES = st.recursive(
+    st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+KEY_NAMES = st.sampled_from([*KEYS, "thresholds", *THRESHOLDS]) | st.text(max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(KEY_NAMES, TOML_VALUES, max_size=4))
+def test_any_table_is_settings_or_an_error_naming_the_table(table: dict[str, object]) -> None:
+    try:
+        values, limits = table_settings(table, "pyproject.toml [tool.datalint.scan]")
+    except ConfigError as exc:
+        assert str(exc).startswith("pyproject.toml [tool.datalint.scan]: ")
+    else:
+        assert set(values) <= set(KEYS) and set(limits) <= set(THRESHOLDS)
