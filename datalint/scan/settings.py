@@ -260,8 +260,8 @@ def apply(
         if not defaults and settings.origins[name] == DEFAULT:
             continue
         value = settings.values[name]
-        if value == DEFAULT:
-            value = None  # `kinds`: the policy's default kinds
+        if settings.origins[name] == DEFAULT and value == DEFAULT:
+            value = None  # `kinds` nobody set: the policy's default kinds
         setattr(args, key.dest, key.to_dest(value))
     args.threshold = [f"{name}={value!r}" for name, value in settings.thresholds]
 

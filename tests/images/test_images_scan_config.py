@@ -115,6 +115,21 @@ def test_quarantine_takes_the_files_limits_over_the_scans_and_isolated_ignores_t
     assert lines["thresholds.light"] == "0.8 (default)"
 
 
+def test_the_files_default_kinds_replace_the_kinds_the_scan_used(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "scan.db"
+    monkeypatch.chdir(tmp_path)
+    scan(folder, db, "--isolated", "--kinds", "default,dark")
+    code, out, err = run_cli("quarantine", str(db))
+    assert code == 0, err
+    assert "dark.jpg" in {sample["key"] for sample in json.loads(out)["samples"]}  # the scan's kinds
+    monkeypatch.chdir(project(tmp_path / "proj", TABLE + 'kinds = "default"\n'))
+    code, out, err = run_cli("quarantine", str(db))
+    assert code == 0, err
+    assert json.loads(out)["samples"] == [], "the file's kinds, the default ones, quarantine no dark image"
+
+
 @pytest.mark.parametrize(
     ("table", "expected"),
     [
