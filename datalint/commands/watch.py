@@ -58,9 +58,11 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     _require_extras()
     from datalint.scan import api, watch
-    from datalint.scan.settings import settle
+    from datalint.scan.settings import from_file_note, settle
 
-    settle(args)  # [tool.datalint.scan] under the flags, as for `datalint scan`
+    note = from_file_note(settle(args))  # [tool.datalint.scan] under the flags, as for `datalint scan`
+    if note is not None:
+        _say(note)
     description = scan.choose_source(args)
     options = scan.scan_options(args)
     db = Path(args.db) if args.db else api.default_index_path(description.spec, description.kind)
