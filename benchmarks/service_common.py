@@ -28,7 +28,8 @@ def environment() -> dict[str, str]:
 
 
 class Service:
-    def __init__(self, folder: Path, datasets: str) -> None:
+    def __init__(self, folder: Path, datasets: str, extra: str = "", level: str = "info") -> None:
+        """`extra`: more [service] keys (TOML lines)."""
         self.folder = folder
         self.port = free_port()
         tokens = folder / "tokens.toml"
@@ -54,7 +55,9 @@ class Service:
         self.token = done.stdout.strip()
         self.config = folder / "datalint-service.toml"
         self.config.write_text(
-            f'[service]\ndata-dir = "state"\nport = {self.port}\ntokens = "tokens.toml"\nlog-level = "info"\n'
+            f'[service]\ndata-dir = "state"\nport = {self.port}\ntokens = "tokens.toml"\n'
+            + f'log-level = "{level}"\n'
+            + extra
             + datasets
         )
         self.start()

@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# the choices only: datalint.service.config imports nothing heavy
+from datalint.service.config import HTTP_IMPLEMENTATIONS, LOOP_IMPLEMENTATIONS
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -25,6 +28,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--host", metavar="HOST", help="override [service] host")
     parser.add_argument("--port", type=int, metavar="PORT", help="override [service] port")
+    parser.add_argument(
+        "--http", choices=HTTP_IMPLEMENTATIONS, help="override [service] http (uvicorn's HTTP parser)"
+    )
+    parser.add_argument(
+        "--loop", choices=LOOP_IMPLEMENTATIONS, help="override [service] loop (uvicorn's event loop)"
+    )
     parser.set_defaults(run=run_serve, extras=("service", "scan"))
     actions = parser.add_subparsers(dest="serve_action", metavar="ACTION")
     token = actions.add_parser("token", help="manage the service's bearer tokens")
@@ -49,6 +58,9 @@ def run_serve(args: argparse.Namespace) -> int:
         config = replace(config, host=args.host)
     if args.port is not None:
         config = replace(config, port=args.port)
+    for key in ("http", "loop"):
+        if getattr(args, key):
+            config = replace(config, **{key: getattr(args, key)})
     serve(config)
     return 0
 

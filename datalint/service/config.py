@@ -40,7 +40,12 @@ _SERVICE_KEYS = {
     "max-batch",
     "log-level",
     "scheduler",
+    "http",
+    "loop",
 }
+# uvicorn's HTTP parsers and event loops; "auto" takes httptools and uvloop where installed
+HTTP_IMPLEMENTATIONS = ("auto", "h11", "httptools")
+LOOP_IMPLEMENTATIONS = ("auto", "asyncio", "uvloop")
 _DATASET_KEYS = {
     "name",
     "images",
@@ -108,6 +113,8 @@ class ServiceConfig:
     max_batch: int = 10_000
     log_level: str = "info"
     scheduler: str | None = None  # a dask scheduler address for every scan
+    http: str = "auto"
+    loop: str = "auto"
     datasets: tuple[DatasetConfig, ...] = ()
     source: Path | None = None
 
@@ -167,6 +174,8 @@ def parse_config(document: dict[str, Any], source: Path) -> ServiceConfig:
     log_level = _typed(service, "log-level", str, source, "service", "info")
     if log_level not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"{source}: service.log-level: expected debug, info, warning or error")
+    http = _choice(service, "http", HTTP_IMPLEMENTATIONS, source)
+    loop = _choice(service, "loop", LOOP_IMPLEMENTATIONS, source)
     raw_datasets = document.get("datasets", [])
     if not isinstance(raw_datasets, list):
         raise ConfigError(f"{source}: datasets: use [[datasets]] tables")
@@ -184,9 +193,18 @@ def parse_config(document: dict[str, Any], source: Path) -> ServiceConfig:
         max_batch=max_batch,
         log_level=log_level,
         scheduler=_typed(service, "scheduler", str, source, "service", None),
+        http=http,
+        loop=loop,
         datasets=datasets,
         source=source,
     )
+
+
+def _choice(table: dict[str, Any], key: str, choices: tuple[str, ...], source: Path) -> str:
+    value = _typed(table, key, str, source, "service", choices[0])
+    if value not in choices:
+        raise ConfigError(f"{source}: service.{key}: expected {', '.join(choices)}, got {value!r}")
+    return value
 
 
 def parse_dataset(entry: Any, where: str, base: Path) -> DatasetConfig:

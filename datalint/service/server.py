@@ -7,6 +7,7 @@ start resumes them.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import queue
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from datalint.errors import UsageError
+from datalint.service import accesslog
 from datalint.service.auth import Authenticator, load_tokens
 from datalint.service.config import ServiceConfig, is_loopback
 
@@ -31,6 +33,22 @@ def check_bind(config: ServiceConfig, auth: Authenticator) -> None:
             f"and rewrite lists. Create one with `datalint serve token add NAME --scopes read,write,admin "
             f'--tokens tokens.toml` and set [service] tokens = "tokens.toml"{where}, or bind 127.0.0.1'
         )
+
+
+_STACK_MODULES = {"httptools": "httptools", "uvloop": "uvloop"}
+
+
+def check_stack(config: ServiceConfig) -> None:
+    """An HTTP parser or event loop asked for by name must be installed (uvicorn's "auto" falls back)."""
+    import importlib.util
+
+    for key, choice in (("http", config.http), ("loop", config.loop)):
+        module = _STACK_MODULES.get(choice)
+        if module is not None and importlib.util.find_spec(module) is None:
+            raise UsageError(
+                f"[service] {key} = {choice!r}, but {module} is not installed: "
+                f"`pip install 'torch-datalint[service]'` brings it, or set {key} = \"auto\""
+            )
 
 
 def configure_logging(level: str) -> None:
@@ -51,18 +69,25 @@ def serve(config: ServiceConfig) -> None:
     check_bind(config, auth)
     config.data_dir.mkdir(parents=True, exist_ok=True)
     configure_logging(config.log_level)
-    app = create_app(config, auth)
+    check_stack(config)
+    app: Any = create_app(config, auth)
+    access_lines: collections.deque[accesslog.Entry] = collections.deque()
+    if config.log_level in ("debug", "info"):  # access lines are info, as uvicorn's were
+        app = accesslog.AccessLog(app, access_lines)
     settings = uvicorn.Config(
         app,
         host=config.host,
         port=config.port,
+        http=config.http,
+        loop=config.loop,
         log_level=config.log_level,
-        access_log=True,  # one line per request
+        access_log=False,  # ours (datalint.service.accesslog): one line per request, off the loop
         timeout_graceful_shutdown=DRAIN_S,
         server_header=False,
         proxy_headers=False,
     )
-    stop_logging = log_off_the_loop(["uvicorn", "uvicorn.access", "datalint.service"])
+    stop_logging = log_off_the_loop(["uvicorn", "datalint.service"])
+    stop_access_log = accesslog.start_writer(access_lines)
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
@@ -72,6 +97,7 @@ def serve(config: ServiceConfig) -> None:
                 try:
                     yield
                 finally:
+                    stop_access_log()
                     stop_logging()
 
     try:
@@ -80,7 +106,8 @@ def serve(config: ServiceConfig) -> None:
     except KeyboardInterrupt:  # as uvicorn.run: Ctrl-C ends the service quietly
         pass
     finally:
-        stop_logging()  # writes what is queued
+        stop_access_log()  # writes what is queued
+        stop_logging()
     if not server.started:
         raise SystemExit(3)  # it could not start (the port is taken, say); uvicorn said why
 

@@ -57,11 +57,11 @@ def add_token(tokens: Path, name: str, scopes: str) -> str:
 class Server:
     """The service of `config_text` in `folder`; tokens named admin, writer and reader."""
 
-    def __init__(self, folder: Path, datasets: str, *, tokens: bool = True) -> None:
+    def __init__(self, folder: Path, datasets: str, *, tokens: bool = True, service: str = "") -> None:
         self.folder = folder
         self.port = free_port()
         self.tokens: dict[str, str] = {}
-        lines = ["[service]", 'data-dir = "state"', f"port = {self.port}"]
+        lines = ["[service]", 'data-dir = "state"', f"port = {self.port}", service]
         if tokens:
             path = folder / "tokens.toml"
             for name, scopes in (("admin", "admin"), ("writer", "write"), ("reader", "read")):

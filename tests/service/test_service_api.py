@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -161,10 +162,28 @@ def test_metrics_are_prometheus_text(scanned_service: Server) -> None:
 
 
 def test_one_log_line_per_request_and_per_job_event(scanned_service: Server) -> None:
-    scanned_service.request("GET", "/healthz", token=None)
-    log = scanned_service.log.read_text()
-    assert '"GET /healthz HTTP/1.1" 200' in log
+    path = "/v1/datasets/train/quarantine"
+    etag = scanned_service.request("GET", path, token="reader").headers["etag"]
+    answer = scanned_service.request("GET", path, token="reader", headers={"If-None-Match": etag})
+    assert answer.status_code == 304
+    scanned_service.request("GET", "/healthz?probe=1", token=None)
+    scanned_service.request("GET", "/v1/datasets/x%0Ay", token="reader")  # a newline in the path
+    lines = wait_for_log(scanned_service, '"GET /v1/datasets/x\\ny HTTP/1.1" 422').splitlines()
+    access = [line for line in lines if "datalint.service.access:" in line]
+    assert any(f'"GET {path} HTTP/1.1" 304 ' in line for line in access)  # 304s are logged like the rest
+    assert any('"GET /healthz?probe=1 HTTP/1.1" 200 ' in line and line.endswith(" ms") for line in access)
+    assert not any(line.startswith("y HTTP/1.1") for line in lines)  # no line forged from the URL
+    log = "\n".join(lines)
     assert "train (resume, api): started" in log and "train (resume, api): succeeded" in log
+
+
+def wait_for_log(server: Server, text: str, timeout: float = 5) -> str:
+    """The log once it holds `text` (access lines are written in batches, every 0.1 s)."""
+    deadline = time.monotonic() + timeout
+    while text not in (log := server.log.read_text()):
+        assert time.monotonic() < deadline, f"{text!r} not logged:\n{log}"
+        time.sleep(0.05)
+    return log
 
 
 def test_a_registered_dataset_is_validated_and_persisted(scanned_service: Server) -> None:
@@ -206,3 +225,24 @@ def test_cors_is_off(scanned_service: Server) -> None:
         headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"},
     )
     assert "access-control-allow-origin" not in answer.headers
+
+
+def loaded_libraries(server: Server) -> str:
+    assert server.process is not None
+    return Path(f"/proc/{server.process.pid}/maps").read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps")
+def test_the_c_parser_and_event_loop_serve_by_default_and_a_named_stack_is_used(
+    scanned_service: Server, tmp_path: Path
+) -> None:
+    default = loaded_libraries(scanned_service)
+    assert "httptools" in default and "uvloop" in default
+    server = Server(tmp_path, "", service='http = "h11"\nloop = "asyncio"').start()
+    try:
+        assert server.request("GET", "/healthz", token=None).status_code == 200
+        named = loaded_libraries(server)
+        assert "httptools" not in named and "uvloop" not in named
+        wait_for_log(server, '"GET /healthz HTTP/1.1" 200')
+    finally:
+        server.stop()

@@ -66,6 +66,8 @@ def test_token_add_prints_the_token_once_and_stores_only_its_hash(tmp_path: Path
             "registered twice",
         ),
         ("[service\n", "not valid TOML"),
+        ('[service]\nhttp = "fast"\n', "service.http: expected auto, h11, httptools, got 'fast'"),
+        ("[service]\nloop = 1\n", "service.loop: expected a string"),
     ],
 )
 def test_a_bad_config_exits_2_naming_the_file_and_the_key(tmp_path: Path, body: str, named: str) -> None:
