@@ -293,3 +293,17 @@ def test_every_rank_of_a_distributed_job_gets_the_list_rank_0_fetched(
     assert answers[0][1:] == answers[1][1:] and answers[0][1] == bad_indices()
     assert list(caches[0].glob("*.json")), "rank 0 fetched (and cached) the list"
     assert not caches[1].exists(), "rank 1 did not fetch: it got rank 0's bytes"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_the_guards_sender_thread_is_named_in_the_os(tmp_path: Path) -> None:
+    # `top -H` / `ps -L` show it by name, and benchmarks/service_guard.py reads its CPU time by name
+    sender = remote.FailureSender(
+        "http://127.0.0.1:9/v1/datasets/train", token=None, spool=tmp_path / "spool.jsonl", run=None
+    )
+    assert sender._thread.native_id is not None
+    comm = Path(f"/proc/self/task/{sender._thread.native_id}/comm")
+    deadline = time.monotonic() + 5
+    while comm.read_text().strip() != remote.SENDER_THREAD:
+        assert time.monotonic() < deadline, comm.read_text()
+        time.sleep(0.01)
