@@ -544,7 +544,7 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
         headers = {"ETag": served.etag, "Cache-Control": "no-cache", "Vary": "Accept-Encoding"}
         if _matches(served.etag, request.headers.get("if-none-match", "")):
             return Response(status_code=304, headers=headers)
-        if "gzip" in request.headers.get("accept-encoding", ""):
+        if served.gzipped and "gzip" in request.headers.get("accept-encoding", ""):
             headers["Content-Encoding"] = "gzip"
             return Response(served.gzipped, media_type="application/json", headers=headers)
         return Response(served.body, media_type="application/json", headers=headers)

@@ -83,6 +83,7 @@ class ListKeeper:
         self._basis: dict[str, State] = {}  # the index state the published list reflects
         self._stale: set[str] = set()  # a rebuild is wanted whatever the state says
         self._held: set[str] = set()  # a scan job is writing the index: its end publishes
+        self._provisionals: set[str] = set()  # published from the scan's quarantine.json, until built
         self._chain: dict[str, State | None] = {}  # during a build: the state our own commits lead to
         self._since: dict[str, list[int]] = {}  # during a build: indexes appended meanwhile
         self._building: dict[str, threading.Lock] = {}
@@ -127,6 +128,7 @@ class ListKeeper:
     def _loop(self) -> None:
         for name in self.names():
             self._guarded(self._restore, name)
+            self._guarded(self._provisional, name)
         self._restored.set()
         while not self._stop.is_set():
             for name in self.names():
@@ -187,6 +189,13 @@ class ListKeeper:
         path = self.index_path(name)
         after = index_state(path)
         with self._lock:
+            if name in self._provisionals:
+                # the scan's file cannot take appends: withdrawn, so the next GET waits for the build
+                # (which reads these failures) rather than being served a list without them
+                self._provisionals.discard(name)
+                self._published.pop(name, None)
+                self._stale.add(name)
+                return
             tail = self._tails.get(name)
             new = [i for i in indexes if tail is None or not tail.listed(i)]
         entries = list_entries(path, new) if tail is not None and new else []
@@ -261,6 +270,7 @@ class ListKeeper:
             served, tail = current, self._tails[name]  # same content: keep its bytes and `created`
         self._published[name] = served
         self._tails[name] = tail
+        self._provisionals.discard(name)
         basis = chain if chain is not None else built.state
         if basis is not None:
             self._basis[name] = basis
@@ -327,6 +337,54 @@ class ListKeeper:
         if late:
             self.appended(name, late, None)
         tail.reopen()  # the gzip stream and the hash, for the next append (off the ingest path)
+
+    def _provisional(self, name: str) -> None:
+        """A dataset with no saved list (never listed by a service): until its first build (seconds for
+        a million entries) is published, serve the list the scan wrote beside the index, when it was
+        made from this index's last scan and no guard failure could be missing from it."""
+        path = self.index_path(name)
+        if name in self._published or index_state(path) is None:
+            return
+        served = scan_list(path)
+        if served is None:
+            return
+        with self._lock:
+            if name in self._published:
+                return
+            self._published[name] = served
+            self._provisionals.add(name)
+            self._stale.add(name)  # built at once, not after a poll
+        logger.info("list of %s: the scan's quarantine.json served until the first build", name)
+
+
+SCAN_LIST = "quarantine.json"  # beside index.db: the list the scan wrote
+
+
+def scan_list(path: Path) -> ServedList | None:
+    """The scan's own `quarantine.json` beside the index at `path` as a list to serve, or None where it
+    may not be the index's: another format, another run (dataset, length, fingerprint), or guard failures
+    in the index (the file is written by scans, which know nothing of them). Its ETag is the SHA-256 of
+    the file's bytes (another serialization than a build's, so another ETag for the same entries); it
+    is served uncompressed (compressing 90 MB would cost what waiting does)."""
+    from datalint.scan.policy import QUARANTINE_FORMAT
+
+    try:
+        body = (path.parent / SCAN_LIST).read_bytes()
+        start = body.index(b'"samples": [')
+        head = json.loads(body[:start] + b'"samples": []}')
+    except (OSError, ValueError):
+        return None
+    with read_only(path) as connection:
+        run = store.latest_run(connection)
+    made_by = (head.get("format"), head.get("dataset"), head.get("length"), head.get("fingerprint"))
+    if run is None or made_by != (QUARANTINE_FORMAT, run.spec, run.length, run.fingerprint):
+        return None
+    if head.get("policy") != policy_kinds(run):  # `datalint quarantine --kinds` wrote another list
+        return None
+    if guard_failures(path):
+        return None
+    entries = body.count(b'"index": ', start)
+    return ServedList(f'"{hashlib.sha256(body).hexdigest()[:32]}"', body, entries, b"")
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -492,6 +550,13 @@ class _Built:
         return self.served.entries
 
 
+def policy_kinds(run: Any) -> list[str] | None:
+    """The kinds the scan's policy quarantined (the list's `policy`), as the run recorded them."""
+    options = run.options.get("policy") if run is not None else None
+    kinds = options.get("kinds") if isinstance(options, dict) else None
+    return kinds if isinstance(kinds, list) else None
+
+
 def build_list(path: Path) -> _Built:
     """The `datalint-quarantine/1` document of the index at `path`, read in one transaction.
 
@@ -508,15 +573,13 @@ def build_list(path: Path) -> _Built:
         run = store.latest_run(connection)
         listed = [row[0] for row in connection.execute(_LISTED)]
         connection.execute("COMMIT")
-    policy_options = run.options.get("policy") if run is not None else None
-    policy_kinds = policy_options.get("kinds") if isinstance(policy_options, dict) else None
     head = {
         "format": QUARANTINE_FORMAT,
         "dataset": run.spec if run else None,
         "length": run.length if run else None,
         "fingerprint": run.fingerprint if run else None,
         "created": store.utc_now(),
-        "policy": policy_kinds if isinstance(policy_kinds, list) else None,
+        "policy": policy_kinds(run),
     }
     prefix = json.dumps(head, separators=(", ", ": "))[:-1]
     body = f"{prefix}{_SAMPLES.decode()}{samples}}}".encode()

@@ -7,6 +7,7 @@ last test runs the real service (uvicorn) and SIGKILLs it."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import logging
 import threading
@@ -18,19 +19,23 @@ import pytest
 from service_data import bad_indices
 from service_server import Server, dataset_table
 
+from datalint.cli import main
 from datalint.scan import store
 from datalint.service.config import parse_config
 from datalint.service.ingest import IncomingFailure, IngestWriter
-from datalint.service.lists import build_list, index_state
+from datalint.service.lists import build_list, index_state, scan_list
 from datalint.service.registry import Registry
 from datalint.training.quarantine import load_quarantine
 
 
-def _scanned_index(path: Path, bad: list[int]) -> None:
+def _scanned_index(
+    path: Path, bad: list[int], kind: str = "truncated", policy: list[str] | None = None
+) -> None:
     db = store.open_index(path)
     try:
+        options = {"policy": {"kinds": policy}} if policy else {}
         store.start_run(
-            db, kind="dataset", spec="t:ds", length=100, fingerprint=None, options={}, environment={}
+            db, kind="dataset", spec="t:ds", length=100, fingerprint=None, options=options, environment={}
         )
         with store.transaction(db):
             db.conn.executemany(
@@ -38,8 +43,8 @@ def _scanned_index(path: Path, bad: list[int]) -> None:
                 ((i, f"img/{i}.jpg") for i in bad),
             )
             db.conn.executemany(
-                "INSERT INTO findings (idx, kind, detail, quarantine) VALUES (?, 'truncated', 'cut', 1)",
-                ((i,) for i in bad),
+                "INSERT INTO findings (idx, kind, detail, quarantine) VALUES (?, ?, 'cut', 1)",
+                ((i, kind) for i in bad),
             )
     finally:
         db.close()
@@ -261,3 +266,60 @@ def test_a_sigkilled_service_restarts_on_its_saved_list_with_every_acknowledged_
         assert star.status_code == 304
     finally:
         server.stop()
+
+
+def _scans_list(index: Path, kinds: str) -> Path:
+    """The list beside the index as a scan writes it (`datalint quarantine -o` writes it the same way)."""
+    written = index.parent / "quarantine.json"
+    assert main(["quarantine", str(index), "--kinds", kinds, "-o", str(written)]) == 0
+    return written
+
+
+def test_a_never_listed_index_is_served_the_scans_list_until_its_first_build_is_published(
+    tmp_path: Path,
+) -> None:
+    config = parse_config(
+        {"service": {"data-dir": str(tmp_path)}, "datasets": [{"name": "ds", "images": "/none"}]},
+        tmp_path / "datalint-service.toml",
+    )
+    registry = Registry(config)
+    index = registry.index_path("ds")
+    _scanned_index(index, [3, 10, 50], "error", ["error"])
+    scans = _scans_list(index, "error").read_bytes()
+    keeper = registry.lists
+    building = keeper._building.setdefault("ds", threading.Lock())
+    with building:  # a first build that takes its time (seconds for a million entries)
+        keeper.start()
+        _until(lambda: keeper.current("ds") is not None)
+        served = keeper.current("ds")
+        assert served is not None and served.body == scans and served.entries == 3
+        assert served.etag == f'"{hashlib.sha256(scans).hexdigest()[:32]}"'
+        # an acknowledged failure cannot be added to the scan's file: that list is withdrawn, and a
+        # GET waits for the build, which has it
+        _ingest(registry, [IncomingFailure(70, "img/70.jpg", "OSError", "flaky")])
+        assert keeper.current("ds") is None
+    try:
+        built = keeper.served_list("ds")
+        assert built is not None and sorted(_entries(built.body)) == [3, 10, 50, 70]
+        assert built.gzipped and gzip.decompress(built.gzipped) == built.body
+    finally:
+        keeper.stop()
+
+
+def test_the_scans_list_is_not_served_where_it_may_not_be_the_indexs(tmp_path: Path) -> None:
+    index = tmp_path / "ds" / "index.db"
+    _scanned_index(index, [3, 10], "error", ["error"])
+    assert scan_list(index) is None  # no list beside it
+    _scans_list(index, "error")
+    assert scan_list(index) is not None
+    _scans_list(index, "all")  # written for another policy than the scan's
+    assert scan_list(index) is None
+    _scans_list(index, "error")
+    db = store.open_index(index)
+    try:  # a later run of another dataset into the same index
+        store.start_run(
+            db, kind="dataset", spec="t:other", length=100, fingerprint=None, options={}, environment={}
+        )
+    finally:
+        db.close()
+    assert scan_list(index) is None
