@@ -357,6 +357,26 @@ class NotModified:
         return True
 
 
+class PartsResponse(Response):
+    """A JSON body sent as the parts it is kept in (a published list: its build, then each append),
+    one ASGI message each, so a list is never joined into one copy to be sent."""
+
+    media_type = "application/json"
+
+    def __init__(self, parts: tuple[bytes, ...], headers: dict[str, str]) -> None:
+        super().__init__(b"", headers=headers)
+        self.parts = parts
+        self.headers["content-length"] = str(sum(map(len, parts)))
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        last = len(self.parts) - 1
+        for number, part in enumerate(self.parts):
+            await send({"type": "http.response.body", "body": part, "more_body": number < last})
+        if not self.parts:
+            await send({"type": "http.response.body", "body": b""})
+
+
 def _token(headers: dict[bytes, bytes]) -> str | None:
     """The bearer token, else the read cookie (as the route's `read` scope takes them)."""
     authorization = headers.get(b"authorization", b"").decode("latin-1")
@@ -544,10 +564,10 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
         headers = {"ETag": served.etag, "Cache-Control": "no-cache", "Vary": "Accept-Encoding"}
         if _matches(served.etag, request.headers.get("if-none-match", "")):
             return Response(status_code=304, headers=headers)
-        if served.gzipped and "gzip" in request.headers.get("accept-encoding", ""):
+        if served.gzip_parts and "gzip" in request.headers.get("accept-encoding", ""):
             headers["Content-Encoding"] = "gzip"
-            return Response(served.gzipped, media_type="application/json", headers=headers)
-        return Response(served.body, media_type="application/json", headers=headers)
+            return PartsResponse(served.gzip_parts, headers)
+        return PartsResponse(served.parts, headers)
 
     @app.get(
         "/v1/datasets/{name}/report",

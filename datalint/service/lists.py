@@ -49,10 +49,24 @@ State = tuple[Any, ...]
 
 @dataclass(frozen=True)
 class ServedList:
+    """A published list. Its bytes are kept in parts (the body as built, then what each append added,
+    then the closing `]}`), so an append costs what it adds and not a copy of 90 MB; a response sends
+    the parts one after the other."""
+
     etag: str  # quoted, as the header carries it
-    body: bytes
+    parts: tuple[bytes, ...]
     entries: int
-    gzipped: bytes  # the same body gzip-compressed once (lists compress ~15x), for Accept-Encoding: gzip
+    # the same body gzip-compressed (lists compress ~15x), for Accept-Encoding: gzip, in parts too:
+    # the build's stream, each append's sync-flushed block, the end of the stream; () = none
+    gzip_parts: tuple[bytes, ...]
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.parts)
+
+    @property
+    def gzipped(self) -> bytes:
+        return b"".join(self.gzip_parts)
 
 
 def index_state(path: Path) -> State | None:
@@ -108,6 +122,8 @@ class ListKeeper:
         if state is None:
             return None
         with self._lock:
+            if name in self._provisionals:  # the scan's list, published at start while this one builds
+                return self._published.get(name)
             fresh = name in self._published and self._basis.get(name) == state and name not in self._stale
         if not fresh:
             self.rebuild(name)
@@ -295,17 +311,17 @@ class ListKeeper:
             if json.loads(meta.read_text(encoding="utf-8")).get("etag") == served.etag:
                 return  # saved already
         folder.mkdir(exist_ok=True)
-        _write_atomically(folder / "list.json", served.body)
-        _write_atomically(folder / "list.json.gz", served.gzipped)
-        _write_atomically(folder / "list.listed", bytes(tail.bitmap))
+        _write_atomically(folder / "list.json", served.parts)
+        _write_atomically(folder / "list.json.gz", served.gzip_parts)
+        _write_atomically(folder / "list.listed", (bytes(tail.bitmap),))
         document = {
             "etag": served.etag,
             "entries": served.entries,
-            "bytes": len(served.body),
-            "gzip_bytes": len(served.gzipped),
+            "bytes": sum(map(len, served.parts)),
+            "gzip_bytes": sum(map(len, served.gzip_parts)),
             "basis": list(basis) if basis is not None else None,
         }
-        _write_atomically(meta, json.dumps(document).encode())  # last: it vouches for the others
+        _write_atomically(meta, (json.dumps(document).encode(),))  # last: it vouches for the others
 
     def _restore(self, name: str) -> None:
         """Publish the snapshot the last run saved, plus the guard failures committed after it."""
@@ -322,8 +338,8 @@ class ListKeeper:
             return  # none saved (or half of one): the keeper builds it
         if len(body) != meta.get("bytes") or len(gzipped) != meta.get("gzip_bytes"):
             return
-        served = ServedList(str(meta["etag"]), body, int(meta["entries"]), gzipped)
-        tail = _Appendable.restored(body, gzipped, bitmap)
+        served = ServedList(str(meta["etag"]), (body,), int(meta["entries"]), (gzipped,))
+        tail = _Appendable.restored(body, bitmap)
         basis = tuple(meta["basis"]) if isinstance(meta.get("basis"), list) else None
         with self._lock:
             if name in self._published:
@@ -384,13 +400,13 @@ def scan_list(path: Path) -> ServedList | None:
     if guard_failures(path):
         return None
     entries = body.count(b'"index": ', start)
-    return ServedList(f'"{hashlib.sha256(body).hexdigest()[:32]}"', body, entries, b"")
+    return ServedList(f'"{hashlib.sha256(body).hexdigest()[:32]}"', (body,), entries, ())
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def _write_atomically(path: Path, parts: tuple[bytes, ...]) -> None:
     temporary = path.with_name(path.name + ".tmp")
     with temporary.open("wb") as handle:
-        handle.write(data)
+        handle.writelines(parts)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
@@ -400,15 +416,16 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 class _Appendable:
-    """What appending to a published list needs: the gzip stream of its body up to the samples array's
-    closing `]}` (flushed, kept open), the SHA-256 of its content up to the same point, and which sample
-    indexes the list holds (a bitmap)."""
+    """What appending to a published list needs: its body's parts up to the samples array's closing
+    `]}`, the gzip stream of them (sync-flushed, kept open) and its parts, the SHA-256 of its content up
+    to the same point, and which sample indexes the list holds (a bitmap)."""
 
     LIMIT = 1 << 31  # larger (or negative) indexes are not tracked: a list holding one is rebuilt instead
+    MERGE_AT = 256  # parts: past this many appended, they are joined into one (what they hold, not 90 MB)
 
-    def __init__(self, body: bytes, gzipped: bytes, bitmap: bytearray) -> None:
-        self.body = body
-        self.compressed = gzipped
+    def __init__(self, body: bytes, bitmap: bytearray) -> None:
+        self.parts = [body[:-2]]  # the body without its closing `]}`
+        self.compressed: list[bytes] = []
         self.compressor: Any = None
         self.hasher: Any = None
         self.bitmap = bitmap
@@ -417,14 +434,14 @@ class _Appendable:
 
     @classmethod
     def of(cls, body: bytes, indexes: list[int]) -> _Appendable:
-        tail = cls(body, b"", bytearray())
+        tail = cls(body, bytearray())
         tail.reopen()
         tail.mark(indexes)
         return tail
 
     @classmethod
-    def restored(cls, body: bytes, gzipped: bytes, bitmap: bytearray) -> _Appendable:
-        return cls(body, gzipped, bitmap)
+    def restored(cls, body: bytes, bitmap: bytearray) -> _Appendable:
+        return cls(body, bitmap)
 
     def reopen(self) -> None:
         """Compress and hash the body up to its closing `]}` (a second each for 90 MB): done once."""
@@ -432,8 +449,8 @@ class _Appendable:
             if self.compressor is not None:
                 return
             compressor = zlib.compressobj(1, zlib.DEFLATED, 31)  # 31: a gzip header and trailer
-            self.compressed = compressor.compress(self.body[:-2]) + compressor.flush(zlib.Z_SYNC_FLUSH)
-            self.hasher = content_hasher(self.body)
+            self.compressed = [compressor.compress(self.parts[0]) + compressor.flush(zlib.Z_SYNC_FLUSH)]
+            self.hasher = content_hasher(self.parts[0])
             self.compressor = compressor
 
     def listed(self, index: int) -> bool:
@@ -450,14 +467,17 @@ class _Appendable:
                     self.bitmap.extend(bytes(byte + 1 - len(self.bitmap) + len(self.bitmap) // 2))
                 self.bitmap[byte] |= 1 << (index & 7)
 
-    def gzipped(self) -> bytes:
+    def gzip_parts(self) -> tuple[bytes, ...]:
         closing = self.compressor.copy()
-        return self.compressed + closing.compress(b"]}") + closing.flush()
+        return (*self.compressed, closing.compress(b"]}") + closing.flush())
 
     def etag(self) -> str:
         closing = self.hasher.copy()
         closing.update(b"]")
         return f'"{closing.hexdigest()[:32]}"'
+
+    def served(self, entries: int) -> ServedList:
+        return ServedList(self.etag(), (*self.parts, b"]}"), entries, self.gzip_parts())
 
     def append(self, served: ServedList, entries: list[tuple[int, str]]) -> ServedList:
         if not entries:
@@ -465,21 +485,25 @@ class _Appendable:
         self.reopen()
         added = ",".join(entry for _, entry in entries).encode()
         joined = added if self.empty else b"," + added
-        self.compressed += self.compressor.compress(joined) + self.compressor.flush(zlib.Z_SYNC_FLUSH)
+        self.compressed.append(self.compressor.compress(joined) + self.compressor.flush(zlib.Z_SYNC_FLUSH))
         self.hasher.update(joined)
         self.empty = False
         self.mark([index for index, _ in entries])
-        self.body = served.body[:-2] + joined + b"]}"
-        return ServedList(self.etag(), self.body, served.entries + len(entries), self.gzipped())
+        self.parts.append(joined)
+        for parts in (self.parts, self.compressed):
+            if len(parts) > self.MERGE_AT:
+                parts[1:] = [b"".join(parts[1:])]
+        return self.served(served.entries + len(entries))
 
 
-def content_hasher(body: bytes) -> Any:
+def content_hasher(opened: bytes) -> Any:
     """SHA-256 over the list's content up to the samples array's closing `]`: the head with `created`
-    set to null (so a rebuild of the same entries keeps the ETag), then the samples array's bytes."""
-    start = body.index(_SAMPLES)
-    head = json.loads(body[:start] + b"}")
+    set to null (so a rebuild of the same entries keeps the ETag), then the samples array's bytes.
+    `opened` is the body without its closing `]}`."""
+    start = opened.index(_SAMPLES)
+    head = json.loads(opened[:start] + b"}")
     hasher = hashlib.sha256(json.dumps({**head, "created": None}).encode())
-    hasher.update(body[start + len(_SAMPLES) : -2])
+    hasher.update(memoryview(opened)[start + len(_SAMPLES) :])
     return hasher
 
 
@@ -584,4 +608,4 @@ def build_list(path: Path) -> _Built:
     prefix = json.dumps(head, separators=(", ", ": "))[:-1]
     body = f"{prefix}{_SAMPLES.decode()}{samples}}}".encode()
     tail = _Appendable.of(body, listed)
-    return _Built(ServedList(tail.etag(), body, int(count), tail.gzipped()), tail, state)
+    return _Built(tail.served(int(count)), tail, state)

@@ -107,6 +107,10 @@ def test_new_failures_are_appended_to_the_built_list(
     rebuilt = build_list(registry.index_path("ds"))
     assert _entries(served.body) == _entries(rebuilt.served.body) and rebuilt.entries == 5
     assert gzip.decompress(served.gzipped) == served.body
+    # the append added its entries beside the built body, never a copy of it: what it costs is what
+    # it adds, however long the list
+    assert served.parts[0] is first.parts[0] and served.gzip_parts[0] is first.gzip_parts[0]
+    assert sum(map(len, served.parts[1:])) < 200
     assert _entries(served.body)[7] == {
         "index": 7,
         "key": "img/7.jpg",
@@ -323,3 +327,24 @@ def test_the_scans_list_is_not_served_where_it_may_not_be_the_indexs(tmp_path: P
     finally:
         db.close()
     assert scan_list(index) is None
+
+
+def test_a_list_appended_to_many_times_is_served_whole_over_http(tmp_path: Path) -> None:
+    # the parts a list is kept in go out one after the other: the client gets one valid body, gzipped
+    # or not, with the right Content-Length
+    server = Server(tmp_path, dataset_table("train", n=30, bad_every=10)).start()
+    try:
+        job = server.request("POST", "/v1/datasets/train/scans").json()
+        assert server.wait_job(job["id"])["state"] == "succeeded"
+        path = "/v1/datasets/train/quarantine"
+        for n in range(5):
+            batch = {"failures": [{"index": 100 + n, "error_type": "OSError", "message": "flaky"}]}
+            posted = server.request("POST", "/v1/datasets/train/failures", token="writer", json=batch)
+            assert posted.status_code == 200
+        for encoding in ("gzip", "identity"):
+            answer = server.request("GET", path, token="reader", headers={"Accept-Encoding": encoding})
+            assert answer.headers.get("content-encoding", "identity") == encoding
+            samples = [s["index"] for s in answer.json()["samples"]]
+            assert samples == [*bad_indices(30, 10), 100, 101, 102, 103, 104]
+    finally:
+        server.stop()
