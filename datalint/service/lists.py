@@ -146,6 +146,10 @@ class ListKeeper:
             self._guarded(self._restore, name)
             self._guarded(self._provisional, name)
         self._restored.set()
+        # the restored lists' gzip streams and hashes, for their next append: a second or two for
+        # 90 MB, done here rather than before the first GET is answered (an append does it if first)
+        for name in self.names():
+            self._guarded(self._reopen, name)
         while not self._stop.is_set():
             for name in self.names():
                 if self._stop.is_set():
@@ -348,11 +352,17 @@ class ListKeeper:
             if basis is not None:
                 self._basis[name] = basis
         logger.info("list of %s restored: %d entries (%s)", name, served.entries, served.etag)
-        guard = guard_failures(path)
-        late = [i for i in guard if not tail.listed(i)]
+        if basis is not None and index_state(path) == basis:
+            return  # the index is as the saved list found it: no failure committed since
+        late = [i for i in guard_failures(path) if not tail.listed(i)]
         if late:
             self.appended(name, late, None)
-        tail.reopen()  # the gzip stream and the hash, for the next append (off the ingest path)
+
+    def _reopen(self, name: str) -> None:
+        with self._lock:
+            tail = self._tails.get(name)
+        if tail is not None:
+            tail.reopen()
 
     def _provisional(self, name: str) -> None:
         """A dataset with no saved list (never listed by a service): until its first build (seconds for
