@@ -411,8 +411,12 @@ def scan_list(path: Path) -> ServedList | None:
         return None
     if guarded is not None and guard_failures(path):
         return None
+    digest: list[str] = []  # hashed on a thread of its own (hashlib lets go of the GIL) while counting
+    hashing = threading.Thread(target=lambda: digest.append(hashlib.sha256(body).hexdigest()))
+    hashing.start()
     entries = body.count(b'"index": ', start)
-    return ServedList(f'"{hashlib.sha256(body).hexdigest()[:32]}"', (body,), entries, ())
+    hashing.join()
+    return ServedList(f'"{digest[0][:32]}"', (body,), entries, ())
 
 
 def _write_atomically(path: Path, parts: tuple[bytes, ...]) -> None:
