@@ -576,9 +576,6 @@ def guard_failures(path: Path) -> list[int]:
         return [row[0] for row in rows]
 
 
-_LISTED = "SELECT DISTINCT idx FROM findings WHERE quarantine = 1"
-
-
 @dataclass(frozen=True)
 class _Built:
     served: ServedList
@@ -601,18 +598,23 @@ def build_list(path: Path) -> _Built:
     """The `datalint-quarantine/1` document of the index at `path`, read in one transaction.
 
     The samples array is assembled by SQLite's JSON functions: a million entries in seconds, where
-    building a million Python dicts and dumping them takes several times that.
+    building a million Python dicts and dumping them takes several times that. SQLite's group_concat
+    keeps the order of the rows it is given (ordered by index here), as json_group_array does.
     """
     from datalint.scan.policy import QUARANTINE_FORMAT
 
     state = index_state(path)
-    query = f"SELECT count(*), coalesce(json_group_array(json(entry)), '[]') FROM ({_entries_query('')})"
+    # The entries joined as they are (each is json_object's compact text already: json_group_array
+    # would parse each one again), and the listed indexes from the same pass.
+    query = f"""SELECT count(*), '[' || coalesce(group_concat(entry, ','), '') || ']',
+                       coalesce(group_concat(idx, ','), '')
+                FROM ({_entries_query('')})"""
     with read_only(path) as connection:
         connection.execute("BEGIN")  # one snapshot of the index for every query below (WAL)
-        count, samples = connection.execute(query).fetchone()
+        count, samples, indexes = connection.execute(query).fetchone()
         run = store.latest_run(connection)
-        listed = [row[0] for row in connection.execute(_LISTED)]
         connection.execute("COMMIT")
+    listed = [int(index) for index in indexes.split(",")] if indexes else []
     head = {
         "format": QUARANTINE_FORMAT,
         "dataset": run.spec if run else None,
