@@ -379,10 +379,21 @@ def _renumber_by_rewrite(db: Any) -> None:
     db.conn.execute("DROP TABLE IF EXISTS main.samples_renumbered")
     db.conn.execute(re.sub(r"\bsamples\b", "samples_renumbered", table_sql, count=1))
     others = ", ".join(f"s.{name}" for name in columns[1:])
+    # Every kept row has a current sample (the removed ones are gone): read them from the table of
+    # current samples, which holds them in position order (CROSS JOIN keeps that loop outermost),
+    # so the copy appends rows with no sort of the whole table.
+    names = ", ".join(columns)
     db.conn.execute(
-        f"INSERT INTO samples_renumbered ({', '.join(columns)}) SELECT coalesce(c.pos, s.idx), {others} "
-        f"FROM samples s LEFT JOIN {_TABLE} c ON c.key = s.key ORDER BY 1"
+        f"INSERT INTO samples_renumbered ({names}) SELECT c.pos, {others} "
+        f"FROM {_TABLE} c CROSS JOIN samples s ON s.key = c.key"
     )
+    copied = db.execute("SELECT COUNT(*) FROM samples_renumbered").fetchone()[0]
+    if copied != db.execute("SELECT COUNT(*) FROM samples").fetchone()[0]:  # a row no current sample names
+        db.conn.execute("DELETE FROM samples_renumbered")
+        db.conn.execute(
+            f"INSERT INTO samples_renumbered ({names}) SELECT coalesce(c.pos, s.idx), {others} "
+            f"FROM samples s LEFT JOIN {_TABLE} c ON c.key = s.key ORDER BY 1"
+        )
     db.conn.execute("DROP TABLE samples")
     db.conn.execute("PRAGMA legacy_alter_table = ON")  # a user's view on `samples` is left as it is
     try:

@@ -82,7 +82,7 @@ def _stored(db: Any, radius: int) -> dict[str, tuple[str, int]] | None:
     if stored_radius is None or stored_radius[0] != radius:
         return None
     rows = db.execute("SELECT key, phash, grp FROM hash_groups")
-    return {str(store.read_key(key)): (phash, grp) for key, phash, grp in rows}
+    return {key if type(key) is str else str(store.read_key(key)): (phash, grp) for key, phash, grp in rows}
 
 
 def _regroup(

@@ -485,14 +485,30 @@ def quality_rows(db: Any) -> list[tuple[int, str, dict[str, Any]]]:
     cached = _QUALITY_ROWS.get(db) if state is not None else None
     if cached is not None and cached[0] == state:
         return cached[1]
-    query = (
-        "SELECT idx, key, json_extract(info, '$.quality') FROM samples "
-        "WHERE status = 'ok' AND json_extract(info, '$.quality') IS NOT NULL ORDER BY idx"
-    )
-    rows = [(idx, _image_key(idx, key), json.loads(text)) for idx, key, text in db.execute(query)]
+    # The unscored are left out here, not in SQL: a WHERE on the scores would extract them twice.
+    query = "SELECT idx, key, json_extract(info, '$.quality') FROM samples WHERE status = 'ok' ORDER BY idx"
+    found = [row for row in db.execute(query) if row[2] is not None]
+    rows = [
+        (idx, key if type(key) is str else _image_key(idx, key), parsed)
+        for (idx, key, _text), parsed in zip(found, _parsed_scores(found), strict=True)
+    ]
     if state is not None:
         _QUALITY_ROWS[db] = (state, rows)
     return rows
+
+
+def _parsed_scores(found: list[tuple[Any, Any, Any]]) -> list[Any]:
+    """Each row's scores parsed; as one JSON array when every one is an object's text (a call of
+    json.loads per image costs more than the parsing itself), else one by one."""
+    texts = [text for _idx, _key, text in found]
+    if all(type(text) is str and text.startswith("{") for text in texts):
+        try:
+            parsed = json.loads("[" + ",".join(texts) + "]")
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list) and len(parsed) == len(texts):
+            return parsed
+    return [json.loads(text) for text in texts]
 
 
 _QUALITY_ROWS: weakref.WeakKeyDictionary[Any, tuple[tuple[int, int], list[Any]]] = weakref.WeakKeyDictionary()
@@ -549,17 +565,7 @@ def quality_index_findings(
     rows = quality_rows(db)
     found: list[tuple[int, str, str]] = []
     if len(rows) >= options.min_peers:
-        limits = quality_limits(db, options)
-        for idx, _key, scores in rows:
-            for kind, limit in limits.items():
-                value = scores.get(limit.score)
-                if value is not None and quality.past_limit(value, limit):
-                    side = "over" if limit.direction == "high" else "under"
-                    detail = (
-                        f"{limit.score} {value:.3g}, {side} the limit {limit.limit:.3g} "
-                        f"(median {limit.median:.3g})"
-                    )
-                    found.append((idx, kind, detail))
+        found.extend(_past_limits(rows, quality_limits(db, options)))
         found.extend(quality.shape_outliers(image_shapes(db), thresholds, options.min_peers))
     hashed = [(idx, key, scores["phash"]) for idx, key, scores in rows if scores.get("phash")]
     grouping = hash_groups.kept_grouping(db) if keep_groups else None
@@ -567,6 +573,33 @@ def quality_index_findings(
     if options.against:
         found.extend(_leaks(db, options.against, thresholds.near_duplicate))
     return found
+
+
+def _past_limits(
+    rows: list[tuple[int, str, dict[str, Any]]], limits: dict[str, quality.KindLimit]
+) -> list[tuple[int, str, str]]:
+    """(index, kind, detail) for each image whose score is past its kind's limit, image by image
+    and in the order of the kinds. The scores are compared as arrays, one per score, and a detail
+    is written only for an image past a limit: most images are past none."""
+    import numpy as np
+
+    columns: dict[str, Any] = {}
+    past: list[tuple[int, int, str, str]] = []  # (row, the kind's order, kind, detail)
+    for order, (kind, limit) in enumerate(limits.items()):
+        if limit.score not in columns:  # a missing score is NaN, past no limit
+            column = [scores.get(limit.score) for _, _, scores in rows]
+            columns[limit.score] = np.array(column, dtype=np.float64)
+        values = columns[limit.score]
+        beyond = values > limit.limit if limit.direction == "high" else values < limit.limit
+        side = "over" if limit.direction == "high" else "under"
+        for row in np.flatnonzero(beyond).tolist():
+            value = rows[row][2][limit.score]
+            detail = (
+                f"{limit.score} {value:.3g}, {side} the limit {limit.limit:.3g} (median {limit.median:.3g})"
+            )
+            past.append((row, order, kind, detail))
+    past.sort()
+    return [(rows[row][0], kind, detail) for row, _order, kind, detail in past]
 
 
 def image_shapes(db: Any) -> dict[int, tuple[int, int]]:

@@ -23,6 +23,7 @@ The scores (all stored under `samples.info.quality`, and in the `scores` view):
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -218,7 +219,7 @@ class KindLimit:
     total: int
 
 
-def robust_center(values: Sequence[float]) -> tuple[float, float]:
+def robust_center(values: Sequence[float] | Any) -> tuple[float, float]:  # or an array
     """(median, 1.4826 x MAD): a Gaussian's standard deviation, unmoved by a few outliers."""
     import numpy as np
 
@@ -299,9 +300,15 @@ def shape_limits(
     spread is floored at 10% in log terms, so a uniform set needs a real difference."""
     if not shapes:
         return {}
+    import numpy as np
+
+    # Most images share a handful of shapes: measure each shape once and repeat it by its count
+    # (the same values as one per image, so the same median and spread).
+    counts = Counter(shapes.values())
     limits: dict[str, ShapeLimit] = {}
     for kind, measure in SHAPE_MEASURES.items():
-        median, spread = robust_center([measure(w, h) for w, h in shapes.values()])
+        values = np.repeat([measure(w, h) for w, h in counts], list(counts.values()))
+        median, spread = robust_center(values)
         limits[kind] = ShapeLimit(kind, median, max(spread, 0.1), float(getattr(thresholds, kind)))
     return limits
 
@@ -313,8 +320,10 @@ def shape_outliers(
     if len(shapes) < min_peers:
         return []
     found: list[tuple[int, str, str]] = []
+    distinct = set(shapes.values())
     for kind, limit in shape_limits(shapes, thresholds).items():
-        for idx, (w, h) in shapes.items():
+        odd: dict[tuple[int, int], str] = {}
+        for w, h in distinct:  # judged once per shape, reported per image
             deviation = limit.deviation(w, h)
             if abs(deviation) > limit.factor:
                 what = (
@@ -322,7 +331,9 @@ def shape_outliers(
                     if kind == "odd_size"
                     else f"{w}x{h}: aspect {w / max(1, h):.2f} against a typical {limit.typical:.2f}"
                 )
-                found.append((idx, kind, f"{what} ({abs(deviation):.1f} robust deviations)"))
+                odd[(w, h)] = f"{what} ({abs(deviation):.1f} robust deviations)"
+        if odd:
+            found.extend((idx, kind, odd[shape]) for idx, shape in shapes.items() if shape in odd)
     return found
 
 
