@@ -485,16 +485,26 @@ def quality_rows(db: Any) -> list[tuple[int, str, dict[str, Any]]]:
     cached = _QUALITY_ROWS.get(db) if state is not None else None
     if cached is not None and cached[0] == state:
         return cached[1]
-    # The unscored are left out here, not in SQL: a WHERE on the scores would extract them twice.
-    query = "SELECT idx, key, json_extract(info, '$.quality') FROM samples WHERE status = 'ok' ORDER BY idx"
-    found = [row for row in db.execute(query) if row[2] is not None]
+    # One pass over the images for the scores and the shapes (`image_shapes`); the unscored are
+    # left out here, not in SQL, where a WHERE on the scores would extract them twice.
+    read = db.execute(_IMAGES).fetchall()
+    found = [(idx, key, text) for idx, key, text, _shaped, _w, _h in read if text is not None]
     rows = [
         (idx, key if type(key) is str else _image_key(idx, key), parsed)
-        for (idx, key, _text), parsed in zip(found, _parsed_scores(found), strict=True)
+        for (idx, key, text), parsed in zip(found, _parsed_scores(found), strict=True)
     ]
     if state is not None:
+        shapes = {idx: (int(w), int(h)) for idx, _key, _text, shaped, w, h in read if shaped and w and h}
         _QUALITY_ROWS[db] = (state, rows)
+        _IMAGE_SHAPES[db] = (state, shapes)
     return rows
+
+
+_IMAGES = (
+    "SELECT idx, key, json_extract(info, '$.quality'), json_extract(info, '$.sha256') IS NOT NULL "
+    "AND json_extract(info, '$.width') > 0, json_extract(info, '$.width'), json_extract(info, '$.height') "
+    "FROM samples WHERE status = 'ok' ORDER BY idx"
+)
 
 
 def _parsed_scores(found: list[tuple[Any, Any, Any]]) -> list[Any]:
@@ -552,6 +562,9 @@ def quality_limits(db: Any, options: PolicyOptions) -> dict[str, quality.KindLim
     return limits
 
 
+_IMAGE_SHAPES: weakref.WeakKeyDictionary[Any, tuple[tuple[int, int], dict[int, tuple[int, int]]]] = (
+    weakref.WeakKeyDictionary()
+)
 _QUALITY_LIMITS: weakref.WeakKeyDictionary[Any, tuple[Any, dict[str, quality.KindLimit]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -603,7 +616,12 @@ def _past_limits(
 
 
 def image_shapes(db: Any) -> dict[int, tuple[int, int]]:
-    """(width, height) of every undamaged image: the population `odd_size` and `odd_aspect` judge."""
+    """(width, height) of every undamaged image: the population `odd_size` and `odd_aspect` judge.
+    Read with the scores when `quality_rows` read them and nothing has written since."""
+    state = _index_state(db)
+    cached = _IMAGE_SHAPES.get(db) if state is not None else None
+    if cached is not None and cached[0] == state:
+        return cached[1]
     query = (
         "SELECT idx, json_extract(info, '$.width'), json_extract(info, '$.height') FROM samples "
         "WHERE status = 'ok' AND json_extract(info, '$.sha256') IS NOT NULL "
