@@ -486,7 +486,7 @@ def _plan_changes(
     if not found.any:
         return _Plan(None, measured, changes=found, notes=(f"incremental: {found.describe()}",))
     run_id = _start_run(index, description, options, length, print_, workers, found)
-    changes_.apply(index, run_id)
+    changes_.apply(index, run_id, moved=found.moved)
     changes_.record_added_files(index)  # a scan killed from here on resumes without measuring them twice
     todo = found.ranges()
     return _Plan(

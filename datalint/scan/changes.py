@@ -330,11 +330,12 @@ def without_unsettled(db: Any, found: Changes, settle: float) -> Changes:
 # Applying them to the index
 
 
-def apply(db: Any, run_id: int) -> None:
+def apply(db: Any, run_id: int, moved: int | None = None) -> None:
     """In one transaction: removed samples go to `sample_history`, kept ones to their new positions.
 
     Findings move with their samples, so the index stays consistent if the scan stops before its
-    findings are derived again.
+    findings are derived again. `moved`: the count `compare` found, when nothing wrote since (the
+    removed samples take no part in it, so it holds after they are gone).
     """
     with store.transaction(db):
         db.conn.execute(
@@ -346,7 +347,8 @@ def apply(db: Any, run_id: int) -> None:
         db.conn.execute(f"DELETE FROM findings WHERE idx IN (SELECT idx FROM samples WHERE {_REMOVED_WHERE})")
         db.conn.execute(f"DELETE FROM samples WHERE {_REMOVED_WHERE}")
         db.conn.execute(f"DELETE FROM sample_files WHERE key NOT IN (SELECT key FROM {_TABLE})")
-        moved = db.execute(_MOVED).fetchone()[0]
+        if moved is None:
+            moved = db.execute(_MOVED).fetchone()[0]
         total = db.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
         if moved > _REWRITE_ABOVE * total:
             _renumber_by_rewrite(db)
