@@ -218,3 +218,64 @@ def test_a_rerun_that_measures_few_files_leaves_the_decoder_imports_to_the_worke
     summary, parent = run()
     assert summary["scanned"] == 1 and summary["quarantined"] == 1  # the workers decoded it
     assert parent["decoders"] == []  # and the scanning process never imported OpenCV
+
+
+def _image_index(path: Path, rng: random.Random) -> Any:
+    """A real index of 300 scored images: scores spread with a few far out, some missing, two of
+    them integers; most images 32x32, a few big, small or banner-shaped."""
+    db = store.open_index(path)
+    shapes = [(32, 32)] * 280 + [(640, 480)] * 6 + [(8, 8)] * 4 + [(400, 40)] * 5 + [(33, 31)] * 5
+    with store.transaction(db):
+        for idx, (width, height) in enumerate(shapes):
+            scores: dict[str, Any] = {
+                name: rng.gauss(0.5, 0.05) for name in ("highlights", "shadows", "entropy")
+            }
+            scores["sharpness"], scores["colorfulness"] = rng.gauss(20, 2), rng.gauss(0.4, 0.05)
+            if idx % 37 == 0:
+                scores["highlights"] = rng.choice([0.01, 0.02, 0.99])  # far out, either side
+            if idx % 53 == 0:
+                del scores["sharpness"]  # an image without that score is judged by the others
+            if idx == 101:
+                scores["entropy"] = scores["shadows"] = 0  # an integer score, at the far end
+            info = {"sha256": f"{idx:064x}", "width": width, "height": height, "quality": scores}
+            db.conn.execute(
+                "INSERT INTO samples (idx, key, status, info) VALUES (?, ?, 'ok', ?)",
+                [idx, f"img/{idx:04d}.png", json.dumps(info)],
+            )
+    return db
+
+
+def test_the_population_pass_judges_each_image_as_a_plain_per_image_comparison_would(tmp_path: Path) -> None:
+    """Scores compared as arrays and shapes judged once per distinct shape give, finding for finding
+    and detail for detail, what comparing every image with every limit one by one gives."""
+    from datalint.scan import policy
+
+    db = _image_index(tmp_path / "scored.db", random.Random(11))
+    options = policy.PolicyOptions()
+    limits = policy.quality_limits(db, options)
+    expected: list[tuple[int, str, str]] = []
+    for idx, _key, scores in policy.quality_rows(db):
+        for kind, limit in limits.items():
+            value = scores.get(limit.score)
+            if value is not None and quality.past_limit(value, limit):
+                side = "over" if limit.direction == "high" else "under"
+                said = f"{limit.score} {value:.3g}, {side} the limit {limit.limit:.3g}"
+                said += f" (median {limit.median:.3g})"
+                expected.append((idx, kind, said))
+    shapes = policy.image_shapes(db)
+    for kind, shape_limit in quality.shape_limits(shapes, policy.quality_thresholds(options)).items():
+        measure = quality.SHAPE_MEASURES[kind]
+        values = sorted(measure(w, h) for w, h in shapes.values())
+        assert shape_limit.median == float(np.median(values))
+        for idx, (w, h) in shapes.items():
+            if abs(shape_limit.deviation(w, h)) > shape_limit.factor:
+                expected.append((idx, kind, f"{w}x{h}"))
+    found = [
+        (idx, kind, detail if kind not in quality.SHAPE_MEASURES else detail.split(":")[0])
+        for idx, kind, detail in policy.quality_index_findings(db, options)
+        if kind != "near_duplicate"
+    ]
+    assert sorted(found) == sorted(expected)
+    kinds = {kind for _idx, kind, _detail in found}
+    assert {"dark", "low_information", "odd_size", "odd_aspect"} <= kinds  # images past limits, as planted
+    db.close()
