@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/scan_incremental.py incremental --files 100000 --workers 2 [--phases]
     .venv/bin/python benchmarks/scan_incremental.py statwalk --files 1000000
     .venv/bin/python benchmarks/scan_incremental.py watch --files 1000 --drop 10000
+    .venv/bin/python benchmarks/scan_incremental.py policy --db INDEX [--repeat 6]
 
 incremental: a folder of small real PNG files (every one decoded by the scan) is scanned in full;
 then 1% of files are added (in the middle of the sorted order, so positions shift), 0.1% replaced
@@ -12,6 +13,10 @@ its index and list are compared with a full scan of the changed folder into a fr
 statwalk: a folder of empty files: the listing plus one stat per file plus loading them into the
 index's table of current samples, as an incremental scan does before comparing; wall time and
 the peak RSS of the process doing it (with the RSS after the listing alone, for comparison).
+
+policy: the policy pass a scan makes after measuring (population, quality limits, every finding,
+near-duplicate groups updated from the stored ones), alone, on a copy of an index (`--db`, e.g.
+one `incremental --keep` left): the CPU time of each pass, least and median of `--repeat`.
 
 watch: `datalint watch` as a child process: the time from the last write of a damaged file to its
 key in the list (several trials), then `--drop` files copied in at once: time until every one has
@@ -190,6 +195,48 @@ def run_incremental(args: argparse.Namespace, work: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# The policy pass alone
+
+
+_POLICY_CHILD = """
+import shutil, sys, time
+from pathlib import Path
+from datalint.scan import policy, store
+
+source, copy, repeat = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+options = policy.PolicyOptions()
+spent = []
+for _ in range(repeat):
+    shutil.copy(source, copy)  # each pass on the same index, stored groups included
+    index = store.open_index(copy)
+    begun = time.process_time()
+    peers = policy.population(index)
+    policy.population_warnings(index, options)
+    found = policy.derive_findings(index, options, peers, keep_groups=True)
+    store.write_findings(index, (finding.to_row() for finding in found))
+    spent.append(time.process_time() - begun)
+    index.close()
+spent.sort()
+print(f"{spent[0]:.3f} {spent[len(spent) // 2]:.3f} {len(found)}")
+"""
+
+
+def run_policy(args: argparse.Namespace, work: Path) -> None:
+    """What a scan does after measuring, on an index as it is: the population, the quality limits,
+    every finding (the near-duplicate groups updated from those stored) and their writing. CPU
+    time of the process, least and median over `--repeat` passes: what a loaded machine moves least."""
+    if args.db is None:
+        raise SystemExit("policy: pass --db, an index a scan wrote (scan_incremental.py incremental --keep)")
+    done = subprocess.run(
+        [sys.executable, "-c", _POLICY_CHILD, str(args.db), str(work / "policy.db"), str(args.repeat)],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    least, median, findings = done.stdout.split()
+    print(f"policy pass over {args.db}: CPU {least} s least, {median} s median of {args.repeat} passes; "
+          f"{findings} findings")  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
 # The stat walk
 
 
@@ -318,7 +365,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("what", choices=("incremental", "statwalk", "watch"))
+    parser.add_argument("what", choices=("incremental", "statwalk", "watch", "policy"))
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--settle", default="2s")
@@ -326,11 +373,19 @@ def main() -> None:
     parser.add_argument("--drop", type=int, default=10_000)
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     parser.add_argument("--phases", action="store_true", help="time each phase of the incremental scan")
+    parser.add_argument("--db", type=Path, help="policy: the index to judge (it is copied, never written)")
+    parser.add_argument("--repeat", type=int, default=6, help="policy: passes to time")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="datalint-incremental-"))
     print(f"load average {os.getloadavg()[0]:.1f}; scratch {work}")
     try:
-        {"incremental": run_incremental, "statwalk": run_statwalk, "watch": run_watch}[args.what](args, work)
+        commands = {
+            "incremental": run_incremental,
+            "statwalk": run_statwalk,
+            "watch": run_watch,
+            "policy": run_policy,
+        }
+        commands[args.what](args, work)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
