@@ -169,9 +169,46 @@ def _pairs_among(values: Any, members: list[int], radius: int) -> list[tuple[int
     return _pairs(values, members, radius, among=members)
 
 
-def _pairs_with(values: Any, fresh: list[int], radius: int) -> list[tuple[int, int]]:
-    """Every (new image, other image) within the radius: each new hash against all of them."""
-    return _pairs(values, fresh, radius, among=None)
+def _pairs_with(
+    values: Any, fresh: list[int], radius: int, brute_below: int = 4_000_000
+) -> list[tuple[int, int]]:
+    """Every (new image, other image) within the radius.
+
+    Compared with every image while that is cheap (fewer than `brute_below` comparisons): a few
+    hundred new images against a large index cost seconds so, so there only the images sharing
+    one block of bits with a new one are compared. Split into radius + 1 blocks, two hashes within
+    the radius agree on at least one block (pigeonhole), so no pair is missed.
+    """
+    if len(fresh) * len(values) < brute_below or radius >= 63:
+        return _pairs(values, fresh, radius, among=None)
+    import numpy as np
+
+    hashes = np.asarray(values, dtype=np.uint64)
+    queries = np.asarray(fresh, dtype=np.int64)
+    found: set[tuple[int, int]] = set()
+    for shift, width in _blocks(radius):
+        keys = (hashes >> np.uint64(shift)) & np.uint64((1 << width) - 1)
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        starts = np.searchsorted(ordered, keys[queries], side="left")
+        ends = np.searchsorted(ordered, keys[queries], side="right")
+        if int((ends - starts).sum()) > len(fresh) * len(values) // 4:  # one block value most share
+            return _pairs(values, fresh, radius, among=None)
+        mine = np.repeat(queries, ends - starts)
+        others = order[
+            np.concatenate([np.arange(a, b) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)])
+        ]
+        close = popcount(hashes[mine] ^ hashes[others]) <= radius
+        found.update(zip(mine[close].tolist(), others[close].tolist(), strict=True))
+    return sorted((a, b) for a, b in found if a != b)
+
+
+def _blocks(radius: int) -> list[tuple[int, int]]:
+    """(shift, width) of radius + 1 blocks of bits covering a 64-bit hash, as even as they go."""
+    parts = radius + 1
+    widths = [64 // parts + (1 if n < 64 % parts else 0) for n in range(parts)]
+    shifts = [sum(widths[:n]) for n in range(parts)]
+    return list(zip(shifts, widths, strict=True))
 
 
 def _pairs(values: Any, rows: list[int], radius: int, among: list[int] | None) -> list[tuple[int, int]]:

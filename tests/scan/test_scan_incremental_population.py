@@ -279,3 +279,21 @@ def test_the_population_pass_judges_each_image_as_a_plain_per_image_comparison_w
     kinds = {kind for _idx, kind, _detail in found}
     assert {"dark", "low_information", "odd_size", "odd_aspect"} <= kinds  # images past limits, as planted
     db.close()
+
+
+def test_new_images_compared_by_blocks_find_every_pair_comparing_with_all_finds() -> None:
+    """The block lookup a large index takes for its new images against every comparison: chains two
+    bits apart, hashes a few bits apart in every block, and one hash shared by many images."""
+    import numpy as np
+
+    rng = random.Random(8)
+    values = list(_chained_hashes(rng, 3000).values())
+    for n in range(0, 400, 4):  # within the radius of the one before: 3 bits anywhere, in one block or three
+        values[n + 1] = values[n] ^ sum(1 << bit for bit in rng.sample(range(64), 3))
+    values[2000:2060] = [values[1999]] * 60
+    hashes = np.array(values, dtype=np.uint64)
+    fresh = sorted(set(rng.sample(range(len(values)), 120)) | {0, 1, 1999, 2010})
+    by_blocks = hash_groups._pairs_with(hashes, fresh, RADIUS, brute_below=0)
+    every = hash_groups._pairs_with(hashes, fresh, RADIUS, brute_below=1 << 62)
+    assert set(by_blocks) == set(every)
+    assert len(set(every)) > 100  # the planted pairs are there to find
