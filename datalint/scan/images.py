@@ -1285,7 +1285,8 @@ class _StoredIdat:
 
 
 # The most inflated image data kept for the scores (a 4,600 x 4,600 RGB image): past it a PNG is
-# decoded again for them, rather than held three times (the stored copy, the file, the pixels).
+# decoded a second time for them, as a worker would otherwise hold it twice over (the inflated
+# pieces and the rebuilt file) on top of the pixels.
 _KEEP_LIMIT = 64 << 20
 
 
