@@ -57,7 +57,7 @@ def children_cpu() -> float:
 
 def run_datalint(folder: Path, workers: int) -> tuple[float, float, dict[str, set[str]]]:
     cpu = children_cpu()
-    db, seconds = scan(folder, workers)
+    db, seconds = scan(folder, workers)  # the checkout first on sys.path: the working directory's
     return seconds, children_cpu() - cpu, found(db)
 
 
@@ -76,7 +76,8 @@ def run_cleanvision(folder: Path, workers: int, python: str) -> tuple[float, flo
 def detection_table(labels: dict[str, dict[str, str]], tools: dict[str, dict[str, set[str]]]) -> None:
     wanted = expected(labels)
     names = list(tools)
-    print(f"{'kind':16} {'planted':>7} " + " ".join(f"{name + ' found':>17} {'P':>5} {'R':>5}" for name in names))
+    heads = " ".join(f"{name + ' found':>17} {'P':>5} {'R':>5}" for name in names)
+    print(f"{'kind':16} {'planted':>7} {heads}")
     for kind in QUALITY:
         cells = []
         for name in names:
@@ -117,7 +118,8 @@ def main() -> None:
             if name == "datalint":
                 seconds, cpu, flags[name] = run_datalint(args.folder, args.workers)
             else:
-                seconds, cpu, flags[name] = run_cleanvision(args.folder, args.workers, args.cleanvision_python)
+                python = args.cleanvision_python
+                seconds, cpu, flags[name] = run_cleanvision(args.folder, args.workers, python)
             times[name].append(seconds)
             line.append(f"{name} {seconds:6.2f} s ({cpu:6.2f}) [{load:4.1f}]")
         ratio = times["cleanvision"][-1] / times["datalint"][-1]
