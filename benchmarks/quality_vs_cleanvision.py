@@ -57,7 +57,7 @@ def children_cpu() -> float:
 
 def run_datalint(folder: Path, workers: int) -> tuple[float, float, dict[str, set[str]]]:
     cpu = children_cpu()
-    db, seconds = scan(folder, workers)  # the checkout first on sys.path: the working directory's
+    db, seconds = scan(folder, workers)  # `python -m datalint`: a checkout in the working directory wins
     return seconds, children_cpu() - cpu, found(db)
 
 
