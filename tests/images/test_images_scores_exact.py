@@ -93,3 +93,19 @@ def test_a_damaged_or_huge_png_is_scored_the_old_way_or_not_at_all(monkeypatch: 
     probe = images.probe_image_bytes(data, ".png", images.ImageOptions(), images.StderrCapture())
     with Image.open(io.BytesIO(data)) as original:
         assert probe.quality == images._quality_scores(original, None) and probe.quality is not None
+
+
+def test_a_jpeg_is_scored_in_rgb_order_from_its_reduced_decode() -> None:
+    rng = np.random.default_rng(9)
+    rgb = np.zeros((240, 320, 3), np.uint8)
+    rgb[:, :, 0] = 200  # red, which weighs 0.299 in the luminance, blue 0.114
+    rgb[:, :, 2] = rng.integers(0, 60, (240, 320))
+    buffer = io.BytesIO()
+    Image.fromarray(rgb).save(buffer, "JPEG", quality=95)
+    data = buffer.getvalue()
+    probe = images.probe_image_bytes(data, ".jpg", images.ImageOptions(), images.StderrCapture())
+    bgr = cv2.imdecode(
+        np.frombuffer(data, np.uint8), cv2.IMREAD_REDUCED_COLOR_4 | cv2.IMREAD_IGNORE_ORIENTATION
+    )
+    assert probe.quality == quality.score_pixels(bgr[:, :, ::-1])
+    assert probe.quality is not None and probe.quality["highlights"] > 0.24  # red read as blue: under 0.17
