@@ -1,8 +1,9 @@
 """Image quality scores, perceptual hashes and the near-duplicate index.
 
 Everything here is a pure function of pixels or of numbers already in the index. A worker scores the
-pixels its decoder already produced (`score_pixels`, from the 1/8-scale JPEG decode or the image
-Pillow loaded), so scoring costs a resize and a few array passes, never a second decode. The parent
+pixels its decoder already produced (`score_pixels`, from the reduced JPEG decode, the image data a
+PNG's check inflated, or the image Pillow loaded), so scoring costs a resize and a few array
+passes, never a second decode. The parent
 turns the stored raw scores into findings after the scan (`quality_findings`), with thresholds
 computed over the whole index, so `datalint quarantine` re-judges them without rescanning.
 
