@@ -27,11 +27,13 @@ def scan(folder: Path, workers: int) -> tuple[Path, float]:
     db = folder / "scan.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed datalint has its bytecode compiled
     started = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "datalint", "scan", "--images", str(folder / "images"), "--db", str(db),
          "--workers", str(workers), "--progress", "none", "--kinds", "all"],
-        check=False, stdout=subprocess.DEVNULL, env={**os.environ},
+        check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )  # fmt: skip
     return db, time.perf_counter() - started
 

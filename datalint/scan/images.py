@@ -756,18 +756,37 @@ def _orientation_findings(im: Image.Image, header: dict[str, Any]) -> Iterator[I
 
 
 def _quality_scores(im: Image.Image, pixels: Any) -> dict[str, Any] | None:
-    """Scores of the pixels the decode produced: OpenCV's 1/8-scale JPEG (BGR), else the image
-    Pillow holds (a PNG is loaded here: its check inflates the data but keeps no pixels)."""
+    """Scores of what the decode produced (`_decode`): OpenCV's reduced JPEG (BGR), a PNG rebuilt
+    with its image data stored, else the image Pillow holds (loaded here if the check did not)."""
+    from PIL import Image
+
     from datalint.scan import quality
 
     try:
+        if isinstance(pixels, bytes):
+            with Image.open(io.BytesIO(pixels)) as rebuilt:
+                return quality.score_pixels(_rgb_array(_thumbnail_source(rebuilt)))
         if pixels is not None:
-            return quality.score_pixels(pixels[:, :, ::-1] if pixels.ndim == 3 else pixels)
-        factor = max(1, min(im.width, im.height) // quality.THUMB)
-        picture = im.reduce(factor) if factor > 1 and im.mode in _REDUCIBLE_MODES else im
-        return quality.score_pixels(_rgb_array(picture))
+            return quality.score_pixels(_bgr_to_rgb(pixels) if pixels.ndim == 3 else pixels)
+        return quality.score_pixels(_rgb_array(_thumbnail_source(im)))
     except Exception:  # per-file boundary: a file that decodes but cannot be scored is still judged
         return None
+
+
+def _bgr_to_rgb(pixels: Any) -> Any:
+    """OpenCV's channel order swapped, into a fresh array: a reversed view costs numpy's float
+    conversion four times as much."""
+    import cv2
+
+    return cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB) if pixels.shape[2] == 3 else pixels[:, :, ::-1]
+
+
+def _thumbnail_source(im: Image.Image) -> Image.Image:
+    """The image reduced by a whole factor to no less than twice the thumbnail's side."""
+    from datalint.scan import quality
+
+    factor = max(1, min(im.width, im.height) // quality.THUMB)
+    return im.reduce(factor) if factor > 1 and im.mode in _REDUCIBLE_MODES else im
 
 
 _REDUCIBLE_MODES = frozenset({"L", "RGB", "RGBA", "LA", "CMYK", "I", "F", "I;16"})
@@ -789,7 +808,8 @@ def _decode(
     im: Image.Image, data: bytes, options: ImageOptions, capture: StderrCapture
 ) -> tuple[str, list[ImageFinding], Any]:
     """Decode the pixel data the cheapest way that still finds all damage; returns (decoder,
-    findings, the 1/8-scale BGR pixels of a JPEG or None).
+    findings, what the scores are taken from: the reduced BGR pixels of a JPEG, a PNG rebuilt from
+    the check's inflate (`check_png_keeping_pixels`), or None for `im` itself).
 
     JPEG and PNG each have one check that judges them completely. Pillow alone is not a fair judge of
     GIF, WebP, PNM and run-length BMP (it loads a BMP whose RLE stream is broken, a GIF with broken
@@ -800,7 +820,8 @@ def _decode(
         findings, pixels = jpeg_findings_and_pixels(data, capture, color=options.quality, side=min(im.size))
         return "opencv", findings, pixels
     if im.format == "PNG":
-        return "png", check_png(data), None
+        findings, rebuilt = check_png_keeping_pixels(data, keep=options.quality)
+        return "png", findings, rebuilt
     findings = check_with_pillow(im, capture)
     if im.format == "BMP" and not any(f.kind in _DECIDED for f in findings):
         findings.extend(check_bmp_layout(im, data))
@@ -1173,22 +1194,34 @@ class _PngDamage(Exception):
 def check_png(data: bytes) -> list[ImageFinding]:
     """Every chunk's CRC, IHDR's values, the IDAT zlib stream inflated and checked against IHDR's
     size, and an animated PNG's control chunks (the frames a decoder would trip on)."""
+    return check_png_keeping_pixels(data, keep=False)[0]
+
+
+def check_png_keeping_pixels(data: bytes, keep: bool = True) -> tuple[list[ImageFinding], bytes | None]:
+    """`check_png`'s findings and, with `keep`, the same PNG with its image data stored rather than
+    compressed (`_StoredIdat`): Pillow decodes it to the very pixels of the original while skipping
+    the inflate the check has just done. None when the file is damaged or its image data is past
+    `_KEEP_LIMIT`."""
     try:
-        apng = _walk_png(data)
+        apng, rebuilt = _walk_png(data, keep)
     except _PngDamage as exc:
-        return [ImageFinding("corrupt", str(exc))]
-    return apng.findings()
+        return [ImageFinding("corrupt", str(exc))], None
+    findings = apng.findings()
+    return findings, None if any(f.kind == "corrupt" for f in findings) else rebuilt
 
 
-def _walk_png(data: bytes) -> _ApngChunks:
+def _walk_png(data: bytes, keep: bool = False) -> tuple[_ApngChunks, bytes | None]:
     inflater: _IdatInflater | None = None
     apng = _ApngChunks()
-    pos = 8
+    pos, idat = 8, _IdatSpan()
     while True:
         chunk_start = pos
         chunk_type, body, pos = _next_png_chunk(data, pos)
+        idat.see(chunk_type, chunk_start, pos)
         if chunk_type == b"IHDR":
-            inflater = _IdatInflater(_PngLayout.from_ihdr(body))
+            layout = _PngLayout.from_ihdr(body)
+            stored = _StoredIdat() if keep and layout.size <= _KEEP_LIMIT else None
+            inflater = _IdatInflater(layout, stored)
         elif chunk_type == b"IDAT":
             if inflater is None:
                 raise _PngDamage("IDAT before IHDR: the chunk order is broken")
@@ -1203,7 +1236,66 @@ def _walk_png(data: bytes) -> _ApngChunks:
         raise _PngDamage("no IHDR chunk")
     inflater.finish()
     apng.finish()
-    return apng
+    stored = inflater.stored
+    rebuilt = None if stored is None or idat.span is None else stored.png(data, *idat.span)
+    return apng, rebuilt
+
+
+class _IdatSpan:
+    """Where the IDAT chunks are: (first byte, end) when they follow each other, as the format wants."""
+
+    def __init__(self) -> None:
+        self.span: tuple[int, int] | None = None
+        self._state = "before"  # before -> in -> after (-> broken: IDAT chunks apart)
+
+    def see(self, chunk_type: bytes, start: int, end: int) -> None:
+        if chunk_type != b"IDAT":
+            self._state = "after" if self._state == "in" else self._state
+        elif self._state == "before":
+            self.span, self._state = (start, end), "in"
+        elif self._state == "in" and self.span is not None:
+            self.span = (self.span[0], end)
+        else:
+            self.span, self._state = None, "broken"
+
+
+class _StoredIdat:
+    """The inflated image data, written back as one IDAT chunk of stored (uncompressed) deflate
+    blocks as it streams out of the check's inflate.
+
+    Pillow's own decode of a PNG is mostly its inflate (zlib, slower than the check's ISA-L): given
+    the stored copy it only copies and unfilters, about a third of the cost, to the same pixels.
+    """
+
+    def __init__(self) -> None:
+        self._zlib = inflate_module()
+        self._parts: list[bytes | memoryview] = [b"\x78\x01"]  # a zlib header: deflate, 32K window
+        self._adler = 1
+
+    def add(self, piece: bytes) -> None:
+        self._adler = self._zlib.adler32(piece, self._adler)
+        view = memoryview(piece)
+        for start in range(0, len(piece), 0xFFFF):
+            block = view[start : start + 0xFFFF]
+            size = len(block)  # a block header: not final, stored, then LEN and its complement
+            header = b"\x00" + size.to_bytes(2, "little") + (size ^ 0xFFFF).to_bytes(2, "little")
+            self._parts += [header, block]
+
+    def png(self, data: bytes, first: int, end: int) -> bytes:
+        """`data` with the IDAT chunks at data[first:end] replaced by the stored copy."""
+        stream = [*self._parts, b"\x01\x00\x00\xff\xff", self._adler.to_bytes(4, "big")]  # final block
+        crc = self._zlib.crc32(b"IDAT")
+        for part in stream:
+            crc = self._zlib.crc32(part, crc)
+        length = sum(len(part) for part in stream)
+        head = length.to_bytes(4, "big") + b"IDAT"
+        return b"".join([data[:first], head, *stream, crc.to_bytes(4, "big"), data[end:]])
+
+
+# The most inflated image data kept for the scores (a 4,600 x 4,600 RGB image): past it a PNG is
+# decoded a second time for them, as a worker would otherwise hold it twice over (the inflated
+# pieces and the rebuilt file) on top of the pixels.
+_KEEP_LIMIT = 64 << 20
 
 
 _PNG_KNOWN_CRITICAL = frozenset({b"IHDR", b"PLTE", b"IDAT", b"IEND"})
@@ -1375,12 +1467,13 @@ class _IdatInflater:
     promises, so a zlib bomb behind a small header costs nothing.
     """
 
-    def __init__(self, layout: _PngLayout) -> None:
+    def __init__(self, layout: _PngLayout, stored: _StoredIdat | None = None) -> None:
         self._size = layout.size
         self._passes = layout.passes()
         self._zlib = inflate_module()
         self._inflate = self._zlib.decompressobj()
         self._produced = 0
+        self.stored = stored  # where the inflated data also goes, for the scores
 
     def feed(self, body: bytes) -> None:
         pending = body
@@ -1393,6 +1486,8 @@ class _IdatInflater:
             self._produced += len(piece)
             if self._produced > self._size:
                 raise _PngDamage(f"more image data than IHDR's size allows ({self._size:,} bytes)")
+            if self.stored is not None:
+                self.stored.add(piece)
             pending = self._inflate.unconsumed_tail
 
     def finish(self) -> None:
