@@ -4,6 +4,7 @@
     python benchmarks/quality_scan_cost.py /tmp/i14ic-short --short      # 200 files, one round
     python benchmarks/quality_scan_cost.py /tmp/i14ic --other-tree /work/main  # and another checkout
     python benchmarks/quality_scan_cost.py /tmp/i14ic --probe    # the probe alone, one process
+    python benchmarks/quality_scan_cost.py /tmp/i14ic --before-tree /tmp/pre  # and the scan before scores
 
 The image benchmark's corpus (benchmarks/image_corpus.py, seed 1234: 600 files by default, 60%
 500x375 and 40% 1024x768, 85% JPEG and 15% PNG, 40 damaged) is generated into the folder when it
@@ -12,6 +13,9 @@ times the whole CLI process in wall and CPU seconds (the process and its workers
 average beside it. The cost is the ratio of the scan with scores to the scan without, per round
 (neighbours see the same load) and of the medians; the CPU ratio is the steadier figure on a busy
 machine. `--other-tree` adds the same two variants run from another checkout (PYTHONPATH).
+`--before-tree` adds the scan of a checkout made before quality scores existed (the commit
+before they came; it has no `--no-scores` flag, so it runs plain): the issue's "today's scan", against
+which the scan with scores is also given as a ratio.
 `--probe` times instead the image probe itself in this process (`probe_image_file`, the checkout on
 PYTHONPATH), with and without scores, per format: the per-file CPU that the scan's workers spend.
 """
@@ -95,6 +99,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--short", action="store_true", help="a 200-file corpus and one round")
     parser.add_argument("--other-tree", help="also run another checkout of datalint (its root)")
+    parser.add_argument("--before-tree", help="also run a checkout from before quality scores (its root)")
     parser.add_argument("--probe", action="store_true", help="time the probe in this process instead")
     args = parser.parse_args()
     if not (args.folder / "manifest.csv").exists():
@@ -110,6 +115,9 @@ def main() -> None:
     if args.other_tree:
         variants += [(f"{args.other_tree} scores", True, args.other_tree),
                      (f"{args.other_tree} no scores", False, args.other_tree)]  # fmt: skip
+    if args.before_tree:
+        # That checkout has no --no-scores: `scores=True` runs it with no flag, as its users ran it.
+        variants.append(("before scores", True, args.before_tree))
     scan(images, args.workers, True, None)  # a first run writes the bytecode and warms the page cache
     walls: dict[str, list[float]] = {name: [] for name, _scores, _tree in variants}
     cpus: dict[str, list[float]] = {name: [] for name, _scores, _tree in variants}
@@ -131,6 +139,10 @@ def main() -> None:
     wall = statistics.median(walls["scores"]) / statistics.median(walls["no scores"])
     cpu = statistics.median(cpus["scores"]) / statistics.median(cpus["no scores"])
     print(f"scores cost (medians): {wall:.2f}x wall, {cpu:.2f}x CPU")
+    if args.before_tree:
+        wall = statistics.median(walls["scores"]) / statistics.median(walls["before scores"])
+        cpu = statistics.median(cpus["scores"]) / statistics.median(cpus["before scores"])
+        print(f"against the scan before scores (medians): {wall:.2f}x wall, {cpu:.2f}x CPU")
 
 
 if __name__ == "__main__":
