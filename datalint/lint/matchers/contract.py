@@ -418,6 +418,13 @@ def _sets_requires_grad(module: Module, statement: ast.Assign) -> bool:
     return targets and module.literal(statement.value) is True
 
 
+def _turns_grad_on(module: Module, call: ast.Call) -> bool:
+    """`.requires_grad_()` with no flag, or one that is literally True; a flag read from a value
+    (`requires_grad_(requires_grad=t.requires_grad)`, restoring an input's own flag) is unknown."""
+    flags = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "requires_grad")]
+    return not flags or module.literal(flags[0]) is True
+
+
 def _grad_source(
     module: Module, call: ast.Call, parametric: Sequence[str], factories: Sequence[str]
 ) -> str | None:
@@ -426,8 +433,7 @@ def _grad_source(
             return "`requires_grad=True`"
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr == "requires_grad_" and module.qualname(func) is None:
-        flag = module.literal(call.args[0]) if call.args else True
-        return "`.requires_grad_()`" if flag is True else None
+        return "`.requires_grad_()`" if _turns_grad_on(module, call) else None
     if is_self_attribute(func):
         assert isinstance(func, ast.Attribute)
         owner = module.enclosing_class(call)
