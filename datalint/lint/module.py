@@ -807,17 +807,40 @@ class Module:
 
     def constructed_for_this_process(self, construction: ast.Call) -> bool:
         """No loader reads this constructed object: it is only iterated, indexed or measured here."""
+        return not self._read_by_a_loader(construction) and self._in_process_use(construction)
+
+    def _read_by_a_loader(self, construction: ast.Call) -> bool:
         for loader in self.loader_calls:
             node = loader.arg("dataset").node
             if node is not None and self.split_source(node) is construction:
-                return False
-        return self._in_process_use(construction)
+                return True
+        return False
 
-    def _in_process_use(self, construction: ast.Call) -> bool:
-        if self._iterated_in_process(construction):
+    def _in_process_use(self, construction: ast.Call, depth: int = 0) -> bool:
+        if self._iterated_in_process(construction) or self._wrapped_in_process(construction, depth):
             return True
-        uses = self.uses_of_assigned(construction)
-        return bool(uses) and all(self._iterated_in_process(use) or self._inspected(use) for use in uses)
+        inside = {id(n) for n in ast.walk(construction)}  # `ds = Wrap(ds)`: the wrapped name
+        uses = [use for use in self.uses_of_assigned(construction) if id(use) not in inside]
+        return bool(uses) and all(
+            self._iterated_in_process(use) or self._inspected(use) or self._wrapped_in_process(use, depth)
+            for use in uses
+        )
+
+    def _wrapped_in_process(self, use: ast.expr, depth: int) -> bool:
+        """`MapDataset(ds, f)`: handed to another Dataset's constructor, whose object in turn stays
+        in this process (no loader of the file reads it, and it is only iterated or measured)."""
+        wrapper = self.parent(use)
+        if depth >= 3 or not isinstance(wrapper, ast.Call) or wrapper.func is use:
+            return False
+        if not self._constructs_dataset(wrapper) or self._read_by_a_loader(wrapper):
+            return False
+        return self._in_process_use(wrapper, depth + 1)
+
+    def _constructs_dataset(self, call: ast.Call) -> bool:
+        info = self.resolve_class(call.func)
+        if info is not None:
+            return self.is_dataset(info)
+        return self._external_dataset_fact(call.func) is not None
 
     def uses_of_assigned(self, value: ast.expr) -> list[ast.Name]:
         """Where the value of `name = value` is read, in the assignment's own scope; empty when
@@ -858,11 +881,13 @@ class Module:
             if isinstance(above, ast.keyword):
                 return False
             return not (isinstance(above, ast.Call) and above.func is not parent)
-        return (
-            isinstance(parent, ast.Call)
-            and isinstance(parent.func, ast.Name)
-            and parent.func.id in {"len", "print", "repr", "str", "type", "isinstance"}
-        )
+        if not isinstance(parent, ast.Call):
+            return False
+        if isinstance(parent.func, ast.Attribute):
+            return parent.func.attr.startswith("assert")  # a test's `self.assertIsInstance(ds, ...)`
+        return isinstance(parent.func, ast.Name) and parent.func.id in {
+            "len", "print", "repr", "str", "type", "isinstance"
+        }
 
     @property
     def has_data_code(self) -> bool:
