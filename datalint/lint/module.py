@@ -1193,6 +1193,18 @@ class Module:
                 found.append((info, held))
         return tuple(found)
 
+    @property
+    def classes_indexed_by_datasets(self) -> tuple[tuple[ClassInfo, Related], ...]:
+        """In-file classes that a Dataset of another file indexes per sample (`self.reader[index]`
+        on what it built, directly or through a project factory), each with that Dataset's place."""
+        found = []
+        for info, held in self._held_classes:
+            if "__getitem__" in held.methods:
+                link = held.link
+                message = f"`{info.name}` is indexed per sample by the Dataset `{link.name}`"
+                found.append((info, Related(link.path, link.line, message)))
+        return tuple(found)
+
     def _worker_seeds(self) -> Iterator[WorkerFunction]:
         for info, held in self._held_classes:
             for name in sorted(held.methods):

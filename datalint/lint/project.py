@@ -51,7 +51,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
-SUMMARY_FORMAT = 5  # bumped when FileSummary's fields change: old cache entries are then ignored
+SUMMARY_FORMAT = 6  # bumped when FileSummary's fields change: old cache entries are then ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
 # a tree and its index take about 36 times their source in memory.
@@ -93,6 +93,9 @@ class FileSummary:
     # name -> (line, positional parameter names, ((callee, keyword, parameter), ...)); keyword
     # "**" is `Callee(..., **parameter)`. Whether the callee is a Dataset is resolved later.
     forwards: Mapping[str, Forward] = field(default_factory=dict)
+    # Top-level factories: name -> the qualified callees whose results it returns
+    # (`return Reader(...)`, or `reader = Reader(...)` ... `return reader` on every branch).
+    factory_returns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +106,7 @@ class FileSummary:
             "aliases": dict(self.aliases),
             "unpicklable_returns": {k: list(v) for k, v in self.unpicklable_returns.items()},
             "forwards": {k: [v[0], list(v[1]), [list(x) for x in v[2]]] for k, v in self.forwards.items()},
+            "factory_returns": {k: list(v) for k, v in self.factory_returns.items()},
             "classes": [
                 [
                     c.name,
@@ -143,6 +147,7 @@ class FileSummary:
                 k: (int(v[0]), tuple(v[1]), tuple((a, b, c) for a, b, c in v[2]))
                 for k, v in data.get("forwards", {}).items()
             },
+            {k: tuple(v) for k, v in data.get("factory_returns", {}).items()},
         )
 
 
@@ -315,6 +320,7 @@ def summarize(
     inside = _Regions(index if index is not None else index_tree(tree), {*functions, *methods})
     unpicklable: dict[str, tuple[int, str]] = {}
     forwards: dict[str, Forward] = {}
+    factories: dict[str, tuple[str, ...]] = {}
     for function in functions:
         what = _returns_unpicklable(inside, function)
         if what:
@@ -323,6 +329,9 @@ def summarize(
         if handed:
             positional = tuple(a.arg for a in (*function.args.posonlyargs, *function.args.args))
             forwards[function.name] = (function.lineno, positional, handed)
+        returned = _returned_constructions(inside, function, qualify)
+        if returned:
+            factories[function.name] = returned
     classes: dict[str, ClassSummary] = {}
     seen: set[str] = set()
     for node in class_nodes:
@@ -332,7 +341,38 @@ def summarize(
             continue
         seen.add(node.name)
         classes[node.name] = summary
-    return FileSummary(module, is_package, imports, tuple(stars), classes, aliases, unpicklable, forwards)
+    return FileSummary(
+        module, is_package, imports, tuple(stars), classes, aliases, unpicklable, forwards, factories
+    )
+
+
+def _returned_constructions(
+    inside: _Regions, function: ast.FunctionDef | ast.AsyncFunctionDef, qualify: Callable[[ast.AST], str]
+) -> tuple[str, ...]:
+    """The qualified callees a factory returns the result of: `return Callee(...)`, or a local name
+    every assignment of which is such a call. Empty when a return is anything else."""
+    built: dict[str, set[str]] = {}
+    opaque: set[str] = set()  # names also bound to something that is not a resolvable call
+    for assign in inside.of(function, ast.Assign):
+        for target in assign.targets:
+            if not isinstance(target, ast.Name):
+                continue
+            if isinstance(assign.value, ast.Call):
+                # A callee imported inside the function stays unqualified: one unknown possibility.
+                built.setdefault(target.id, set()).add(qualify(assign.value.func))
+            else:
+                opaque.add(target.id)
+    found: set[str] = set()
+    for statement in inside.of(function, ast.Return):
+        value = statement.value
+        if isinstance(value, ast.Call):
+            found.add(qualify(value.func))
+        elif isinstance(value, ast.Name) and value.id in built and value.id not in opaque:
+            found |= built[value.id]
+        else:
+            return ()
+    found.discard("")
+    return tuple(sorted(found))
 
 
 class _Regions:
@@ -472,11 +512,22 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
     for method in methods:
         own = own_calls.setdefault(method.name, set())
         on = attr_calls.setdefault(method.name, set())
-        for assign in inside.of(method, ast.Assign):
-            if not isinstance(assign.value, ast.Call):
+        assigns = inside.of(method, ast.Assign)
+        local_calls = {  # `reader = create_reader(...)` ... `self.reader = reader`
+            target.id: a.value
+            for a in assigns
+            if isinstance(a.value, ast.Call)
+            for target in a.targets
+            if isinstance(target, ast.Name)
+        }
+        for assign in assigns:
+            value = assign.value
+            if isinstance(value, ast.Name):
+                value = local_calls.get(value.id, value)
+            if not isinstance(value, ast.Call):
                 continue
             stored = [t.attr for t in assign.targets if isinstance(t, ast.Attribute) and _is_self_attr(t)]
-            if stored and (callee := qualify(assign.value.func)):
+            if stored and (callee := qualify(value.func)):
                 for attribute in stored:
                     holds[attribute] = callee
         for call in inside.of(method, ast.Call):
@@ -488,6 +539,9 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
                 on.add((func.attr, "__call__"))
             elif isinstance(func.value, ast.Attribute) and _is_self_attr(func.value):
                 on.add((func.value.attr, func.attr))
+        for subscript in inside.of(method, ast.Subscript):
+            if isinstance(subscript.ctx, ast.Load) and _is_self_attr(subscript.value):
+                on.add((subscript.value.attr, "__getitem__"))  # `self.reader[index]`
     # Only calls made from the sample methods (and what they call on self) run in workers.
     reached: set[str] = set()
     pending = [name for name in SAMPLE_METHODS if name in own_calls]
@@ -531,6 +585,10 @@ def _defines_unpicklable_return(summary: FileSummary, name: str) -> bool:
 
 def _defines_forward(summary: FileSummary, name: str) -> bool:
     return name in summary.forwards
+
+
+def _defines_factory(summary: FileSummary, name: str) -> bool:
+    return name in summary.factory_returns
 
 
 # ---- the summary cache ------------------------------------------------------------------------------
@@ -962,15 +1020,29 @@ class Project:
                 methods = called.get(attribute)
                 if not methods:
                     continue
-                ref = self.find_class(callee, root)
-                if ref is None or ref.path == resolved:
-                    continue  # unknown, or in the same file (the file's own analysis covers it)
-                holder = f"{name} in {path}:{info.line}"
-                previous = self._held.get(ref.qualname)
-                merged = methods | (previous.methods if previous else set())
-                self._held[ref.qualname] = WorkerHeld(
-                    frozenset(merged), holder, Link(name, str(path), info.line)
-                )
+                for ref in self._classes_built_by(callee, root):
+                    if ref.path == resolved:
+                        continue  # in the same file: the file's own analysis covers it
+                    holder = f"{name} in {path}:{info.line}"
+                    previous = self._held.get(ref.qualname)
+                    merged = methods | (previous.methods if previous else set())
+                    self._held[ref.qualname] = WorkerHeld(
+                        frozenset(merged), holder, Link(name, str(path), info.line)
+                    )
+
+    def _classes_built_by(self, callee: str, root: Path) -> list[ClassRef]:
+        """The project class `callee` names, or the classes a project factory function of that
+        name returns (`create_reader()` returning one of several readers); unknown is empty."""
+        ref = self.find_class(callee, root)
+        if ref is not None:
+            return [ref]
+        found = self._defining(callee, root, _defines_factory)
+        if found is None:
+            return []
+        summary, name, path = found
+        factory_root = self.name_of(path)[2]
+        built = (self.find_class(c, factory_root) for c in summary.factory_returns[name])
+        return [ref for ref in built if ref is not None]
 
     def note_subclasses(self, path: Path) -> None:
         """Record the project classes that the classes of `path` derive from, and what it imports."""

@@ -25,7 +25,7 @@ from datalint.lint.matchers.common import (
     walk_scope,
     worker_classes,
 )
-from datalint.lint.module import ClassInfo, Match, Module
+from datalint.lint.module import ClassInfo, Match, Module, Related
 
 # ---- DL301 python-objects-copy-on-read ----------------------------------------------------------
 
@@ -73,7 +73,9 @@ def python_objects_copy_on_read(
     """`self.x = <list/dict of Python objects>` in a dataset, subscripted by the sample index."""
     builders = Builders(frozenset(builder_calls), frozenset(conversion_calls), frozenset(builder_methods))
     reported: set[ast.AST] = set()  # a subclass must not report its in-file base's assignment again
-    for info in module.dataset_classes:
+    candidates: list[tuple[ClassInfo, tuple[Related, ...]]] = [(info, ()) for info in module.dataset_classes]
+    candidates += [(info, (held,)) for info, held in module.classes_indexed_by_datasets]
+    for info, related in candidates:
         if module.read_only_without_workers(info):
             continue
         assignments = self_assignments(module, info)
@@ -87,7 +89,8 @@ def python_objects_copy_on_read(
                 continue  # `tuple(transforms)`: a conversion of unknown size, and not the dataset's length
             if mine[0].statement not in reported:
                 reported.add(mine[0].statement)
-                yield Match(mine[0].statement, {"attr": attr, "kind": (kinds[0] or "").lstrip("?")})
+                fields = {"attr": attr, "kind": (kinds[0] or "").lstrip("?")}
+                yield Match(mine[0].statement, fields, related=related)
 
 
 def _assignment_kind(
@@ -340,12 +343,25 @@ def _container_kind(
         return "container" if inner and not inner.startswith("?") else None
     if isinstance(value, ast.Name):
         # Every assignment of the name in its scope (if/else branches): all the same kind, or unknown.
-        values = module.assigned_values(value)
+        # `x = sorted(x, key=...)` re-sorts what `x` already is: it keeps the other values' kind.
+        values = [
+            v for v in module.assigned_values(value) if not _converts_name(module, v, value.id, builders)
+        ]
         kinds = [_container_kind(module, info, function, v, builders, depth + 1) for v in values]
         return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
     if isinstance(value, ast.Call):
         return _call_kind(module, info, function, value, builders, depth)
     return None
+
+
+def _converts_name(module: Module, value: ast.expr | None, name: str, builders: Builders) -> bool:
+    return (
+        isinstance(value, ast.Call)
+        and module.qualname(value.func) in builders.conversions
+        and bool(value.args)
+        and isinstance(value.args[0], ast.Name)
+        and value.args[0].id == name
+    )
 
 
 def _call_kind(
