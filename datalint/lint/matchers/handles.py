@@ -146,6 +146,7 @@ def handle_opened_in_init(
     module: Module, *, calls: Sequence[str] = ("open",), npz_calls: Sequence[str] = ("numpy.load",)
 ) -> Iterator[Match]:
     """A Dataset's `__init__` (or a helper only it calls) storing a handle on self."""
+    reported: set[ast.stmt] = set()  # a base's `__init__` reached from several subclasses: once
     for info in module.dataset_classes:
         init = info.methods.get("__init__")
         if init is None or any(module.method(info, hook) for hook in STATE_HOOKS):
@@ -158,7 +159,9 @@ def handle_opened_in_init(
                     continue
                 if _reassigned_elsewhere(module, info, init_methods, attribute):
                     continue  # re-opened lazily, in __setstate__, or by a worker_init_fn
-                yield Match(statement, {"attribute": attribute, "call": handle})
+                if statement not in reported:
+                    reported.add(statement)
+                    yield Match(statement, {"attribute": attribute, "call": handle})
 
 
 def _init_methods(
@@ -168,13 +171,30 @@ def _init_methods(
     found = [init]
     for function in found:
         for node in ast.walk(function):
-            if not (isinstance(node, ast.Call) and self_attribute(node.func) is not None):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
                 continue
-            assert isinstance(node.func, ast.Attribute)
-            method = module.method(info, node.func.attr)
+            if self_attribute(node.func) is not None:
+                method = module.method(info, node.func.attr)
+            else:
+                method = _base_method(module, info, node.func)
             if method is not None and method not in found and not module.in_worker_code(method):
                 found.append(method)
     return found
+
+
+def _base_method(
+    module: Module, info: ClassInfo, func: ast.Attribute
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """`super().__init__(...)` or `Mixin.__init__(self, ...)`: the in-file base's method it runs
+    (a mixin that is no Dataset itself may open the handle the Dataset keeps)."""
+    bases = list(module.base_classes(info))
+    owner = func.value
+    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+        return next((b.methods[func.attr] for b in bases if func.attr in b.methods), None)
+    named = module.resolve_class(owner) if isinstance(owner, ast.Name) else None
+    if named is None or all(named.node is not b.node for b in bases):
+        return None
+    return module.method(named, func.attr)
 
 
 def _stored_handle(
@@ -249,12 +269,14 @@ def _called_function(
 def _returned_handle(
     module: Module, function: ast.FunctionDef | ast.AsyncFunctionDef, calls: Sequence[str]
 ) -> str | None:
-    """The handle factory a helper returns directly (`return lmdb.open(path)`), if any."""
+    """The handle factory a helper returns (`return lmdb.open(path)`, or `cap = cv2.VideoCapture(src)`
+    ... `return cap` through the name's sole binding), if any."""
     for node in ast.walk(function):
-        if isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
-            name = module.qualname(node.value.func)
-            if name in calls:
-                return name
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        value = module.resolve(node.value)
+        if isinstance(value, ast.Call) and (name := module.qualname(value.func)) in calls:
+            return name
     return None
 
 
