@@ -183,18 +183,20 @@ class ClassInfo:
 
 def forwards_default_workers(init: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Whether a DataLoader subclass's `__init__` leaves `num_workers` to DataLoader: it takes
-    `**kwargs`, hands them on to a call, and never names `num_workers` (as a parameter, a keyword,
-    a name or the string a `kwargs[...]`/`kwargs.get(...)` would use)."""
+    `**kwargs`, hands them on to a call, and never sets `num_workers` (as a parameter, a keyword,
+    a name, or the string of `kwargs["num_workers"] = n` / `kwargs.setdefault(...)`). Reading it
+    (`kwargs.get("num_workers", 0) > 0`, to decide something else) leaves the default in place."""
     kwargs = init.args.kwarg
     if kwargs is None:
         return False
+    reads = _num_workers_reads(init)
     handed_on = False
     for node in ast.walk(init):
         if isinstance(node, ast.arg | ast.keyword) and node.arg == "num_workers":
             return False
         if isinstance(node, ast.Name) and node.id == "num_workers":
             return False
-        if isinstance(node, ast.Constant) and node.value == "num_workers":
+        if isinstance(node, ast.Constant) and node.value == "num_workers" and id(node) not in reads:
             return False
         if isinstance(node, ast.Call) and any(
             k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwargs.arg
@@ -202,6 +204,22 @@ def forwards_default_workers(init: ast.FunctionDef | ast.AsyncFunctionDef) -> bo
         ):
             handed_on = True
     return handed_on
+
+
+def _num_workers_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[int]:
+    """ids of the "num_workers" strings only read: `kwargs.get("num_workers", 0)`, `kwargs["num_workers"]`."""
+    found: set[int] = set()
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+        ):
+            found.add(id(node.args[0]))
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            found.add(id(node.slice))
+    return found
 
 
 
@@ -1103,14 +1121,58 @@ class Module:
             if position < len(LOADER_POSITIONAL):
                 name = LOADER_POSITIONAL[position]
                 args[name] = self._classify(name, node) if signature_known else Arg(name, "unknown", node)
+        spread_unknown = False
         for keyword in call.keywords:
             if keyword.arg is not None:
                 args[keyword.arg] = self._classify(keyword.arg, keyword.value)
-        if any(keyword.arg is None for keyword in call.keywords):
+                continue
+            spread = self._spread_literal(keyword.value)
+            if spread is None:
+                spread_unknown = True
+                continue
+            for name, value in spread.items():
+                args[name] = self._classify(name, value)
+        if spread_unknown:
             # `**kwargs` may carry any argument not written out.
             for name in (*LOADER_POSITIONAL, *LOADER_DEFAULTS):
                 args.setdefault(name, Arg(name, "unknown"))
         return args
+
+    def _spread_literal(self, node: ast.expr) -> dict[str, ast.expr] | None:
+        """`**{"num_workers": 0}`, or `**kwargs` whose sole binding is such a dict (or `dict(a=1)`)
+        that its scope never changes: the arguments it spreads; None when they are unknown."""
+        value = self.resolve(node)
+        if isinstance(value, ast.Dict):
+            keys = value.keys
+            if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keys):
+                return None
+            items = {
+                k.value: v
+                for k, v in zip(keys, value.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            }
+        elif isinstance(value, ast.Call) and cast_name(value.func) == "dict" and not value.args:
+            if any(k.arg is None for k in value.keywords):
+                return None
+            items = {k.arg: k.value for k in value.keywords if k.arg is not None}
+        else:
+            return None
+        if isinstance(node, ast.Name) and self._changed_in_scope(node):
+            return None
+        return items
+
+    def _changed_in_scope(self, name: ast.Name) -> bool:
+        """`kwargs["x"] = ...`, `kwargs.update(...)` and the like on the name, in its scope."""
+        scope = self.scope_of(name)
+        for other in self.nodes_of(ast.Name):
+            if other.id != name.id or self.scope_of(other) is not scope:
+                continue
+            parent = self.parent(other)
+            if isinstance(parent, ast.Subscript) and not isinstance(parent.ctx, ast.Load):
+                return True
+            if isinstance(parent, ast.Attribute) and parent.attr in {"update", "setdefault", "pop", "clear"}:
+                return True
+        return False
 
     def _classify(self, name: str, node: ast.expr) -> Arg:
         value = self.literal(node)
