@@ -51,7 +51,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
-SUMMARY_FORMAT = 8  # bumped when FileSummary's fields change: old cache entries are then ignored
+SUMMARY_FORMAT = 9  # bumped when FileSummary's fields change: old cache entries are then ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
 # a tree and its index take about 36 times their source in memory.
@@ -75,6 +75,10 @@ class ClassSummary:
     # Its `__init__` hands `**kwargs` on and never names `num_workers`: a loader built from it
     # without `num_workers` gets DataLoader's default, 0 (see `forwards_default_workers`).
     default_workers: bool = False
+    # `__init__` stores a parameter as `self.<attr> = <parameter>` and `__getitem__` subscripts
+    # `self.<attr>` with its index: (parameter, its position after self or -1, attr). What a
+    # caller passes there is what the workers index per sample (DL301 at the caller).
+    sample_parameters: tuple[tuple[str, int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,7 @@ class FileSummary:
                     [list(h) for h in c.holds],
                     [list(x) for x in c.calls_on],
                     c.default_workers,
+                    [list(x) for x in c.sample_parameters],
                 ]
                 for c in self.classes.values()
             ],
@@ -132,8 +137,11 @@ class FileSummary:
                 tuple((a, b) for a, b in holds),
                 tuple((a, b) for a, b in calls_on),
                 bool(default_workers),
+                tuple((str(a), int(b), str(c)) for a, b, c in sample_parameters),
             )
-            for name, line, bases, methods, holds, calls_on, default_workers in data["classes"]
+            for name, line, bases, methods, holds, calls_on, default_workers, sample_parameters in data[
+                "classes"
+            ]
         }
         return cls(
             str(data["module"]),
@@ -560,7 +568,43 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
         tuple(sorted(holds.items())),
         tuple(sorted(calls_on)),
         any(m.name == "__init__" and forwards_default_workers(m) for m in methods),
+        _sample_parameters(inside, methods),
     )
+
+
+def _sample_parameters(
+    inside: _Regions, methods: list[ast.FunctionDef | ast.AsyncFunctionDef]
+) -> tuple[tuple[str, int, str], ...]:
+    """`self.samples = samples` in `__init__` with `self.samples[index]` in `__getitem__`."""
+    by_name = {m.name: m for m in methods}
+    init, getitem = by_name.get("__init__"), by_name.get("__getitem__")
+    if init is None or getitem is None or len(getitem.args.args) < 2:
+        return ()
+    index = getitem.args.args[1].arg
+    indexed = {
+        node.value.attr
+        for node in inside.of(getitem, ast.Subscript)
+        if isinstance(node.ctx, ast.Load)
+        and isinstance(node.value, ast.Attribute)
+        and _is_self_attr(node.value)
+        and any(isinstance(n, ast.Name) and n.id == index for n in ast.walk(node.slice))
+    }
+    positional = [a.arg for a in (*init.args.posonlyargs, *init.args.args)][1:]
+    parameters = {*positional, *(a.arg for a in init.args.kwonlyargs)}
+    stored: dict[str, list[str]] = {}  # attr -> the parameters (or None) assigned to it
+    for assign in inside.of(init, ast.Assign, ast.AnnAssign):
+        targets = assign.targets if isinstance(assign, ast.Assign) else [assign.target]
+        for target in targets:
+            if isinstance(target, ast.Attribute) and _is_self_attr(target) and target.attr in indexed:
+                value = assign.value
+                name = value.id if isinstance(value, ast.Name) and value.id in parameters else ""
+                stored.setdefault(target.attr, []).append(name)
+    found = []
+    for attr, names in sorted(stored.items()):
+        if len(names) == 1 and names[0]:  # one assignment, the parameter as given
+            position = positional.index(names[0]) if names[0] in positional else -1
+            found.append((names[0], position, attr))
+    return tuple(found)
 
 
 def _is_self_attr(node: ast.AST) -> bool:
@@ -913,6 +957,14 @@ class Project:
                 return self._defining(target, self.name_of(path)[2], defines, depth + 1)
             return None
         return None
+
+    def sample_parameters(self, qualname: str, importer_root: Path) -> ClassRef | None:
+        """The project Dataset class `qualname`, when its `__init__` keeps a parameter that its
+        `__getitem__` indexes per sample (`ClassSummary.sample_parameters`)."""
+        ref = self.find_class(qualname, importer_root)
+        if ref is None or not ref.summary.sample_parameters:
+            return None
+        return ref if self.dataset_fact(ref.qualname, ref.source_root) is not None else None
 
     def dataset_fact(self, qualname: str, importer_root: Path) -> DatasetFact | None:
         """Whether the class named `qualname` is a Dataset, through any depth of inheritance."""

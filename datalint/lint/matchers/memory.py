@@ -91,6 +91,52 @@ def python_objects_copy_on_read(
                 reported.add(mine[0].statement)
                 fields = {"attr": attr, "kind": (kinds[0] or "").lstrip("?")}
                 yield Match(mine[0].statement, fields, related=related)
+    yield from _lists_handed_to_datasets(module, builders)
+
+
+def _lists_handed_to_datasets(module: Module, builders: Builders) -> Iterator[Match]:
+    """`SFTDataset(data=examples)`: a list of Python objects built here and passed to a project
+    Dataset whose `__init__` keeps that parameter and whose `__getitem__` indexes it per sample."""
+    project, root = module.project, module.source_root
+    if project is None or root is None:
+        return
+    for call in module.calls:
+        qualified = _class_qualname(module, call)
+        ref = project.sample_parameters(qualified, root) if qualified else None
+        if ref is None or module.constructed_for_this_process(call):
+            continue
+        owner = module.enclosing_class(call)
+        info = module.class_of(owner) if owner is not None else _NO_CLASS
+        function = module.enclosing_function(call)
+        for parameter, position, attr in ref.summary.sample_parameters:
+            argument = _argument(call, parameter, position)
+            if argument is None or not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            kind = _container_kind(module, info, function, argument, builders, 0)
+            if kind and not kind.startswith("?"):
+                message = f"`{ref.summary.name}` keeps `{parameter}` as `self.{attr}` and indexes it per sample"
+                related = (Related(str(ref.path), ref.summary.line, message),)
+                yield Match(call, {"attr": attr, "kind": kind}, related=related)
+                break
+
+
+_NO_CLASS = ClassInfo(ast.ClassDef(name="", bases=[], keywords=[], body=[], decorator_list=[]), "", (), {})
+
+
+def _class_qualname(module: Module, call: ast.Call) -> str | None:
+    local = module.resolve_class(call.func)
+    if local is not None:
+        return module.qualified_prefix + local.name if module.module_name else None
+    return module.absolute_qualname(call.func)
+
+
+def _argument(call: ast.Call, parameter: str, position: int) -> ast.expr | None:
+    for keyword in call.keywords:
+        if keyword.arg == parameter:
+            return keyword.value
+    if 0 <= position < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+        return call.args[position]
+    return None
 
 
 def _assignment_kind(
