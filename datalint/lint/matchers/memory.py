@@ -114,8 +114,8 @@ def _lists_handed_to_datasets(module: Module, builders: Builders) -> Iterator[Ma
                 continue
             kind = _container_kind(module, info, function, argument, builders, 0)
             if kind and not kind.startswith("?"):
-                message = f"`{ref.summary.name}` keeps `{parameter}` as `self.{attr}` and indexes it per sample"
-                related = (Related(str(ref.path), ref.summary.line, message),)
+                kept = f"`{ref.summary.name}` keeps `{parameter}` as `self.{attr}` and indexes it per sample"
+                related = (Related(str(ref.path), ref.summary.line, kept),)
                 yield Match(call, {"attr": attr, "kind": kind}, related=related)
                 break
 
@@ -134,7 +134,8 @@ def _argument(call: ast.Call, parameter: str, position: int) -> ast.expr | None:
     for keyword in call.keywords:
         if keyword.arg == parameter:
             return keyword.value
-    if 0 <= position < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+    before = call.args[: position + 1]
+    if 0 <= position < len(call.args) and not any(isinstance(a, ast.Starred) for a in before):
         return call.args[position]
     return None
 
