@@ -113,11 +113,26 @@ def _lists_handed_to_datasets(module: Module, builders: Builders) -> Iterator[Ma
             if argument is None or not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
             kind = _container_kind(module, info, function, argument, builders, 0)
-            if kind and not kind.startswith("?"):
+            if kind and not kind.startswith("?") and not _no_per_sample_objects(module, argument):
                 kept = f"`{ref.summary.name}` keeps `{parameter}` as `self.{attr}` and indexes it per sample"
                 related = (Related(str(ref.path), ref.summary.line, kept),)
                 yield Match(call, {"attr": attr, "kind": kind}, related=related)
                 break
+
+
+def _no_per_sample_objects(module: Module, argument: ast.expr) -> bool:
+    """A list that may hold no object per sample, so the caller's list is left alone (unknown is
+    silent): `[int(x) for x in lines]`, labels and ids that are mostly small ints, which CPython
+    shares (and, from 3.12 on, never counts references to); `[text for _ in range(n)]`, one
+    object repeated."""
+    value = module.resolve(argument)
+    if not isinstance(value, ast.ListComp):
+        return False
+    element = value.elt
+    if isinstance(element, ast.Call) and module.qualname(element.func) in {"int", "bool"}:
+        return True
+    targets = {n.id for g in value.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+    return not any(isinstance(n, ast.Name) and n.id in targets for n in ast.walk(element))
 
 
 _NO_CLASS = ClassInfo(ast.ClassDef(name="", bases=[], keywords=[], body=[], decorator_list=[]), "", (), {})
