@@ -405,6 +405,9 @@ def _container_kind(
         return "container" if inner and not inner.startswith("?") else None
     if isinstance(value, ast.Name):
         # Every assignment of the name in its scope (if/else branches): all the same kind, or unknown.
+        reaching = _reaching_value(module, value)
+        if reaching is not None:  # an earlier statement: the hop cannot loop, so it costs no depth
+            return _container_kind(module, info, function, reaching, builders, depth)
         # `x = sorted(x, key=...)` re-sorts what `x` already is: it keeps the other values' kind.
         values = [
             v for v in module.assigned_values(value) if not _converts_name(module, v, value.id, builders)
@@ -413,6 +416,44 @@ def _container_kind(
         return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
     if isinstance(value, ast.Call):
         return _call_kind(module, info, function, value, builders, depth)
+    return None
+
+
+def _reaching_value(module: Module, name: ast.Name) -> ast.expr | None:
+    """The value of the last plain assignment to `name` before its use in the same block of
+    statements (`a, b = list(a), list(b)` pairs its elements), which no branch can bypass; None
+    when a compound statement in between may bind it too, or none is found there."""
+    statement: ast.AST | None = name
+    while statement is not None and not isinstance(statement, ast.stmt):
+        statement = module.parent(statement)
+    block_owner = module.parent(statement) if statement is not None else None
+    if statement is None or block_owner is None:
+        return None
+    blocks = [getattr(block_owner, field, None) or [] for field in ("body", "orelse", "finalbody")]
+    block = next((b for b in blocks if statement in b), None)
+    if block is None:
+        return None
+    for earlier in reversed(block[: block.index(statement)]):
+        if isinstance(earlier, ast.Assign) and len(earlier.targets) == 1:
+            found = _paired_value(earlier.targets[0], earlier.value, name.id)
+            if found is not None:
+                return found
+        if any(_binds(node, name.id) for node in ast.walk(earlier)):
+            return None  # bound in a way not followed (a loop, a branch, `with ... as`)
+    return None
+
+
+def _binds(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load)
+
+
+def _paired_value(target: ast.expr, value: ast.expr, name: str) -> ast.expr | None:
+    if isinstance(target, ast.Name):
+        return value if target.id == name else None
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+        for element, part in zip(target.elts, value.elts, strict=True):
+            if isinstance(element, ast.Name) and element.id == name and not isinstance(part, ast.Starred):
+                return part
     return None
 
 
