@@ -20,6 +20,7 @@ verdict is listed as unjudged (and counts in neither).
     .venv/bin/python benchmarks/lint_real.py                      # every repository, the tables
     .venv/bin/python benchmarks/lint_real.py --repo pytorch/examples --unjudged   # findings to judge
     .venv/bin/python benchmarks/lint_real.py --jobs 2
+    .venv/bin/python benchmarks/lint_real.py --per-repo    # each repository scored alone, too
 """
 
 from __future__ import annotations
@@ -175,6 +176,23 @@ def print_tables(runs: list[RepoRun], per_rule: dict[str, Counter[str]]) -> None
     print(_row("all but DL301", others))
 
 
+def print_per_repo(runs: list[RepoRun], verdicts: list[Verdict]) -> None:
+    """One line per repository: its findings scored alone (DL000 left out, as in the totals)."""
+    print("| repository | true | false | precision | recall in-file | recall cross-file |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for run in runs:
+        c: Counter[str] = Counter()
+        for code, counts in score([run], verdicts).items():
+            if code != "DL000":
+                c.update(counts)
+        print(
+            f"| {run.repo} | {c['true']} | {c['false']} | {ratio(c['true'], c['true'] + c['false'])} "
+            f"| {ratio(c['true in-file'], c['true in-file'] + c['missed in-file'])} "
+            f"| {ratio(c['true cross-file'], c['true cross-file'] + c['missed cross-file'])} |"
+        )
+    print()
+
+
 def _row(code: str, c: Counter[str]) -> str:
     precision = ratio(c["true"], c["true"] + c["false"])
     recall_in = ratio(c["true in-file"], c["true in-file"] + c["missed in-file"])
@@ -217,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--no-cache", action="store_true", help="summarize every file afresh")
     parser.add_argument("--unjudged", action="store_true", help="print the findings without a verdict")
+    parser.add_argument("--per-repo", action="store_true", help="also score each repository alone")
     args = parser.parse_args(argv)
 
     verdicts = read_verdicts(args.verdicts)
@@ -237,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.unjudged:
             print_unjudged(tree, run, verdicts)
     if not args.unjudged:
+        if args.per_repo:
+            print_per_repo(runs, verdicts)
         print_tables(runs, score(runs, verdicts))
         print(f"\npeak RSS of this process: {peak_rss_mib():.0f} MiB")
     return 0
