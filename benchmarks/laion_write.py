@@ -65,7 +65,7 @@ def scan(pattern: str, db: Path, workers: int, mode: str) -> dict[str, Any]:
     merged: list[float] = []
     merge = shard_writers.merge_finished
 
-    def timed(*args: Any, **kwargs: Any) -> tuple[int, int]:
+    def timed(*args: Any, **kwargs: Any) -> shard_writers.MergedFiles:
         started = time.perf_counter()
         result = merge(*args, **kwargs)
         merged.append(time.perf_counter() - started)
