@@ -118,6 +118,7 @@ def write_shard(
     part = final.with_name(part_name(indices, os.getpid()))
     outcomes: Counter[str] = Counter()
     samples, seconds = 0, 0.0
+    counter = summaries.Summarizer()  # the file's population summary, counted as its rows are written
     db = store.open_shard_file(part)
     try:
         for rows in runner.run(description, list(indices), len(indices), options):
@@ -131,9 +132,11 @@ def write_shard(
                 row["run_id"] = run_id
                 outcomes[outcome(row)] += 1
                 seconds += float(row.get("duration") or 0.0)
-            store.write_samples(db, [store.sample_values(row) for row in rows])
+            values = [store.sample_values(row) for row in rows]
+            store.write_samples(db, values)
+            counter.add_values(values)
             samples += len(rows)
-        summaries.write_summary(db.conn, summaries.summarize(db.conn))
+        summaries.write_summary(db.conn, _checked(counter, db.conn))
         db.conn.close()
         _fsync(part)
         os.replace(part, final)
@@ -144,6 +147,12 @@ def write_shard(
             part.unlink()
         raise
     return ShardFile(str(final), samples, dict(outcomes), seconds)
+
+
+def _checked(counter: summaries.Summarizer, connection: Any) -> summaries.PopulationSummary:
+    """The counted summary, or, where a sample's row was written twice (replaced), the file's own."""
+    (rows,) = connection.execute("SELECT count(*) FROM samples").fetchone()
+    return counter.summary() if rows == counter.samples else summaries.summarize(connection)
 
 
 def _fsync(path: Path) -> None:

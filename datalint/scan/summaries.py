@@ -8,15 +8,19 @@ made of instead, as counts:
 
 * the ok samples per signature text (a dataset has a handful of distinct signatures);
 * a histogram of sizes per root type (the family medians need them apart) and one of durations,
-  in buckets 1/16 of an octave wide (~4%): a few hundred buckets, whatever the number of rows.
+  in buckets 1/16 of an octave wide (at most 6.25%): a few hundred buckets, whatever the number
+  of rows. A bucket is the value's binary exponent and the top 4 bits of its mantissa, so its
+  bounds are exact floating-point numbers and SQLite's comparisons agree with the count.
 
 Counts add, so summaries merge associatively and in any order: each shard writer writes its
-file's summary into the file itself (`write_summary`), the scanner merges them (`merge_all`, a
+file's summary into the file itself (`write_summary`; it counts the rows as it writes them, so
+the file is not read again), the scanner merges them (`merge_all`, a
 tree reduce; on dask the reduce runs on the cluster), and `population` builds the same
 `Population` the policy builds from the index. The quantiles stay exact: the histogram says which
 bucket holds the wanted rank and how many values lie below it, and only that bucket's values are
-read from the index (a range filter SQLite runs over the column, without a sort, and a few
-thousand values into Python rather than every row). A summary that does not account for every
+read from the index: one pass of SQLite over the table, without a sort, that hands Python only
+the rows in those buckets (a few percent), rather than every row sorted by signature and two
+whole columns in memory. A summary that does not account for every
 row of the index (rows another scan wrote, a bucket whose count differs) raises
 `SummaryMismatch`, and the population is read from the index as before.
 """
@@ -28,14 +32,14 @@ import json
 import math
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 SUMMARY_VERSION = 1
 SUMMARY_TABLE = "population_summary"
-PER_OCTAVE = 16  # buckets per doubling of a value
+PER_OCTAVE = 16  # buckets per doubling of a value: the top 4 bits of the mantissa
 _LOW = -(2**31)  # the bucket of values <= 0
 _HIGH = 2**31  # the bucket of +inf
 _ROOT_TYPE = "json_extract(signature, '$.type')"  # what policy._family_medians groups sizes by
@@ -141,26 +145,24 @@ def merge_pair(first: PopulationSummary, second: PopulationSummary | None = None
 
 
 def bound(bucket: int) -> float:
-    """The smallest value of a (finite, positive) bucket."""
+    """The smallest value of a (finite, positive) bucket: exact, (16 + sub) x 2^(exponent - 5)."""
+    exponent, sub = divmod(bucket, PER_OCTAVE)
     try:
-        return math.pow(2.0, bucket / PER_OCTAVE)
+        return math.ldexp(PER_OCTAVE + sub, exponent - 5)
     except OverflowError:
         return math.inf
 
 
 def bucket_of(value: float | int | None) -> int | None:
-    if value is None:
+    """The bucket a value is counted in; None for no value (None, or NaN, which SQLite stores as NULL)."""
+    if value is None or value != value:
         return None
     if value <= 0:
         return _LOW
     if math.isinf(value):
         return _HIGH
-    bucket = math.floor(math.log2(value) * PER_OCTAVE)
-    while value < bound(bucket):  # log2's rounding, set right by the bounds the queries use
-        bucket -= 1
-    while value >= bound(bucket + 1):
-        bucket += 1
-    return bucket
+    mantissa, exponent = math.frexp(value)  # value = mantissa x 2^exponent, 0.5 <= mantissa < 1
+    return exponent * PER_OCTAVE + int((mantissa - 0.5) * 2 * PER_OCTAVE)
 
 
 def bucket_clause(column: str, bucket: int) -> tuple[str, list[float]]:
@@ -176,31 +178,78 @@ def bucket_clause(column: str, bucket: int) -> tuple[str, list[float]]:
 # Summaries of index files
 
 
+class Summarizer:
+    """Counts rows into a summary as they go by: a shard writer's rows as it writes them, or an
+    index file's as they are read back."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self.signatures: Counter[str | None] = Counter()
+        self.sizes: dict[str | None, Counter[int]] = {}
+        self.durations: Counter[int] = Counter()
+        self._roots: dict[str | None, str | None] = {}  # signature text -> its root type
+
+    def add(self, status: str, signature: str | None, nbytes: float | None, duration: float | None) -> None:
+        self.samples += 1
+        if status != "ok":
+            return
+        self.signatures[signature] += 1
+        size = bucket_of(nbytes)
+        if size is not None:
+            root = self._roots.get(signature, _UNSEEN)
+            if root is _UNSEEN:
+                root = self._roots[signature] = root_type(signature)
+            self.sizes.setdefault(root, Counter())[size] += 1
+        seconds = bucket_of(duration)
+        if seconds is not None:
+            self.durations[seconds] += 1
+
+    def add_values(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Rows as `store.sample_values` makes them (SAMPLE_COLUMNS order, JSON as text)."""
+        for row in rows:
+            self.add(row[_STATUS], row[_SIGNATURE], row[_NBYTES], row[_DURATION])
+
+    def summary(self) -> PopulationSummary:
+        return PopulationSummary(
+            samples=self.samples,
+            ok=sum(self.signatures.values()),
+            signatures=_pairs(self.signatures),
+            sizes=tuple(sorted(((root, _pairs(c)) for root, c in self.sizes.items()), key=_text_first)),
+            durations=_pairs(self.durations),
+        )
+
+
+_UNSEEN: Any = object()
+
+
+def _positions() -> tuple[int, int, int, int]:
+    from datalint.scan.store import SAMPLE_COLUMNS
+
+    return tuple(SAMPLE_COLUMNS.index(c) for c in ("status", "signature", "nbytes", "duration"))  # type: ignore[return-value]
+
+
+_STATUS, _SIGNATURE, _NBYTES, _DURATION = _positions()
+
+
+def root_type(signature: str | None) -> str | None:
+    """The sample's own type in a signature text, as SQLite's json_extract(signature, '$.type')."""
+    if not signature:
+        return None
+    try:
+        value = json.loads(signature)
+    except ValueError:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    return kind if isinstance(kind, str) or kind is None else str(kind)
+
+
 def summarize(connection: sqlite3.Connection) -> PopulationSummary:
-    """The summary of every row in an index or shard file: one pass per histogram, in SQLite."""
-    connection.create_function("datalint_bucket", 1, bucket_of, deterministic=True)
-    (samples,) = connection.execute("SELECT count(*) FROM samples").fetchone()
-    signatures = connection.execute(
-        "SELECT signature, count(*) FROM samples WHERE status = 'ok' GROUP BY signature"
-    ).fetchall()
-    sizes: dict[str | None, Counter[int]] = {}
-    query = (
-        f"SELECT {_ROOT_TYPE}, datalint_bucket(nbytes), count(*) FROM samples"
-        " WHERE status = 'ok' AND nbytes IS NOT NULL GROUP BY 1, 2"
-    )
-    for root, bucket, count in connection.execute(query):
-        sizes.setdefault(root, Counter())[bucket] = count
-    durations = connection.execute(
-        "SELECT datalint_bucket(duration), count(*) FROM samples"
-        " WHERE status = 'ok' AND duration IS NOT NULL GROUP BY 1"
-    ).fetchall()
-    return PopulationSummary(
-        samples=samples,
-        ok=sum(count for _text, count in signatures),
-        signatures=_pairs(Counter(dict(signatures))),
-        sizes=tuple(sorted(((root, _pairs(counts)) for root, counts in sizes.items()), key=_text_first)),
-        durations=_pairs(Counter(dict(durations))),
-    )
+    """The summary of every row in an index or shard file, in one read of four columns."""
+    counter = Summarizer()
+    cursor = connection.execute("SELECT status, signature, nbytes, duration FROM samples")
+    for status, signature, nbytes, duration in cursor:
+        counter.add(status, signature, nbytes, duration)
+    return counter.summary()
 
 
 def write_summary(connection: sqlite3.Connection, summary: PopulationSummary) -> None:
@@ -240,18 +289,37 @@ def population(db: Any, summary: PopulationSummary) -> Any:
 
     _check_covers(db, summary)
     tally = policy.tally_signatures(summary.signatures)
-    fetch = _BucketReader(db)
-    median_nbytes = quantiles(summary.size_histogram(), (0.5,), fetch.sizes(None))[0]
-    durations = quantiles(summary.durations, (0.5, 0.99), fetch.durations())
     roots = tally.root_types
-    if len(roots) <= 1:
-        medians = {name: median_nbytes for name in roots}
+    wanted: list[tuple[str, frozenset[str | None] | None, Pairs, tuple[float, ...]]] = [
+        ("nbytes", None, summary.size_histogram(), (0.5,)),
+        ("duration", None, summary.durations, (0.5, 0.99)),
+    ]
+    if len(roots) > 1:
+        for types in roots.values():
+            wanted.append(("nbytes", frozenset(types), summary.size_histogram(types), (0.5,)))
+    ranks = {
+        (column, types, q): rank_bucket(histogram, q) for column, types, histogram, qs in wanted for q in qs
+    }
+    values = _bucket_values(
+        db, {(column, types, found[0]) for (column, types, _), found in ranks.items() if found}
+    )
+    counts = {(column, types, bucket): n for column, types, histogram, _ in wanted for bucket, n in histogram}
+    for key, found in values.items():
+        if len(found) != counts[key]:
+            raise SummaryMismatch(f"bucket {key}: {len(found)} values in the index, {counts[key]} summarised")
+
+    def value(column: str, types: frozenset[str | None] | None, q: float) -> float | None:
+        found = ranks[(column, types, q)]
+        return None if found is None else float(values[(column, types, found[0])][found[1]])
+
+    median_nbytes = value("nbytes", None, 0.5)
+    if len(roots) > 1:
+        medians = {name: value("nbytes", frozenset(types), 0.5) for name, types in roots.items()}
     else:
-        medians = {
-            name: quantiles(summary.size_histogram(types), (0.5,), fetch.sizes(types))[0]
-            for name, types in roots.items()
-        }
-    return policy.population_of(tally, median_nbytes, durations[0], durations[1], medians)
+        medians = {name: median_nbytes for name in roots}
+    return policy.population_of(
+        tally, median_nbytes, value("duration", None, 0.5), value("duration", None, 0.99), medians
+    )
 
 
 def _check_covers(db: Any, summary: PopulationSummary) -> None:
@@ -270,53 +338,38 @@ def inverted_cdf_rank(count: int, q: float) -> int:
     return max(0, below if virtual == below else below + 1)
 
 
-def quantiles(
-    histogram: Pairs, qs: Sequence[float], values_in: Callable[[int], list[float]]
-) -> list[float | None]:
-    """The exact quantiles (numpy's inverted_cdf) of the values a histogram counts; `values_in(b)`
-    reads the values of bucket b, and only the buckets that hold a wanted rank are read."""
-    count = sum(n for _bucket, n in histogram)
-    if count == 0:
-        return [None for _ in qs]
-    read: dict[int, list[float]] = {}
-    found: list[float | None] = []
-    for q in qs:
-        rank, below = inverted_cdf_rank(count, q), 0
-        for bucket, n in histogram:
-            if rank < below + n:
-                if bucket not in read:
-                    values = sorted(values_in(bucket))
-                    if len(values) != n:
-                        raise SummaryMismatch(
-                            f"bucket {bucket}: {len(values)} values in the index, {n} summarised"
-                        )
-                    read[bucket] = values
-                found.append(float(read[bucket][rank - below]))
-                break
-            below += n
-    return found
+def rank_bucket(histogram: Pairs, q: float) -> tuple[int, int] | None:
+    """(bucket, rank within it) of the q-quantile (numpy's inverted_cdf) of the values a histogram
+    counts; None when it counts none."""
+    rank, below = inverted_cdf_rank(sum(n for _bucket, n in histogram), q), 0
+    for bucket, n in histogram:
+        if rank < below + n:
+            return bucket, rank - below
+        below += n
+    return None
 
 
-class _BucketReader:
-    """Reads one bucket's values of the ok rows from the index: a range filter over one column."""
+Wanted = tuple[str, "frozenset[str | None] | None", int]  # (column, root types or all, bucket)
 
-    def __init__(self, db: Any) -> None:
-        self.db = db
 
-    def sizes(self, roots: Iterable[str | None] | None) -> Callable[[int], list[float]]:
-        where, parameters = "", []
-        if roots is not None:
-            named = sorted(root for root in roots if root is not None)
-            tests = [f"{_ROOT_TYPE} IN ({', '.join('?' for _ in named)})"] if named else []
-            if None in set(roots):
-                tests.append(f"{_ROOT_TYPE} IS NULL")
-            where, parameters = f" AND ({' OR '.join(tests)})", named
-        return lambda bucket: self._values("nbytes", bucket, where, parameters)
-
-    def durations(self) -> Callable[[int], list[float]]:
-        return lambda bucket: self._values("duration", bucket, "", [])
-
-    def _values(self, column: str, bucket: int, where: str, parameters: list[Any]) -> list[float]:
+def _bucket_values(db: Any, wanted: set[Wanted]) -> dict[Wanted, list[float]]:
+    """The sorted values of the ok rows in each wanted (column, root types, bucket): one pass over
+    the table, SQLite's range tests picking the few rows Python sees."""
+    if not wanted:
+        return {}
+    tests, parameters = [], []
+    for column, _types, bucket in sorted(wanted, key=lambda w: (w[0], w[2])):
         test, bounds = bucket_clause(column, bucket)
-        query = f"SELECT {column} FROM samples WHERE status = 'ok' AND {test}{where}"
-        return [value for (value,) in self.db.execute(query, [*bounds, *parameters])]
+        tests.append(f"({test})")
+        parameters.extend(bounds)
+    query = (
+        f"SELECT nbytes, duration, {_ROOT_TYPE} FROM samples WHERE status = 'ok' AND ({' OR '.join(tests)})"
+    )
+    found: dict[Wanted, list[float]] = {key: [] for key in wanted}
+    for nbytes, duration, root in db.execute(query, parameters):
+        buckets = {"nbytes": bucket_of(nbytes), "duration": bucket_of(duration)}
+        for key in wanted:
+            column, types, bucket = key
+            if buckets[column] == bucket and (types is None or root in types):
+                found[key].append(nbytes if column == "nbytes" else duration)
+    return {key: sorted(values) for key, values in found.items()}

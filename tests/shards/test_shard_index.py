@@ -6,9 +6,11 @@ files; the reference is always a single-writer scan (`--shard-index off`) of the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -313,6 +315,10 @@ def test_recovery_merges_finished_files_and_drops_half_written_and_damaged_ones(
     second = shard_writers.write_shard(description, range(4, 8), RunnerOptions(workers=1), folder, 7)
     assert (first.samples, first.outcomes) == (4, {"ok": 4})
     assert second.outcomes == {"ok": 1, "damaged": 3}  # train-000001.tar: a cut JPEG, bad JSON, bad cls
+    for done in (first, second):  # the summary each writer counted as it wrote is its file's
+        with contextlib.closing(sqlite3.connect(done.path)) as connection:
+            assert summaries.read_summary(connection) == summaries.summarize(connection)
+            assert summaries.summarize(connection).samples == 4
     whole = Path(second.path).read_bytes()
     Path(second.path).write_bytes(whole[: len(whole) // 3])  # finished, then damaged on disk
     (folder / shard_writers.part_name(range(8, 12), 12345)).write_bytes(whole[:4096])  # a writer killed
