@@ -12,17 +12,16 @@ made of instead, as counts:
   of rows. A bucket is the value's binary exponent and the top 4 bits of its mantissa, so its
   bounds are exact floating-point numbers and SQLite's comparisons agree with the count.
 
-Counts add, so summaries merge associatively and in any order: each shard writer writes its
-file's summary into the file itself (`write_summary`; it counts the rows as it writes them, so
-the file is not read again), the scanner merges them (`merge_all`, a
-tree reduce; on dask the reduce runs on the cluster), and `population` builds the same
-`Population` the policy builds from the index. The quantiles stay exact: the histogram says which
-bucket holds the wanted rank and how many values lie below it, and only that bucket's values are
-read from the index: one pass of SQLite over the table, without a sort, that hands Python only
-the rows in those buckets (a few percent), rather than every row sorted by signature and two
-whole columns in memory. A summary that does not account for every
-row of the index (rows another scan wrote, a bucket whose count differs) raises
-`SummaryMismatch`, and the population is read from the index as before.
+Counts add, so summaries merge associatively and in any order. Each shard writer counts its rows
+as it writes them and keeps the summary inside its file (`write_summary`); the scanner merges
+them (`merge_all`, a tree reduce; on dask the reduce runs on the cluster); and `population`
+builds the very `Population` the policy builds from the index. The quantiles stay exact: the
+histogram says which bucket holds the wanted rank and how many values lie below it, and only
+those buckets' values are read back, in one pass of SQLite over the table, without a sort, that
+hands Python the rows in those buckets (a few percent) rather than every row sorted by signature
+and two whole columns in memory. A summary that does not account for every row of the index
+(rows another scan wrote, a bucket whose count differs) raises `SummaryMismatch`, and the
+population is read from the index as before.
 """
 
 from __future__ import annotations
@@ -35,7 +34,10 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from datalint.scan.policy import Population
 
 SUMMARY_VERSION = 1
 SUMMARY_TABLE = "population_summary"
@@ -282,7 +284,7 @@ def summary_of_file(path: str | Path) -> PopulationSummary:
 # From a summary back to the policy's population
 
 
-def population(db: Any, summary: PopulationSummary) -> Any:
+def population(db: Any, summary: PopulationSummary) -> Population:
     """The `policy.Population` of the index `db`, from a summary of all its rows: equal to
     `policy.population(db)`. Raises SummaryMismatch when the summary is not the index's."""
     from datalint.scan import policy
