@@ -17,11 +17,11 @@ as it writes them and keeps the summary inside its file (`write_summary`); the s
 them (`merge_all`, a tree reduce; on dask the reduce runs on the cluster); and `population`
 builds the very `Population` the policy builds from the index. The quantiles stay exact: the
 histogram says which bucket holds the wanted rank and how many values lie below it, and only
-those buckets' values are read back, in one pass of SQLite over the table, without a sort, that
-hands Python the rows in those buckets (a few percent) rather than every row sorted by signature
-and two whole columns in memory. A summary that does not account for every row of the index
-(rows another scan wrote, a bucket whose count differs) raises `SummaryMismatch`, and the
-population is read from the index as before.
+those buckets' values are read back, grouped by value and in order by SQLite (one row per
+distinct value, streamed: bounded memory however many rows a bucket holds), rather than every row
+sorted by signature and two whole columns in memory. A summary that does not account for every
+row of the index (rows another scan wrote, a bucket whose count differs) raises
+`SummaryMismatch`, and the population is read from the index as before.
 """
 
 from __future__ import annotations
@@ -297,26 +297,27 @@ def population(db: Any, summary: PopulationSummary) -> Population:
         ("duration", None, summary.durations, (0.5, 0.99)),
     ]
     if len(roots) > 1:
-        for types in roots.values():
-            wanted.append(("nbytes", frozenset(types), summary.size_histogram(types), (0.5,)))
+        for family_roots in roots.values():
+            wanted.append(("nbytes", frozenset(family_roots), summary.size_histogram(family_roots), (0.5,)))
     ranks = {
         (column, types, q): rank_bucket(histogram, q) for column, types, histogram, qs in wanted for q in qs
     }
-    values = _bucket_values(
-        db, {(column, types, found[0]) for (column, types, _), found in ranks.items() if found}
-    )
     counts = {(column, types, bucket): n for column, types, histogram, _ in wanted for bucket, n in histogram}
-    for key, found in values.items():
-        if len(found) != counts[key]:
-            raise SummaryMismatch(f"bucket {key}: {len(found)} values in the index, {counts[key]} summarised")
+    picked: dict[tuple[str, frozenset[str | None] | None, float], float] = {}
+    by_bucket: dict[Wanted, dict[float, int]] = {}
+    for (column, types, q), found in ranks.items():
+        if found is not None:
+            by_bucket.setdefault((column, types, found[0]), {})[q] = found[1]
+    for key, offsets in by_bucket.items():
+        for q, found_value in _ranked_values(db, key, offsets, counts[key]).items():
+            picked[(key[0], key[1], q)] = found_value
 
     def value(column: str, types: frozenset[str | None] | None, q: float) -> float | None:
-        found = ranks[(column, types, q)]
-        return None if found is None else float(values[(column, types, found[0])][found[1]])
+        return picked.get((column, types, q))
 
     median_nbytes = value("nbytes", None, 0.5)
     if len(roots) > 1:
-        medians = {name: value("nbytes", frozenset(types), 0.5) for name, types in roots.items()}
+        medians = {name: value("nbytes", frozenset(members), 0.5) for name, members in roots.items()}
     else:
         medians = {name: median_nbytes for name in roots}
     return policy.population_of(
@@ -354,24 +355,31 @@ def rank_bucket(histogram: Pairs, q: float) -> tuple[int, int] | None:
 Wanted = tuple[str, "frozenset[str | None] | None", int]  # (column, root types or all, bucket)
 
 
-def _bucket_values(db: Any, wanted: set[Wanted]) -> dict[Wanted, list[float]]:
-    """The sorted values of the ok rows in each wanted (column, root types, bucket): one pass over
-    the table, SQLite's range tests picking the few rows Python sees."""
-    if not wanted:
-        return {}
-    tests, parameters = [], []
-    for column, _types, bucket in sorted(wanted, key=lambda w: (w[0], w[2])):
-        test, bounds = bucket_clause(column, bucket)
-        tests.append(f"({test})")
-        parameters.extend(bounds)
-    query = (
-        f"SELECT nbytes, duration, {_ROOT_TYPE} FROM samples WHERE status = 'ok' AND ({' OR '.join(tests)})"
-    )
-    found: dict[Wanted, list[float]] = {key: [] for key in wanted}
-    for nbytes, duration, root in db.execute(query, parameters):
-        buckets = {"nbytes": bucket_of(nbytes), "duration": bucket_of(duration)}
-        for key in wanted:
-            column, types, bucket = key
-            if buckets[column] == bucket and (types is None or root in types):
-                found[key].append(nbytes if column == "nbytes" else duration)
-    return {key: sorted(values) for key, values in found.items()}
+def _ranked_values(db: Any, wanted: Wanted, ranks: dict[float, int], expected: int) -> dict[float, float]:
+    """The values at `ranks` (q -> rank within the bucket) among the ok rows of one bucket.
+
+    SQLite groups the bucket's values and hands them over in order, one row per distinct value
+    with its count: a bucket of one repeated size (every tensor of one shape) is one row, a bucket
+    of distinct durations streams through in constant memory (SQLite's sorter spills to disk)."""
+    column, types, bucket = wanted
+    test, bounds = bucket_clause(column, bucket)
+    parameters: list[Any] = list(bounds)
+    where = f"status = 'ok' AND {test}"
+    if types is not None:
+        named = sorted(root for root in types if root is not None)
+        tests = [f"{_ROOT_TYPE} IN ({', '.join('?' for _ in named)})"] if named else []
+        if None in types:
+            tests.append(f"{_ROOT_TYPE} IS NULL")
+        where += f" AND ({' OR '.join(tests)})"
+        parameters = [*parameters, *named]
+    query = f"SELECT {column}, count(*) FROM samples WHERE {where} GROUP BY 1 ORDER BY 1"
+    found: dict[float, float] = {}
+    below = 0
+    for value, count in db.execute(query, parameters):
+        for q, rank in ranks.items():
+            if q not in found and rank < below + count:
+                found[q] = float(value)
+        below += count
+    if below != expected:
+        raise SummaryMismatch(f"bucket {wanted}: {below} values in the index, {expected} summarised")
+    return found
