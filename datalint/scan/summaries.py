@@ -308,9 +308,10 @@ def population(db: Any, summary: PopulationSummary) -> Population:
     for (column, types, q), found in ranks.items():
         if found is not None:
             by_bucket.setdefault((column, types, found[0]), {})[q] = found[1]
-    for key, offsets in by_bucket.items():
-        for q, found_value in _ranked_values(db, key, offsets, counts[key]).items():
-            picked[(key[0], key[1], q)] = found_value
+    for column in ("nbytes", "duration"):  # one pass over the table per column, for all its buckets
+        mine = {key: offsets for key, offsets in by_bucket.items() if key[0] == column}
+        for (_, types, _bucket), at_ranks in _ranked_values(db, column, mine, counts).items():
+            picked.update({(column, types, q): value for q, value in at_ranks.items()})
 
     def value(column: str, types: frozenset[str | None] | None, q: float) -> float | None:
         return picked.get((column, types, q))
@@ -355,31 +356,40 @@ def rank_bucket(histogram: Pairs, q: float) -> tuple[int, int] | None:
 Wanted = tuple[str, "frozenset[str | None] | None", int]  # (column, root types or all, bucket)
 
 
-def _ranked_values(db: Any, wanted: Wanted, ranks: dict[float, int], expected: int) -> dict[float, float]:
-    """The values at `ranks` (q -> rank within the bucket) among the ok rows of one bucket.
+def _ranked_values(
+    db: Any, column: str, wanted: dict[Wanted, dict[float, int]], expected: dict[Wanted, int]
+) -> dict[Wanted, dict[float, float]]:
+    """For each wanted (column, root types, bucket) with its ranks (q -> rank within the bucket),
+    the values at those ranks among the ok rows, in one pass over the table.
 
-    SQLite groups the bucket's values and hands them over in order, one row per distinct value
-    with its count: a bucket of one repeated size (every tensor of one shape) is one row, a bucket
-    of distinct durations streams through in constant memory (SQLite's sorter spills to disk)."""
-    column, types, bucket = wanted
-    test, bounds = bucket_clause(column, bucket)
-    parameters: list[Any] = list(bounds)
-    where = f"status = 'ok' AND {test}"
-    if types is not None:
-        named = sorted(root for root in types if root is not None)
-        tests = [f"{_ROOT_TYPE} IN ({', '.join('?' for _ in named)})"] if named else []
-        if None in types:
-            tests.append(f"{_ROOT_TYPE} IS NULL")
-        where += f" AND ({' OR '.join(tests)})"
-        parameters = [*parameters, *named]
-    query = f"SELECT {column}, count(*) FROM samples WHERE {where} GROUP BY 1 ORDER BY 1"
-    found: dict[float, float] = {}
-    below = 0
-    for value, count in db.execute(query, parameters):
-        for q, rank in ranks.items():
-            if q not in found and rank < below + count:
-                found[q] = float(value)
-        below += count
-    if below != expected:
-        raise SummaryMismatch(f"bucket {wanted}: {below} values in the index, {expected} summarised")
+    SQLite groups the buckets' values and hands them over in order, one row per distinct value
+    (and root type) with its count: a bucket of one repeated size (every tensor of one shape) is
+    one row, a bucket of distinct durations streams through in constant memory (SQLite's sorter
+    spills to disk)."""
+    if not wanted:
+        return {}
+    tests, parameters = [], []
+    for bucket in sorted({key[2] for key in wanted}):
+        test, bounds = bucket_clause(column, bucket)
+        tests.append(f"({test})")
+        parameters.extend(bounds)
+    query = (
+        f"SELECT {column}, {_ROOT_TYPE}, count(*) FROM samples WHERE status = 'ok' AND ({' OR '.join(tests)})"
+        " GROUP BY 1, 2 ORDER BY 1"
+    )
+    found: dict[Wanted, dict[float, float]] = {key: {} for key in wanted}
+    below = dict.fromkeys(wanted, 0)
+    for value, root, count in db.execute(query, parameters):
+        in_bucket = bucket_of(value)
+        for key, ranks in wanted.items():
+            _, types, wanted_bucket = key
+            if in_bucket != wanted_bucket or (types is not None and root not in types):
+                continue
+            for q, rank in ranks.items():
+                if q not in found[key] and rank < below[key] + count:
+                    found[key][q] = float(value)
+            below[key] += count
+    for key, seen in below.items():
+        if seen != expected[key]:
+            raise SummaryMismatch(f"bucket {key}: {seen} values in the index, {expected[key]} summarised")
     return found
