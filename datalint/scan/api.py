@@ -31,7 +31,7 @@ from datalint.errors import DatalintError, UsageError
 from datalint.extras import require as require_extra
 from datalint.limits import effective_cpu_count
 from datalint.scan import changes as changes_
-from datalint.scan import dask_backend, policy, preflight, runner, shard_writers, store
+from datalint.scan import dask_backend, policy, preflight, runner, shard_writers, store, summaries
 from datalint.scan.policy import PolicyOptions, QuarantineEntry
 from datalint.scan.progress import Progress
 from datalint.scan.shards import shard_starts_of
@@ -259,29 +259,31 @@ def _scan_locked(
     """The scan proper, once this process holds the index's lock: plan, measure, judge, write the list."""
     workers = options.worker_count()
     # Shard files a killed scan left are merged first: their samples count as measured.
-    recovered, recovered_samples = shard_writers.recover(index_path, rescan=options.rescan)
+    recovered = shard_writers.recover(index_path, rescan=options.rescan)
     plan = _plan_changes(index, description, source, options, length, print_, stream, workers)
     todo, resumed = plan.todo, plan.resumed
     notes: list[str] = list(plan.notes)
-    if recovered:
+    if recovered.files:
         notes.append(
-            f"resumed: merged {recovered_samples:,} sample(s) from {recovered} shard file(s) an interrupted "
-            "scan had finished"
+            f"resumed: merged {recovered.samples:,} sample(s) from {recovered.files} shard file(s) an "
+            "interrupted scan had finished"
         )
     if workers == 0:
         notes.append("--workers 0: samples ran in this process; nothing isolated, no timeout enforced")
     scanned = 0
+    merged: shard_writers.MergedFiles | None = recovered if recovered.files else None
     if todo is not None:
         try:
-            scanned, length = _measure(
+            scanned, length, measured = _measure(
                 index, description, source, options, todo, length, print_, resumed, workers, plan.run_id
             )
         finally:
             _record_files(index, plan)
+        merged = _with_summary(merged, measured)
     changes_.drop_current(index)
     kept = lambda: _kept_rows(index_path)  # noqa: E731
     with store.reading_index(index_path, kept):  # the policy reads what the index holds, as it is
-        peers = policy.population(index)
+        peers = _population(index, merged)
         # Before the findings: both read every image's scores, and the second read is free only
         # while nothing has written to the index (the findings update the stored image groups).
         warnings = policy.population_warnings(index, options.policy)
@@ -324,6 +326,27 @@ def _scan_locked(
         ),
         changes=plan.changes.to_dict() if plan.changes is not None else None,
     )
+
+
+def _with_summary(
+    first: shard_writers.MergedFiles | None, second: shard_writers.MergedFiles | None
+) -> shard_writers.MergedFiles | None:
+    if first is None or second is None:
+        return first or second
+    return shard_writers.MergedFiles(
+        first.files + second.files, first.samples + second.samples, first.summary.merge(second.summary)
+    )
+
+
+def _population(index: Any, merged: shard_writers.MergedFiles | None) -> policy.Population:
+    """From the shard files' summaries when they account for every row of the index (a sharded
+    scan, resumed or not); from the index itself otherwise."""
+    if merged is not None:
+        try:
+            return summaries.population(index, merged.summary)
+        except summaries.SummaryMismatch:  # rows of other scans: the summaries do not hold them
+            pass
+    return policy.population(index)
 
 
 def _kept_rows(index_path: Path) -> str:
@@ -639,8 +662,9 @@ def _measure(
     resumed: int,
     workers: int,
     run_id: int | None = None,
-) -> tuple[int, int | None]:
-    """Run the engine over `todo`, writing rows as they come; returns (measured, final length).
+) -> tuple[int, int | None, shard_writers.MergedFiles | None]:
+    """Run the engine over `todo`, writing rows as they come; returns (measured, final length, the
+    shard files merged, None without shard files).
 
     `run_id`: a run already started (an incremental scan starts its run before changing the index)."""
     if run_id is None:
@@ -673,13 +697,15 @@ def _measure(
         outcomes = shard_writers.run_local(description, _indices(todo), engine, folder, run_id, starts)
     else:
         outcomes = runner.run(description, _indices(todo), total, engine)
-    merged = 0
+    merged: shard_writers.MergedFiles | None = None
+    known: shard_writers.FilesSummary | None = None  # the files' summaries, reduced on the cluster
     try:
         with _terminate_as_interrupt(), contextlib.closing(outcomes):
             for batch in outcomes:  # closing: workers stop now
-                rows = [row for row in batch if not isinstance(row, shard_writers.ShardFile)]
+                rows = [row for row in batch if not isinstance(row, _NOT_ROWS)]
                 if len(rows) < len(batch):
                     progress.count(f.outcomes for f in batch if isinstance(f, shard_writers.ShardFile))
+                    known = next((s for s in batch if isinstance(s, shard_writers.FilesSummary)), known)
                 if rows:
                     stamp = store.utc_now()
                     for row in rows:
@@ -700,10 +726,13 @@ def _measure(
         writer.flush()
         progress.close()
     if folder is not None:
-        merged = shard_writers.merge_finished(index_path, run_id=run_id)[1]
+        merged = shard_writers.merge_finished(index_path, run_id=run_id, known=known)
     if length is None:
         length = highest + 1  # a stream's length is what it yielded
-    return writer.written + merged, length
+    return writer.written + (merged.samples if merged else 0), length, merged
+
+
+_NOT_ROWS = (shard_writers.ShardFile, shard_writers.FilesSummary)
 
 
 # Samples per worker from which the decoders are imported in the parent before the workers fork:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from datalint.errors import UsageError
-from datalint.scan import runner, shard_writers
+from datalint.scan import runner, shard_writers, summaries
 from datalint.scan.runner import EngineError, Row, RunnerOptions
 from datalint.scan.shards import SHARDED_KINDS, shard_starts_of, split_by_shard
 from datalint.scan.sources import ScanWarning, SourceDescription, build_source
@@ -122,6 +122,27 @@ def run(
             assert run_id is not None
             dispatcher.write_files(shard_folder, run_id)
         yield from dispatcher.run(iter(todo), total)
+        if dispatcher.files:
+            reduced = reduce_summaries(client, dispatcher.files)
+            if reduced is not None:
+                yield [reduced]
+
+
+def reduce_summaries(client: Any, paths: list[str]) -> shard_writers.FilesSummary | None:
+    """The population summaries of the shard files the tasks wrote, read and merged on the cluster
+    pairwise, level by level (a tree reduce): one summary comes back, not one per shard. None when
+    the cluster could not (the scanner then reads the files itself)."""
+    try:
+        level = client.map(summaries.summary_of_file, paths, pure=False)
+        while len(level) > 1:
+            level = [
+                client.submit(summaries.merge_pair, *level[n : n + 2], pure=False)
+                for n in range(0, len(level), 2)
+            ]
+        return shard_writers.FilesSummary(frozenset(paths), level[0].result())
+    except Exception as exc:  # the cluster's boundary: any failure there costs only this shortcut
+        _warn(f"the shard files' summaries could not be merged on the cluster ({exc}); merging them here")
+        return None
 
 
 @contextlib.contextmanager
@@ -229,6 +250,7 @@ class _Dispatcher:
         self.named_deaths = 0
         self.shard_starts = shard_starts  # a sharded source: one task per whole shard
         self.shard_folder: str | None = None  # set by write_files: tasks write shard files there
+        self.files: list[str] = []  # the shard files the tasks finished
         self.index_run = 0
 
     def write_files(self, folder: str, run_id: int) -> None:
@@ -324,6 +346,7 @@ class _Dispatcher:
         _, shard = self.in_flight.pop(future.key)
         if future.status == "finished" and isinstance(result, shard_writers.ShardFile):
             self._learn_file(result)
+            self.files.append(result.path)
             return [result]
         if future.status == "finished":
             rows: list[Row] = result

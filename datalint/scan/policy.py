@@ -189,36 +189,67 @@ class Population:
 
 def population(db: Any) -> Population:
     """Majorities per field, median size and duration percentiles over the ok samples, overall and
-    per structure family (a mostly-dict dataset with a few tuples and Nones is judged dict by dict)."""
+    per structure family (a mostly-dict dataset with a few tuples and Nones is judged dict by dict).
+
+    A sharded scan builds the same value from its shard files' summaries instead
+    (datalint/scan/summaries.py)."""
+    tally = tally_signatures(
+        db.execute("SELECT signature, COUNT(*) FROM samples WHERE status = 'ok' GROUP BY signature")
+    )
+    sizes = _quantiles(db, "nbytes", (0.5,))
+    durations = _quantiles(db, "duration", (0.5, 0.99))
+    medians = _family_medians(db, tally.root_types, sizes[0])
+    return population_of(tally, sizes[0], durations[0], durations[1], medians)
+
+
+@dataclass(frozen=True)
+class SignatureTally:
+    """The ok samples counted by signature: the fields overall and per family, and the root types
+    (the sample's own type) each family is made of."""
+
+    ok: int
+    fields: dict[str, FieldStats]
+    families: dict[str, tuple[int, dict[str, FieldStats]]]
+    root_types: dict[str, set[str | None]]
+
+
+def tally_signatures(counts: Iterable[tuple[str | None, int]]) -> SignatureTally:
+    """Fold (signature text, ok samples) pairs, in the index's GROUP BY order, into a tally."""
     fields: dict[str, FieldStats] = {}
-    grouped: dict[str, tuple[int, dict[str, FieldStats], set[str | None]]] = {}
+    grouped: dict[str, tuple[int, dict[str, FieldStats]]] = {}
+    root_types: dict[str, set[str | None]] = {}
     ok = 0
-    for text, count in db.execute(
-        "SELECT signature, COUNT(*) FROM samples WHERE status = 'ok' GROUP BY signature"
-    ):
+    for text, count in counts:
         ok += count
         nodes = flatten(json.loads(text) if text else None)
         name = family_name(nodes)
-        members, family_fields, root_types = grouped.get(name, (0, {}, set()))
+        members, family_fields = grouped.get(name, (0, {}))
         root = nodes.get("")
-        root_types.add(root.get("type") if root is not None else None)
-        grouped[name] = (members + count, family_fields, root_types)
+        root_types.setdefault(name, set()).add(root.get("type") if root is not None else None)
+        grouped[name] = (members + count, family_fields)
         for path, node in nodes.items():
             _add_node(fields.setdefault(path, FieldStats()), node, count)
             _add_node(family_fields.setdefault(path, FieldStats()), node, count)
-    sizes = _quantiles(db, "nbytes", (0.5,))
-    durations = _quantiles(db, "duration", (0.5, 0.99))
-    medians = _family_medians(db, {name: types for name, (_, _, types) in grouped.items()}, sizes[0])
+    return SignatureTally(ok, fields, grouped, root_types)
+
+
+def population_of(
+    tally: SignatureTally,
+    median_nbytes: float | None,
+    median_duration: float | None,
+    p99_duration: float | None,
+    family_medians: dict[str, float | None],
+) -> Population:
     families = {
-        name: Family(members, family_fields, medians.get(name))
-        for name, (members, family_fields, _) in grouped.items()
+        name: Family(members, family_fields, family_medians.get(name))
+        for name, (members, family_fields) in tally.families.items()
     }
     return Population(
-        ok=ok,
-        fields=fields,
-        median_nbytes=sizes[0],
-        median_duration=durations[0],
-        p99_duration=durations[1],
+        ok=tally.ok,
+        fields=tally.fields,
+        median_nbytes=median_nbytes,
+        median_duration=median_duration,
+        p99_duration=p99_duration,
         families=families,
     )
 

@@ -9,8 +9,10 @@ source) the scanner writes no sample row of a shard itself:
   child's watchdog, as a dask worker is), and writes the rows into
   `<index>.shards/.<first>-<last>.db.<pid>.part`: one writer per file, never two. Once complete
   the file is fsynced and renamed to `<first>-<last>.db`, and only counts go back to the scanner.
-* The scanner merges the finished files into the index at the end (`merge_shard_indexes`) and
-  derives the findings over the merged index, exactly as after a single-writer scan.
+* Each writer also keeps its file's population summary inside the file (datalint/scan/summaries.py).
+  The scanner merges the finished files into the index at the end (`merge_shard_indexes`) and
+  their summaries into one (a tree reduce; on dask, on the cluster), from which the policy's
+  population comes: the findings equal a single-writer scan's, without a pass that sorts every row.
 * Resume is per shard. A scan killed at any moment leaves finished files, which the next scan
   merges before it plans (so their samples are not measured again), and `.part` files, which it
   discards (their samples are measured again).
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.errors import UsageError
-from datalint.scan import runner, store
+from datalint.scan import runner, store, summaries
 from datalint.scan.progress import outcome
 from datalint.scan.runner import EngineError, RunnerOptions
 from datalint.scan.shards import KEEP_RUN_IDS, SHARDED_KINDS, merge_shard_indexes, split_by_shard
@@ -116,6 +118,7 @@ def write_shard(
     part = final.with_name(part_name(indices, os.getpid()))
     outcomes: Counter[str] = Counter()
     samples, seconds = 0, 0.0
+    counter = summaries.Summarizer()  # the file's population summary, counted as its rows are written
     db = store.open_shard_file(part)
     try:
         for rows in runner.run(description, list(indices), len(indices), options):
@@ -129,8 +132,11 @@ def write_shard(
                 row["run_id"] = run_id
                 outcomes[outcome(row)] += 1
                 seconds += float(row.get("duration") or 0.0)
-            store.write_samples(db, [store.sample_values(row) for row in rows])
+            values = [store.sample_values(row) for row in rows]
+            store.write_samples(db, values)
+            counter.add_values(values)
             samples += len(rows)
+        summaries.write_summary(db.conn, _checked(counter, db.conn))
         db.conn.close()
         _fsync(part)
         os.replace(part, final)
@@ -141,6 +147,12 @@ def write_shard(
             part.unlink()
         raise
     return ShardFile(str(final), samples, dict(outcomes), seconds)
+
+
+def _checked(counter: summaries.Summarizer, connection: Any) -> summaries.PopulationSummary:
+    """The counted summary, or, where a sample's row was written twice (replaced), the file's own."""
+    (rows,) = connection.execute("SELECT count(*) FROM samples").fetchone()
+    return counter.summary() if rows == counter.samples else summaries.summarize(connection)
 
 
 def _fsync(path: Path) -> None:
@@ -155,19 +167,36 @@ def _fsync(path: Path) -> None:
 # The scanner's side: recover what a killed scan left, merge at the end
 
 
-def recover(index_path: str | Path, *, rescan: bool) -> tuple[int, int]:
+@dataclass(frozen=True)
+class MergedFiles:
+    """Shard files merged into the index: how many, their samples, and their merged summary."""
+
+    files: int = 0
+    samples: int = 0
+    summary: summaries.PopulationSummary = dataclasses.field(default_factory=summaries.PopulationSummary)
+
+
+@dataclass(frozen=True)
+class FilesSummary:
+    """The merged summary of some finished shard files, reduced where they were written (dask)."""
+
+    paths: frozenset[str]
+    summary: summaries.PopulationSummary
+
+
+def recover(index_path: str | Path, *, rescan: bool) -> MergedFiles:
     """Before a scan plans: merge the finished shard files a killed scan left and discard its
-    half-written ones. Returns (files merged, samples in them). A `--rescan` discards them all."""
+    half-written ones. A `--rescan` discards them all."""
     folder = folder_of(index_path)
     if not folder.is_dir():
-        return 0, 0
+        return MergedFiles()
     discard_parts(folder)
     if rescan:
         for path in finished_files(folder):
             path.unlink()
         with contextlib.suppress(OSError):
             folder.rmdir()
-        return 0, 0
+        return MergedFiles()
     for path in finished_files(folder):
         if not _readable(path):  # finished, then damaged (a power loss before the disk had it all)
             path.unlink()  # its samples are measured again, as a half-written file's are
@@ -184,16 +213,22 @@ def _readable(path: Path) -> bool:
         return False
 
 
-def merge_finished(index_path: str | Path, *, run_id: int, replace: bool = False) -> tuple[int, int]:
+def merge_finished(
+    index_path: str | Path, *, run_id: int, replace: bool = False, known: FilesSummary | None = None
+) -> MergedFiles:
     """Merge every finished shard file into the index, then remove them and the parts of writers
-    that died (the scan is over: nobody writes them any more). Returns (files, samples).
+    that died (the scan is over: nobody writes them any more).
 
     A row of another run already in the index for one of their samples (the training guard's) is
-    replaced, as the single writer replaces it."""
+    replaced, as the single writer replaces it. The files' summaries are merged too: `known` is
+    the summary of some of them reduced already; the others' are read from the files here (or
+    computed from their rows where a file has none)."""
     folder = folder_of(index_path)
     files = finished_files(folder)
     samples = 0
+    summary = summaries.PopulationSummary()
     if files:
+        summary = _summary_of(files, known)
         samples = merge_shard_indexes(
             index_path, files, run_id=run_id, replace=replace, supersede=True
         ).samples
@@ -203,7 +238,16 @@ def merge_finished(index_path: str | Path, *, run_id: int, replace: bool = False
         discard_parts(folder)
         with contextlib.suppress(OSError):
             folder.rmdir()
-    return len(files), samples
+    return MergedFiles(len(files), samples, summary)
+
+
+def _summary_of(files: Sequence[Path], known: FilesSummary | None) -> summaries.PopulationSummary:
+    names = {path.name for path in files}
+    covered = {Path(path).name for path in known.paths} if known is not None else set()
+    if known is None or not covered <= names:  # it names a file that is gone: read them all here
+        return summaries.merge_all([summaries.summary_of_file(path) for path in files])
+    rest = [summaries.summary_of_file(path) for path in files if path.name not in covered]
+    return summaries.merge_all([known.summary, *rest])
 
 
 def finished_files(folder: Path) -> list[Path]:

@@ -6,16 +6,18 @@ files; the reference is always a single-writer scan (`--shard-index off`) of the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from datalint.scan import shard_writers
+from datalint.scan import dask_backend, policy, shard_writers, summaries
 from datalint.scan.sources import SourceDescription
 from datalint.scan.webdataset import webdataset_description
 from tests.scan.scan_support import rows, run_cli, start_cli
@@ -81,8 +83,10 @@ def test_shard_files_merge_into_the_index_one_writer_makes(
     pattern, single, single_summary = faulty
     db = tmp_path / "sharded.db"
     made = merges(monkeypatch)
+    sources = populations(monkeypatch)
     summary = scan(pattern, db, "--shard-index", "on", "--workers", "2")
     assert made == [(SHARDS, summary["length"])]  # every row came through a shard file, one per shard
+    assert sources == ["summaries"]  # the findings were judged against the files' merged summaries
     assert_same_scan(db, summary, single, single_summary)
     assert summary["scanned"] == single_summary["scanned"] == summary["length"]
     assert not shard_writers.folder_of(db).exists()  # merged, then removed
@@ -146,12 +150,32 @@ def merges(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     made: list[tuple[int, int]] = []
     merge = shard_writers.merge_finished
 
-    def recorded(*args: Any, **kwargs: Any) -> tuple[int, int]:
+    def recorded(*args: Any, **kwargs: Any) -> shard_writers.MergedFiles:
         result = merge(*args, **kwargs)
-        made.append(result)
+        made.append((result.files, result.samples))
         return result
 
     monkeypatch.setattr(shard_writers, "merge_finished", recorded)
+    return made
+
+
+def populations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Where each scan's population came from ("summaries": the shard files' merged summaries;
+    "index": a pass over the index), recorded as it is built."""
+    made: list[str] = []
+    from_summaries, from_index = summaries.population, policy.population
+
+    def by_summaries(*args: Any, **kwargs: Any) -> policy.Population:
+        result = from_summaries(*args, **kwargs)  # a SummaryMismatch is not a population built
+        made.append("summaries")
+        return result
+
+    def by_index(*args: Any, **kwargs: Any) -> policy.Population:
+        made.append("index")
+        return from_index(*args, **kwargs)
+
+    monkeypatch.setattr(summaries, "population", by_summaries)
+    monkeypatch.setattr(policy, "population", by_index)
     return made
 
 
@@ -201,7 +225,9 @@ def stop_mid_scan(pattern: str, db: Path, signum: int) -> int:
 
 
 @pytest.mark.slow
-def test_a_killed_sharded_scan_resumes_shard_by_shard(slow_shards: str, tmp_path: Path) -> None:
+def test_a_killed_sharded_scan_resumes_shard_by_shard(
+    slow_shards: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pattern = slow_shards
     db = tmp_path / "killed.db"
     shards = shard_writers.folder_of(db)
@@ -212,7 +238,10 @@ def test_a_killed_sharded_scan_resumes_shard_by_shard(slow_shards: str, tmp_path
     kept = {index for name in finished for index in index_range(name)}
     cut = {index for name in parts for index in index_range(name)} - kept
 
+    sources = populations(monkeypatch)
     summary = scan(pattern, db, "--shard-index", "on", "--workers", "2")
+    # The earlier run's files (summaries read from them) and this run's: one population, no index pass.
+    assert sources == ["summaries"]
     assert not shards.exists()
     assert f"from {len(finished)} shard file(s) an interrupted scan had finished" in " ".join(
         summary["notes"]
@@ -238,8 +267,17 @@ def test_the_dask_backend_writes_shard_files_on_its_workers(
     pattern, single, single_summary = faulty
     db = tmp_path / "dask.db"
     made = merges(monkeypatch)
+    sources = populations(monkeypatch)
+    reduced: list[shard_writers.FilesSummary | None] = []
+    reduce = dask_backend.reduce_summaries
+    monkeypatch.setattr(
+        dask_backend, "reduce_summaries", lambda *args: reduced.append(reduce(*args)) or reduced[-1]
+    )
     summary = scan(pattern, db, "--shard-index", "on", "--backend", "dask", "--workers", "2")
     assert made == [(SHARDS, summary["length"])]
+    # The summaries were merged on the cluster (a tree reduce over 6 files), and the findings come from that.
+    assert len(reduced) == 1 and reduced[0] is not None and len(reduced[0].paths) == SHARDS
+    assert reduced[0].summary.samples == summary["length"] and sources == ["summaries"]
     assert_same_scan(db, summary, single, single_summary)
     assert not shard_writers.folder_of(db).exists()
 
@@ -277,10 +315,15 @@ def test_recovery_merges_finished_files_and_drops_half_written_and_damaged_ones(
     second = shard_writers.write_shard(description, range(4, 8), RunnerOptions(workers=1), folder, 7)
     assert (first.samples, first.outcomes) == (4, {"ok": 4})
     assert second.outcomes == {"ok": 1, "damaged": 3}  # train-000001.tar: a cut JPEG, bad JSON, bad cls
+    for done in (first, second):  # the summary each writer counted as it wrote is its file's
+        with contextlib.closing(sqlite3.connect(done.path)) as connection:
+            assert summaries.read_summary(connection) == summaries.summarize(connection)
+            assert summaries.summarize(connection).samples == 4
     whole = Path(second.path).read_bytes()
     Path(second.path).write_bytes(whole[: len(whole) // 3])  # finished, then damaged on disk
     (folder / shard_writers.part_name(range(8, 12), 12345)).write_bytes(whole[:4096])  # a writer killed
-    assert shard_writers.recover(db, rescan=False) == (1, 4)
+    recovered = shard_writers.recover(db, rescan=False)
+    assert (recovered.files, recovered.samples) == (1, 4)
     assert not folder.exists()
     assert rows(db, "SELECT idx, run_id FROM samples ORDER BY idx") == [(n, 7) for n in range(4)]
     assert measured(db) == measured(faulty[1])[:4]

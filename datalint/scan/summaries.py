@@ -1,0 +1,395 @@
+"""Population summaries of shard files: small, mergeable, and exact (docs/distributed.md).
+
+The policy judges every sample against its population (`policy.population`): the majority
+structure per field and per structure family, the median size overall and per family, the median
+and p99 duration. Over a merged index of 1e8-1e9 rows that costs a sort of every row by signature
+and a read of two whole columns into memory. A `PopulationSummary` holds what the population is
+made of instead, as counts:
+
+* the ok samples per signature text (a dataset has a handful of distinct signatures);
+* a histogram of sizes per root type (the family medians need them apart) and one of durations,
+  in buckets 1/16 of an octave wide (at most 6.25%): a few hundred buckets, whatever the number
+  of rows. A bucket is the value's binary exponent and the top 4 bits of its mantissa, so its
+  bounds are exact floating-point numbers and SQLite's comparisons agree with the count.
+
+Counts add, so summaries merge associatively and in any order. Each shard writer counts its rows
+as it writes them and keeps the summary inside its file (`write_summary`); the scanner merges
+them (`merge_all`, a tree reduce; on dask the reduce runs on the cluster); and `population`
+builds the very `Population` the policy builds from the index. The quantiles stay exact: the
+histogram says which bucket holds the wanted rank and how many values lie below it, and only
+those buckets' values are read back, grouped by value and in order by SQLite (one row per
+distinct value, streamed: bounded memory however many rows a bucket holds), rather than every row
+sorted by signature and two whole columns in memory. A summary that does not account for every
+row of the index (rows another scan wrote, a bucket whose count differs) raises
+`SummaryMismatch`, and the population is read from the index as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from datalint.scan.policy import Population
+
+SUMMARY_VERSION = 1
+SUMMARY_TABLE = "population_summary"
+PER_OCTAVE = 16  # buckets per doubling of a value: the top 4 bits of the mantissa
+_LOW = -(2**31)  # the bucket of values <= 0
+_HIGH = 2**31  # the bucket of +inf
+_ROOT_TYPE = "json_extract(signature, '$.type')"  # what policy._family_medians groups sizes by
+
+Pairs = tuple[tuple[Any, int], ...]
+
+
+class SummaryMismatch(Exception):
+    """The summary does not describe the index it is read against; read the index instead."""
+
+
+@dataclass(frozen=True)
+class PopulationSummary:
+    """What the population of some rows is made of. Every field is a sorted tuple of pairs, so two
+    summaries of the same rows are equal, whatever order they were merged in."""
+
+    samples: int = 0  # rows of any status
+    ok: int = 0
+    signatures: Pairs = ()  # (signature text or None, ok rows)
+    sizes: tuple[tuple[str | None, Pairs], ...] = ()  # (root type, nbytes histogram) of ok rows
+    durations: Pairs = ()  # the duration histogram of ok rows
+
+    def merge(self, other: PopulationSummary) -> PopulationSummary:
+        sizes: dict[str | None, Counter[int]] = {}
+        for root, histogram in (*self.sizes, *other.sizes):
+            sizes.setdefault(root, Counter()).update(dict(histogram))
+        return PopulationSummary(
+            samples=self.samples + other.samples,
+            ok=self.ok + other.ok,
+            signatures=_added(self.signatures, other.signatures),
+            sizes=tuple(sorted(((root, _pairs(counts)) for root, counts in sizes.items()), key=_text_first)),
+            durations=_added(self.durations, other.durations),
+        )
+
+    def size_histogram(self, roots: Iterable[str | None] | None = None) -> Pairs:
+        """The nbytes histogram of the rows whose root type is in `roots` (all rows: None)."""
+        wanted = None if roots is None else set(roots)
+        total: Counter[int] = Counter()
+        for root, histogram in self.sizes:
+            if wanted is None or root in wanted:
+                total.update(dict(histogram))
+        return _pairs(total)
+
+    def to_json(self) -> str:
+        return json.dumps({"version": SUMMARY_VERSION, **_as_lists(self)}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> PopulationSummary | None:
+        """The summary in `text`; None when it was written by another version (recompute it)."""
+        body = json.loads(text)
+        if body.get("version") != SUMMARY_VERSION:
+            return None
+        return cls(
+            samples=int(body["samples"]),
+            ok=int(body["ok"]),
+            signatures=tuple((text, int(n)) for text, n in body["signatures"]),
+            sizes=tuple((root, tuple((int(b), int(n)) for b, n in pairs)) for root, pairs in body["sizes"]),
+            durations=tuple((int(b), int(n)) for b, n in body["durations"]),
+        )
+
+
+def _as_lists(summary: PopulationSummary) -> dict[str, Any]:
+    return {
+        "samples": summary.samples,
+        "ok": summary.ok,
+        "signatures": [list(pair) for pair in summary.signatures],
+        "sizes": [[root, [list(pair) for pair in pairs]] for root, pairs in summary.sizes],
+        "durations": [list(pair) for pair in summary.durations],
+    }
+
+
+def _text_first(pair: tuple[Any, Any]) -> tuple[int, str]:
+    # The order of SQLite's GROUP BY signature: NULL first, then the text by its bytes (for UTF-8,
+    # the order of code points), so the policy meets the signatures in the order it always has.
+    return (0, "") if pair[0] is None else (1, pair[0])
+
+
+def _pairs(counts: Counter[Any]) -> Pairs:
+    key = _text_first if any(isinstance(k, str) or k is None for k in counts) else None
+    return tuple(sorted(((k, n) for k, n in counts.items() if n), key=key))
+
+
+def _added(a: Pairs, b: Pairs) -> Pairs:
+    total: Counter[Any] = Counter(dict(a))
+    total.update(dict(b))
+    return _pairs(total)
+
+
+def merge_all(parts: Sequence[PopulationSummary]) -> PopulationSummary:
+    """One summary of all `parts`, merged pairwise level by level (a tree reduce, as on dask)."""
+    level = list(parts) or [PopulationSummary()]
+    while len(level) > 1:
+        level = [merge_pair(*level[n : n + 2]) for n in range(0, len(level), 2)]
+    return level[0]
+
+
+def merge_pair(first: PopulationSummary, second: PopulationSummary | None = None) -> PopulationSummary:
+    return first if second is None else first.merge(second)
+
+
+# ----------------------------------------------------------------------------------------------
+# Buckets: [2^(b/16), 2^((b+1)/16)), plus one for values <= 0 and one for +inf
+
+
+def bound(bucket: int) -> float:
+    """The smallest value of a (finite, positive) bucket: exact, (16 + sub) x 2^(exponent - 5)."""
+    exponent, sub = divmod(bucket, PER_OCTAVE)
+    try:
+        return math.ldexp(PER_OCTAVE + sub, exponent - 5)
+    except OverflowError:
+        return math.inf
+
+
+def bucket_of(value: float | int | None) -> int | None:
+    """The bucket a value is counted in; None for no value (None, or NaN, which SQLite stores as NULL)."""
+    if value is None or value != value:
+        return None
+    if value <= 0:
+        return _LOW
+    if math.isinf(value):
+        return _HIGH
+    mantissa, exponent = math.frexp(value)  # value = mantissa x 2^exponent, 0.5 <= mantissa < 1
+    return exponent * PER_OCTAVE + int((mantissa - 0.5) * 2 * PER_OCTAVE)
+
+
+def bucket_clause(column: str, bucket: int) -> tuple[str, list[float]]:
+    """The SQL test (and its parameters) for `column` lying in `bucket`, with the same bounds."""
+    if bucket == _LOW:
+        return f"{column} <= 0", []
+    if bucket == _HIGH:
+        return f"{column} >= ?", [math.inf]
+    return f"{column} >= ? AND {column} < ?", [bound(bucket), bound(bucket + 1)]
+
+
+# ----------------------------------------------------------------------------------------------
+# Summaries of index files
+
+
+class Summarizer:
+    """Counts rows into a summary as they go by: a shard writer's rows as it writes them, or an
+    index file's as they are read back."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self.signatures: Counter[str | None] = Counter()
+        self.sizes: dict[str | None, Counter[int]] = {}
+        self.durations: Counter[int] = Counter()
+        self._roots: dict[str | None, str | None] = {}  # signature text -> its root type
+
+    def add(self, status: str, signature: str | None, nbytes: float | None, duration: float | None) -> None:
+        self.samples += 1
+        if status != "ok":
+            return
+        self.signatures[signature] += 1
+        size = bucket_of(nbytes)
+        if size is not None:
+            root = self._roots.get(signature, _UNSEEN)
+            if root is _UNSEEN:
+                root = self._roots[signature] = root_type(signature)
+            self.sizes.setdefault(root, Counter())[size] += 1
+        seconds = bucket_of(duration)
+        if seconds is not None:
+            self.durations[seconds] += 1
+
+    def add_values(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Rows as `store.sample_values` makes them (SAMPLE_COLUMNS order, JSON as text)."""
+        for row in rows:
+            self.add(row[_STATUS], row[_SIGNATURE], row[_NBYTES], row[_DURATION])
+
+    def summary(self) -> PopulationSummary:
+        return PopulationSummary(
+            samples=self.samples,
+            ok=sum(self.signatures.values()),
+            signatures=_pairs(self.signatures),
+            sizes=tuple(sorted(((root, _pairs(c)) for root, c in self.sizes.items()), key=_text_first)),
+            durations=_pairs(self.durations),
+        )
+
+
+_UNSEEN: Any = object()
+
+
+def _positions() -> tuple[int, int, int, int]:
+    from datalint.scan.store import SAMPLE_COLUMNS
+
+    return tuple(SAMPLE_COLUMNS.index(c) for c in ("status", "signature", "nbytes", "duration"))  # type: ignore[return-value]
+
+
+_STATUS, _SIGNATURE, _NBYTES, _DURATION = _positions()
+
+
+def root_type(signature: str | None) -> str | None:
+    """The sample's own type in a signature text, as SQLite's json_extract(signature, '$.type')."""
+    if not signature:
+        return None
+    try:
+        value = json.loads(signature)
+    except ValueError:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    return kind if isinstance(kind, str) or kind is None else str(kind)
+
+
+def summarize(connection: sqlite3.Connection) -> PopulationSummary:
+    """The summary of every row in an index or shard file, in one read of four columns."""
+    counter = Summarizer()
+    cursor = connection.execute("SELECT status, signature, nbytes, duration FROM samples")
+    for status, signature, nbytes, duration in cursor:
+        counter.add(status, signature, nbytes, duration)
+    return counter.summary()
+
+
+def write_summary(connection: sqlite3.Connection, summary: PopulationSummary) -> None:
+    """Keep `summary` inside the shard file it describes: it is renamed, merged and removed with it."""
+    with connection:
+        connection.execute(f"CREATE TABLE IF NOT EXISTS {SUMMARY_TABLE} (body TEXT NOT NULL)")
+        connection.execute(f"DELETE FROM {SUMMARY_TABLE}")
+        connection.execute(f"INSERT INTO {SUMMARY_TABLE} (body) VALUES (?)", (summary.to_json(),))
+
+
+def read_summary(connection: sqlite3.Connection) -> PopulationSummary | None:
+    """The summary a shard writer kept in its file; None when there is none or of another version."""
+    try:
+        row = connection.execute(f"SELECT body FROM {SUMMARY_TABLE}").fetchone()
+    except sqlite3.OperationalError:  # no such table: a file written before summaries existed
+        return None
+    return PopulationSummary.from_json(row[0]) if row is not None else None
+
+
+def summary_of_file(path: str | Path) -> PopulationSummary:
+    """A shard file's summary: the one its writer kept, or (missing, or of an older version) one
+    computed from its rows now."""
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+        kept = read_summary(connection)
+        return kept if kept is not None else summarize(connection)
+
+
+# ----------------------------------------------------------------------------------------------
+# From a summary back to the policy's population
+
+
+def population(db: Any, summary: PopulationSummary) -> Population:
+    """The `policy.Population` of the index `db`, from a summary of all its rows: equal to
+    `policy.population(db)`. Raises SummaryMismatch when the summary is not the index's."""
+    from datalint.scan import policy
+
+    _check_covers(db, summary)
+    tally = policy.tally_signatures(summary.signatures)
+    roots = tally.root_types
+    wanted: list[tuple[str, frozenset[str | None] | None, Pairs, tuple[float, ...]]] = [
+        ("nbytes", None, summary.size_histogram(), (0.5,)),
+        ("duration", None, summary.durations, (0.5, 0.99)),
+    ]
+    if len(roots) > 1:
+        for family_roots in roots.values():
+            wanted.append(("nbytes", frozenset(family_roots), summary.size_histogram(family_roots), (0.5,)))
+    ranks = {
+        (column, types, q): rank_bucket(histogram, q) for column, types, histogram, qs in wanted for q in qs
+    }
+    counts = {(column, types, bucket): n for column, types, histogram, _ in wanted for bucket, n in histogram}
+    picked: dict[tuple[str, frozenset[str | None] | None, float], float] = {}
+    by_bucket: dict[Wanted, dict[float, int]] = {}
+    for (column, types, q), found in ranks.items():
+        if found is not None:
+            by_bucket.setdefault((column, types, found[0]), {})[q] = found[1]
+    for column in ("nbytes", "duration"):  # one pass over the table per column, for all its buckets
+        mine = {key: offsets for key, offsets in by_bucket.items() if key[0] == column}
+        for (_, types, _bucket), at_ranks in _ranked_values(db, column, mine, counts).items():
+            picked.update({(column, types, q): value for q, value in at_ranks.items()})
+
+    def value(column: str, types: frozenset[str | None] | None, q: float) -> float | None:
+        return picked.get((column, types, q))
+
+    median_nbytes = value("nbytes", None, 0.5)
+    if len(roots) > 1:
+        medians = {name: value("nbytes", frozenset(members), 0.5) for name, members in roots.items()}
+    else:
+        medians = {name: median_nbytes for name in roots}
+    return policy.population_of(
+        tally, median_nbytes, value("duration", None, 0.5), value("duration", None, 0.99), medians
+    )
+
+
+def _check_covers(db: Any, summary: PopulationSummary) -> None:
+    (samples,) = db.execute("SELECT count(*) FROM samples").fetchone()
+    (ok,) = db.execute("SELECT count(*) FROM samples WHERE status = 'ok'").fetchone()
+    if (samples, ok) != (summary.samples, summary.ok):
+        raise SummaryMismatch(
+            f"the summary holds {summary.samples} rows ({summary.ok} ok), the index {samples} ({ok} ok)"
+        )
+
+
+def inverted_cdf_rank(count: int, q: float) -> int:
+    """The 0-based rank numpy's `quantile(method="inverted_cdf")` picks among `count` sorted values."""
+    virtual = count * q - 1
+    below = math.floor(virtual)
+    return max(0, below if virtual == below else below + 1)
+
+
+def rank_bucket(histogram: Pairs, q: float) -> tuple[int, int] | None:
+    """(bucket, rank within it) of the q-quantile (numpy's inverted_cdf) of the values a histogram
+    counts; None when it counts none."""
+    rank, below = inverted_cdf_rank(sum(n for _bucket, n in histogram), q), 0
+    for bucket, n in histogram:
+        if rank < below + n:
+            return bucket, rank - below
+        below += n
+    return None
+
+
+Wanted = tuple[str, "frozenset[str | None] | None", int]  # (column, root types or all, bucket)
+
+
+def _ranked_values(
+    db: Any, column: str, wanted: dict[Wanted, dict[float, int]], expected: dict[Wanted, int]
+) -> dict[Wanted, dict[float, float]]:
+    """For each wanted (column, root types, bucket) with its ranks (q -> rank within the bucket),
+    the values at those ranks among the ok rows, in one pass over the table.
+
+    SQLite groups the buckets' values and hands them over in order, one row per distinct value
+    (and root type) with its count: a bucket of one repeated size (every tensor of one shape) is
+    one row, a bucket of distinct durations streams through in constant memory (SQLite's sorter
+    spills to disk)."""
+    if not wanted:
+        return {}
+    tests, parameters = [], []
+    for bucket in sorted({key[2] for key in wanted}):
+        test, bounds = bucket_clause(column, bucket)
+        tests.append(f"({test})")
+        parameters.extend(bounds)
+    query = (
+        f"SELECT {column}, {_ROOT_TYPE}, count(*) FROM samples WHERE status = 'ok' AND ({' OR '.join(tests)})"
+        " GROUP BY 1, 2 ORDER BY 1"
+    )
+    found: dict[Wanted, dict[float, float]] = {key: {} for key in wanted}
+    below = dict.fromkeys(wanted, 0)
+    for value, root, count in db.execute(query, parameters):
+        in_bucket = bucket_of(value)
+        for key, ranks in wanted.items():
+            _, types, wanted_bucket = key
+            if in_bucket != wanted_bucket or (types is not None and root not in types):
+                continue
+            for q, rank in ranks.items():
+                if q not in found[key] and rank < below[key] + count:
+                    found[key][q] = float(value)
+            below[key] += count
+    for key, seen in below.items():
+        if seen != expected[key]:
+            raise SummaryMismatch(f"bucket {key}: {seen} values in the index, {expected[key]} summarised")
+    return found
