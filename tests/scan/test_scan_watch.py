@@ -7,6 +7,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
@@ -55,6 +56,16 @@ def watching(folder: Path, db: Path, *extra: str) -> Iterator[subprocess.Popen[s
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
+
+
+def read_lines(process: subprocess.Popen[str]) -> tuple[list[str], threading.Thread]:
+    """The watch's stdout lines as they come, read on a thread (a test can wait for a logged update)."""
+    lines: list[str] = []
+    stdout = process.stdout
+    assert stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(iter(stdout.readline, "")), daemon=True)
+    reader.start()
+    return lines, reader
 
 
 def stop(process: subprocess.Popen[str]) -> tuple[str, str]:
@@ -165,12 +176,19 @@ def index_content(db: Path) -> list[tuple[Any, ...]]:
         ).fetchall()
 
 
+def added(lines: list[str]) -> int:
+    """Samples added over the updates a watch logged as JSON lines (the first, resuming one, left out)."""
+    updates = [json.loads(line) for line in list(lines) if line.startswith("{")]
+    return sum((update.get("changes") or {}).get("added", 0) for update in updates[1:])
+
+
 def test_updates_follow_the_event_paths_and_a_folder_event_walks_the_folder(tmp_path: Path) -> None:
     folder, db = tmp_path / "images", tmp_path / "w.db"
     quarantine = tmp_path / "w.quarantine.json"
     for n in range(6):
         write_image(folder / "a" / f"{n:03d}.png")
     with watching(folder, db, "--settle", "0.3s", "--rescan-every", "1h", "--format", "json") as process:
+        lines, reader = read_lines(process)
         wait_for(lambda: count_rows(db) == 6, 30, "the first scan")
         write_image(folder / "a" / "001b.png")  # sorts between two indexed files: positions move
         damage(folder / "a" / "004.png")
@@ -182,8 +200,12 @@ def test_updates_follow_the_event_paths_and_a_folder_event_walks_the_folder(tmp_
         damage(moved_in / "y.png")
         moved_in.rename(folder / "b")  # one event for the folder, none for its files
         wait_for(lambda: count_rows(db) == 8 and "b/y.png" in listed(quarantine), 30, "the folder's files")
-        out, _ = stop(process)
-    updates = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        # The list is written before its update is logged: wait for the line, then stop.
+        wait_for(lambda: added(lines) == 3, 30, "the folder's update to be logged")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+        reader.join(timeout=10)
+    updates = [json.loads(line) for line in lines if line.startswith("{")]
     assert updates[0]["listing"] == "walk"  # the first update resumes from a walk
     changed = [u for u in updates[1:] if u["changes"]["measured"] or u["changes"]["removed"]]
     # The file events of the first change are listed from their paths, without a walk. The moved-in
