@@ -7,6 +7,9 @@ readable when its process exits, before the parent reaps it: one thread sleeps i
 them and reads each status from /proc/PID/stat while the process is still a zombie. It costs
 nothing while nobody dies, so the recorder need not read every process's stat 50 times a second
 to catch a death; it polls only the processes no pidfd watches (none, on Linux 5.3 and later).
+The same thread listens on other file descriptors (the in-flight directory's news FIFO) and calls
+`wake` after each death and each piece of news, so the recorder's loop sleeps until something
+happens instead of polling.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import os
 import select
 import threading
+from collections.abc import Callable
 
 from datalint.flight.sampling import read_stat
 
@@ -21,11 +25,14 @@ from datalint.flight.sampling import read_stat
 class ExitWatcher:
     """Watches pids; `status(pid)` is the waitpid-style status seen at its death, or None."""
 
-    def __init__(self) -> None:
+    def __init__(self, wake: Callable[[], None] | None = None) -> None:
         self.available = hasattr(os, "pidfd_open")
+        self._wake = wake or (lambda: None)  # called from the watcher's thread
         self._pids: dict[int, int] = {}  # pidfd -> pid
         self._statuses: dict[int, int] = {}
         self._died: list[int] = []  # died since the last take_dead()
+        self._listened: set[int] = set()
+        self._news = False
         self._lock = threading.Lock()
         self._poll = select.poll()
         self._wake_read, self._wake_write = os.pipe()
@@ -48,6 +55,22 @@ class ExitWatcher:
         self._poll.register(fd, select.POLLIN)
         os.write(self._wake_write, b"+")  # poll() re-reads its set only when woken
         return True
+
+    def listen(self, fd: int) -> bool:
+        """Wake on data readable from `fd` (drained here; `take_news` says it came)."""
+        if not self.available:
+            return False
+        with self._lock:
+            self._listened.add(fd)
+        self._poll.register(fd, select.POLLIN)
+        os.write(self._wake_write, b"+")
+        return True
+
+    def take_news(self) -> bool:
+        """Whether a listened fd had data since the last call."""
+        with self._lock:
+            news, self._news = self._news, False
+        return news
 
     def take_dead(self) -> list[int]:
         """The watched pids that died since the last call."""
@@ -74,8 +97,19 @@ class ExitWatcher:
             for fd, _ in self._poll.poll():
                 if fd == self._wake_read:
                     os.read(fd, 4096)
-                    continue
-                self._dead(fd)
+                elif fd in self._listened:
+                    self._drain(fd)
+                else:
+                    self._dead(fd)
+
+    def _drain(self, fd: int) -> None:
+        try:
+            os.read(fd, 4096)
+        except BlockingIOError:
+            return
+        with self._lock:
+            self._news = True
+        self._wake()
 
     def _dead(self, fd: int) -> None:
         stat = read_stat(self._pids[fd])  # at once: the parent may reap it any moment
@@ -86,3 +120,4 @@ class ExitWatcher:
             if stat is not None and stat.state == "Z" and stat.exit_code is not None:
                 self._statuses[pid] = stat.exit_code
         os.close(fd)
+        self._wake()

@@ -8,6 +8,9 @@ no fsync. The mapped pages belong to the kernel's page cache, so what the proces
 there after a SIGKILL, a segfault or an abort; when the recorder sees a process die it reads that
 process's file, and the sample in flight is the one the process was reading.
 
+A process that makes its record says so with one byte into the directory's `news` FIFO, which wakes
+the recorder: it learns of a new worker at once without listing the directory 50 times a second.
+
 Standard library only: the recorder imports this module too.
 """
 
@@ -23,6 +26,7 @@ from pathlib import Path
 
 ENVIRONMENT = "DATALINT_RUN_INFLIGHT"
 SUFFIX = ".sample"
+NEWS = "news"  # the FIFO a new record is announced on
 MAGIC = b"DLS1"
 KEY_BYTES = 240  # a longer key is cut
 LONG_SAMPLE_SECONDS = 0.5  # a death this long into a sample says how long
@@ -101,7 +105,39 @@ def open_slot(directory: str | os.PathLike[str], worker: int = -1) -> SampleSlot
     except (OSError, ValueError):
         return None
     RECORD.pack_into(mapping, 0, MAGIC, worker, 0, -1, -1, 0.0, 0, b"", 0)  # the header, and no sample yet
+    announce(directory)
     return SampleSlot(mapping, worker)
+
+
+def announce(directory: str | os.PathLike[str]) -> None:
+    """Wake the recorder: a new record is in `directory`. Never blocks; nobody listening (no FIFO,
+    no reader, a full pipe that will wake it anyway) is no error."""
+    try:
+        fd = os.open(os.path.join(directory, NEWS), os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        os.write(fd, b"+")
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def open_news(directory: Path) -> tuple[int, int] | None:
+    """The recorder's end of the news FIFO: (read fd, a write fd held so that the read end never
+    sees end-of-file between announcements), or None where no FIFO can be made there."""
+    path = directory / NEWS
+    try:
+        os.mkfifo(path, 0o600)
+        reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        return reader, os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        os.close(reader)
+        return None
 
 
 _process: tuple[int, SampleSlot | None] | None = None

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2  # 2: the sample a dying process was reading, on its exit event
+SCHEMA_VERSION = 3  # 2: the sample a dying process was reading, on its exit event; 3: the recorder's CPU
 
 
 TABLES: dict[str, dict[str, str]] = {
@@ -26,7 +26,8 @@ TABLES: dict[str, dict[str, str]] = {
     "system": {"t": "REAL", "shm_used": "INTEGER", "shm_total": "INTEGER", "shm_own": "INTEGER",
                "cgroup_usage": "INTEGER", "cgroup_limit": "INTEGER", "oom": "INTEGER", "oom_kill": "INTEGER",
                "cpu": "REAL", "usable_cpus": "INTEGER", "gpu_memory_used": "INTEGER",
-               "gpu_memory_total": "INTEGER", "gpu_utilization": "INTEGER"},
+               "gpu_memory_total": "INTEGER", "gpu_utilization": "INTEGER",
+               "recorder_cpu": "REAL"},  # the recorder's own CPU since the last row, s per s
     "events": {"t": "REAL", "pid": "INTEGER", "role": "TEXT", "kind": "TEXT", "detail": "TEXT",
                "signal": "INTEGER", "sample_index": "INTEGER", "sample_key": "TEXT", "last_sample": "INTEGER",
                "sample_started": "REAL", "sample_torn": "INTEGER"},
@@ -46,6 +47,10 @@ def open_record(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     db.execute("PRAGMA journal_mode = WAL")
+    # a commit a second without an fsync: each is in the log before the next second, so a crash of
+    # the training (or of the recorder) loses nothing; only the machine's own crash may lose the
+    # seconds since the last checkpoint
+    db.execute("PRAGMA synchronous = NORMAL")
     for name, columns in TABLES.items():
         db.execute(f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in columns.items())})")
     return db

@@ -7,10 +7,11 @@ clock and the way signals and the child's exit wake it.
 
 Workers are not datalint's children, so their exit status is read from /proc/PID/stat while they
 are zombies (before the training process reaps them): a pidfd per process wakes the exit watcher
-at each death (flight/exits.py), and every POLL_SECONDS the loop looks at those deaths, at the
-processes no pidfd watches, and at the in-flight directory for new workers; the full sample is
-taken every SAMPLE_SECONDS. A process's death carries the sample it was reading, from the record
-its `GuardedDataset` keeps in the run's in-flight directory (flight/inflight.py).
+at each death (flight/exits.py), which wakes the loop; so does each new in-flight record, through
+the in-flight directory's news FIFO. Between those the loop sleeps until the full sample, taken
+every SAMPLE_SECONDS: it polls (every POLL_SECONDS) only where the kernel has no pidfds or no FIFO
+could be made. A process's death carries the sample it was reading, from the record its
+`GuardedDataset` keeps in the run's in-flight directory (flight/inflight.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -37,11 +39,12 @@ from datalint.limits import (
 )
 
 SAMPLE_SECONDS = 1.0
-# PSS needs smaps_rollup, which walks the page tables: ~6 ms for a process with torch loaded, so
-# with 8 workers every second it would take 5% of a core. RSS (statm) is read every second; PSS at
-# the start, every PSS_SECONDS, and as soon as the tree's RSS has grown by PSS_GROWTH since PSS was
-# last read (the staircase before an OOM kill, a new epoch's workers). The tree's memory peak uses
-# RSS where PSS was not read.
+# PSS needs smaps_rollup, which walks the page tables: ~5 ms for a process with torch loaded, more
+# for a bigger one, so with 8 workers every second it would take 5% of a core. RSS (statm) is read
+# every second; PSS at the start, every PSS_SECONDS, and as soon as the tree's RSS passes by
+# PSS_GROWTH the highest it had when PSS was read (the staircase before an OOM kill). A new epoch's
+# pool climbing back to the last one's level is no news and costs no PSS read. The tree's memory
+# peak uses RSS where PSS was not read.
 PSS_SECONDS = 30.0
 PSS_GROWTH = 1.05
 POLL_SECONDS = 0.02
@@ -234,17 +237,17 @@ class PssSchedule:
     """When to pay for PSS: see PSS_SECONDS."""
 
     read_at: float | None = None
-    rss_then: int = 0  # the tree's RSS when PSS was last read
+    rss_read: int = 0  # the tree's highest RSS at a PSS read
     rss_now: int = 0
 
     def due(self, now: float) -> bool:
         return (self.read_at is None or now - self.read_at >= PSS_SECONDS
-                or self.rss_now > self.rss_then * PSS_GROWTH)
+                or self.rss_now > self.rss_read * PSS_GROWTH)
 
     def seen(self, now: float, rows: Sequence[dict[str, Any]], with_pss: bool) -> None:
         self.rss_now = sum(row["rss"] or 0 for row in rows)
         if with_pss:
-            self.read_at, self.rss_then = now, self.rss_now
+            self.read_at, self.rss_read = now, max(self.rss_read, self.rss_now)
 
 
 def sample(tree: Tree, now: float, elapsed: float, gpu: sampling.GpuReader, cgroup: CgroupReader,
@@ -341,26 +344,34 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
     started = time.time()
     store.start_run(db, command, started, memory_limit=cgroup.limit,
                     shm_total=sampling.shm_usage()[1], usable_cpus=usable, gpu_source=gpu.source)
-    tree = Tree(child.pid, _exe(child.pid), inflight_dir, ExitWatcher())
+    loop = threading.get_ident()
+    # the watcher wakes the loop with a SIGCHLD, which the loop blocks and waits for
+    exits = ExitWatcher(wake=lambda: signal.pthread_kill(loop, signal.SIGCHLD))
+    tree = Tree(child.pid, _exe(child.pid), inflight_dir, exits)
+    news = inflight.open_news(inflight_dir) if inflight_dir is not None else None
+    listening = news is not None and exits.listen(news[0])
     oom_kills = read_memory_files(cgroup.files)[1].get("oom_kill")
-    last_sample, pss = 0.0, PssSchedule()
+    last_sample, pss, own_cpu = 0.0, PssSchedule(), time.process_time()
     try:
         while True:
-            info = signal.sigtimedwait(WANTED, POLL_SECONDS)
+            info = signal.sigtimedwait(WANTED, _wait(tree, listening, last_sample))
             if info is not None and info.si_signo != signal.SIGCHLD and info.si_code != SI_KERNEL:
                 child.send_signal(info.si_signo)
             now = time.time()
-            discover_recorded(tree, now)
+            if not listening or exits.take_news():
+                discover_recorded(tree, now)
             poll_deaths(tree, now, suspects(tree))
             if child.poll() is not None:
                 break
             if now - last_sample >= SAMPLE_SECONDS:
                 poll_deaths(tree, now)  # all of them, once a second: a watcher's miss is caught here
+                discover_recorded(tree, now)
                 discover(tree, now)
                 elapsed = now - last_sample if last_sample else 0.0
                 with_pss = pss.due(now)
                 rows, system = sample(tree, now, elapsed, gpu, cgroup, usable, with_pss=with_pss)
                 pss.seen(now, rows, with_pss)
+                own_cpu = _recorder_cpu(system, own_cpu, elapsed)
                 oom_kills = _oom_event(tree, system, oom_kills, now)
                 store.write_second(db, rows, system, tree.events, tree.renamed)
                 tree.events, tree.renamed = [], {}
@@ -377,10 +388,27 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
     outcome, number = sampling.describe_status(_wait_status(child.returncode))
     tree.events.append(exit_event(tree, now, child.pid, "main", outcome, number))
     store.finish_run(db, now, child.returncode, outcome, tree.events, tree.renamed)
-    if tree.exits is not None:
-        tree.exits.close()
+    exits.close()
+    for fd in news or ():
+        os.close(fd)
     db.close()
     return outcome
+
+
+def _wait(tree: Tree, listening: bool, last_sample: float) -> float:
+    """How long the loop may sleep: until the next sample, when every death and every new in-flight
+    record wakes it; POLL_SECONDS where something must be polled (no pidfds, no news FIFO)."""
+    if not listening or any(not t.watched for pid, t in tree.live.items() if pid != tree.main_pid):
+        return POLL_SECONDS
+    return max(0.0, last_sample + SAMPLE_SECONDS - time.time())
+
+
+def _recorder_cpu(system: dict[str, Any], before: float, elapsed: float) -> float:
+    """The recorder's own CPU (all its threads) since the last row, as a share of one core, into
+    `system`: what the record cost is in the record. Returns the clock's reading."""
+    now = time.process_time()
+    system["recorder_cpu"] = round((now - before) / elapsed, 5) if elapsed > 0 else None
+    return now
 
 
 def _wait_status(returncode: int) -> int:

@@ -79,6 +79,9 @@ def test_a_worker_killed_mid_epoch_is_named_with_its_signal_and_the_curve_is_rec
     assert all(high is not None and high > 0 for _, _, high in by_role.values())
     # PSS (smaps_rollup) is read every few seconds: the first sample of the run has it
     assert _rows(tmp_path / "run.db", "SELECT count(*) FROM processes WHERE pss > 0")[0][0] >= 1
+    # what the record cost is in the record: the recorder's own CPU, a share of one core a second
+    own = [share for (share,) in _rows(tmp_path / "run.db", "SELECT recorder_cpu FROM system ORDER BY t")]
+    assert own[0] is None and len(own) >= 2 and all(0 <= share < 1 for share in own[1:])
 
 
 def test_the_exit_status_and_output_pass_through_untouched(tmp_path: Path) -> None:

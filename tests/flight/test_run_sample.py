@@ -10,12 +10,14 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 
 from datalint.flight import inflight
 from datalint.flight.diagnosis import diagnose
+from datalint.flight.exits import ExitWatcher
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -164,6 +166,23 @@ def test_a_key_reader_that_raises_leaves_the_index(tmp_path: Path) -> None:
     slot.begin(8, lambda index: str(1 / 0))
     reading = inflight.read(tmp_path, os.getpid())
     assert reading is not None and (reading.index, reading.key) == (8, None)
+
+
+def test_a_new_record_wakes_the_recorder_through_the_news_fifo(tmp_path: Path) -> None:
+    woken = threading.Event()
+    watcher = ExitWatcher(wake=woken.set)
+    news = inflight.open_news(tmp_path)
+    assert news is not None and watcher.listen(news[0])
+    try:
+        assert not woken.wait(0.2) and not watcher.take_news()  # nothing new: nobody woken
+        assert inflight.open_slot(tmp_path) is not None
+        assert woken.wait(5) and watcher.take_news()
+        assert inflight.pids(tmp_path) == [os.getpid()]
+        assert not watcher.take_news()  # told once
+    finally:
+        watcher.close()
+        for fd in news:
+            os.close(fd)
 
 
 def test_a_process_outside_datalint_run_keeps_no_record(tmp_path: Path) -> None:
