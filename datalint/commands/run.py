@@ -25,6 +25,7 @@ EPILOG = """\
 examples:
   datalint run -- python train.py --epochs 1
   datalint run --record runs/crash.db -- python train.py
+  datalint run --index .datalint/train.db -- python train.py
   datalint report --run runs/crash.db -o crash.html
 """
 
@@ -41,6 +42,11 @@ def register(subparsers: Any) -> None:
         "--record", type=Path, default=Path(".datalint/run.db"), metavar="PATH",
         help="the SQLite file the series goes to (default: .datalint/run.db, replaced each run)",
     )
+    parser.add_argument(
+        "--index", type=Path, metavar="PATH",
+        help="the scan's index of the dataset the training reads (`datalint scan --db`): a worker that "
+             "dies unnamed by GuardedDataset is matched against the samples that crashed the scan",
+    )
     parser.add_argument("--quiet", action="store_true", help="no diagnosis, only the exit status")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...")
     parser.set_defaults(run=run)  # the standard library only
@@ -55,8 +61,11 @@ def run(args: argparse.Namespace) -> int:
     from datalint.flight.diagnosis import diagnose
     from datalint.flight.store import load_record
     from datalint.flight.supervise import run_and_record
+    from datalint.flight.suspects import check_index
 
-    result = run_and_record(command, args.record)
+    if args.index is not None:
+        check_index(args.index)
+    result = run_and_record(command, args.record, scan_index=args.index)
     if not args.quiet:
         diagnosis = diagnose(load_record(result.record))
         if diagnosis.bad:

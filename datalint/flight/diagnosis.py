@@ -7,10 +7,12 @@ import os
 import re
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from datalint.flight import suspects
 from datalint.flight.inflight import SampleInFlight, describe
+from datalint.flight.sampling import signal_name
 from datalint.units import human_bytes
 
 OOM_PATTERN = re.compile(r"out of memory|killed process|oom-kill|oom_reaper|segfault", re.IGNORECASE)
@@ -24,6 +26,11 @@ class Death:
     signal: int | None
     t: float
     sample: SampleInFlight | None = None  # what it was reading, when its training kept the record
+    scan: suspects.ScanEvidence | None = None  # else what the scan's index says of its signal
+
+    @property
+    def unnamed(self) -> bool:
+        return self.sample is None or self.sample.index is None
 
 
 @dataclass(frozen=True)
@@ -95,10 +102,10 @@ def _is_death(event: dict[str, Any], run: dict[str, Any]) -> bool:
 
 def diagnose(record: dict[str, Any], kernel: tuple[list[str], str] | None = None) -> Diagnosis:
     run, events = record["run"], record["events"]
-    deaths = tuple(
-        Death(e["pid"], e["role"], e["detail"], e["signal"], e["t"], _sample_of(e))
-        for e in events if _is_death(e, run)
-    )
+    found = [Death(e["pid"], e["role"], e["detail"], e["signal"], e["t"], _sample_of(e))
+             for e in events if _is_death(e, run)]
+    workers_died = any(d.role != "main" for d in found)
+    deaths = tuple(_with_scan(d, run.get("scan_index"), workers_died) for d in found)
     oom_kills = sum(1 for e in events if e["kind"] == "oom_kill")
     bad = bool(run.get("returncode")) or oom_kills > 0 or any(d.role != "main" for d in deaths)
     lines: list[str] = []
@@ -109,6 +116,8 @@ def diagnose(record: dict[str, Any], kernel: tuple[list[str], str] | None = None
     for death in sorted(deaths, key=lambda d: d.t):
         reading = f" {describe(death.sample, death.t)}" if death.sample is not None else ""
         lines.append(f"{death.role} (pid {death.pid}) {death.detail} at {death.t - started:.1f}s{reading}")
+        if death.scan is not None:
+            lines.append(f"  {suspects.describe(death.scan)}")
         for line in kernel_lines:
             if re.search(rf"\b{death.pid}\b", line):
                 lines.append(f"  kernel: {line}")
@@ -122,6 +131,22 @@ def diagnose(record: dict[str, Any], kernel: tuple[list[str], str] | None = None
     lines.extend(_peaks(record))
     lines.extend(_advice(deaths, oom_kills))
     return Diagnosis(True, deaths, oom_kills, tuple(kernel_lines), note, tuple(lines))
+
+
+def _with_scan(death: Death, index: str | None, workers_died: bool) -> Death:
+    """The death with what the scan's index says, where no in-flight record names the sample and
+    `--index` named one: the samples that crashed the scan by its signal; for a main that failed with
+    no worker's death seen (a worker that dies in its first second goes unseen), those that crashed
+    it by any."""
+    if index is None or not death.unnamed:
+        return death
+    if death.signal is not None:
+        found = suspects.evidence(index, signal_name(death.signal))
+    elif death.role == "main" and not workers_died:
+        found = suspects.evidence(index, None)
+    else:
+        return death
+    return replace(death, scan=found) if found is not None else death
 
 
 def _sample_of(event: dict[str, Any]) -> SampleInFlight | None:
@@ -173,4 +198,11 @@ def _crash_advice(deaths: Sequence[Death]) -> list[str]:
                     f"reproduce it alone (`dataset[{index}]` in a plain Python process); "
                     "`datalint scan SPEC` reads every sample in an isolated worker and records each one "
                     "that crashes, and `GuardedDataset(dataset, quarantine=LIST)` keeps them out"]
+    for death in deaths:
+        crash = death.signal in CRASH_SIGNALS or death.signal is None
+        if crash and death.scan is not None and death.scan.suspects:
+            return [f"try: keep the samples the scan saw crash out of the training: `datalint quarantine "
+                    f"{death.scan.path} -o quarantine.json` and `GuardedDataset(dataset, "
+                    "quarantine='quarantine.json')`; `GuardedDataset` alone names the sample for certain "
+                    "next time"]
     return []

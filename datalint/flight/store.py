@@ -14,13 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 3  # 2: the sample a dying process was reading, on its exit event; 3: the recorder's CPU
+# 2: the sample a dying process was reading, on its exit event; 3: the recorder's CPU, the scan's index
+SCHEMA_VERSION = 3
 
 
 TABLES: dict[str, dict[str, str]] = {
     "run": {"id": "INTEGER PRIMARY KEY", "command": "TEXT", "started": "REAL", "finished": "REAL",
             "returncode": "INTEGER", "outcome": "TEXT", "memory_limit": "INTEGER", "shm_total": "INTEGER",
-            "usable_cpus": "INTEGER", "gpu_source": "TEXT"},
+            "usable_cpus": "INTEGER", "gpu_source": "TEXT",
+            "scan_index": "TEXT"},  # the scan's index of the dataset (--index): suspects for an unnamed death
     "processes": {"t": "REAL", "pid": "INTEGER", "role": "TEXT", "rss": "INTEGER", "pss": "INTEGER",
                   "cpu": "REAL", "fds": "INTEGER", "read_bytes": "INTEGER", "write_bytes": "INTEGER"},
     "system": {"t": "REAL", "shm_used": "INTEGER", "shm_total": "INTEGER", "shm_own": "INTEGER",

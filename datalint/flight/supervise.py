@@ -294,8 +294,10 @@ class RunResult:
     record: Path
 
 
-def run_and_record(command: Sequence[str], record: Path, say: Any = None) -> RunResult:
-    """Start `command`, record it until it exits, and return its exit status."""
+def run_and_record(command: Sequence[str], record: Path, say: Any = None,
+                   scan_index: Path | None = None) -> RunResult:
+    """Start `command`, record it until it exits, and return its exit status. `scan_index`, the
+    scan's index of the dataset, is named in the record for the diagnosis."""
     say = say or (lambda text: print(f"datalint run: {text}", file=sys.stderr))
     db = store.open_record(record)
     gpu = sampling.GpuReader()
@@ -316,7 +318,7 @@ def run_and_record(command: Sequence[str], record: Path, say: Any = None) -> Run
 
         raise UsageError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
     try:
-        outcome = _record(child, command, db, gpu, usable, inflight_dir, old_mask)
+        outcome = _record(child, command, db, gpu, usable, inflight_dir, old_mask, scan_index)
     finally:
         _remove(inflight_dir)
     return RunResult(exit_code_of(child.returncode), outcome, record)
@@ -337,13 +339,15 @@ def _remove(directory: Path | None) -> None:
 
 
 def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu: sampling.GpuReader,
-            usable: int, inflight_dir: Path | None, old_mask: set[int | signal.Signals]) -> str:
+            usable: int, inflight_dir: Path | None, old_mask: set[int | signal.Signals],
+            scan_index: Path | None = None) -> str:
     """The loop: poll deaths, sample once a second, until the child exits; then the final events.
     Returns the child's outcome ('killed by SIGKILL')."""
     cgroup = CgroupReader()
     started = time.time()
     store.start_run(db, command, started, memory_limit=cgroup.limit,
-                    shm_total=sampling.shm_usage()[1], usable_cpus=usable, gpu_source=gpu.source)
+                    shm_total=sampling.shm_usage()[1], usable_cpus=usable, gpu_source=gpu.source,
+                    scan_index=str(scan_index.resolve()) if scan_index is not None else None)
     loop = threading.get_ident()
     # the watcher wakes the loop with a SIGCHLD, which the loop blocks and waits for
     exits = ExitWatcher(wake=lambda: signal.pthread_kill(loop, signal.SIGCHLD))
