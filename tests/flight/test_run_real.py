@@ -133,9 +133,22 @@ def test_a_command_that_cannot_start_is_a_usage_error(tmp_path: Path) -> None:
     assert "cannot start" in done.stderr and "internal error" not in done.stderr
 
 
+def _memory_bound_to_v1() -> bool:
+    """Whether the memory controller belongs to a v1 hierarchy (/proc/cgroups: a non-zero hierarchy
+    id): then no cgroup2 mount, even one made by root, can enable it."""
+    try:
+        rows = [line.split() for line in Path("/proc/cgroups").read_text().splitlines()[1:]]
+    except OSError:
+        return False
+    return any(row[0] == "memory" and row[1] != "0" for row in rows if len(row) >= 2)
+
+
 def _cgroup_v2_scope_available() -> str | None:
+    if _memory_bound_to_v1():
+        return ("the memory controller is bound to a cgroup v1 hierarchy here (/proc/cgroups): a cgroup2 "
+                "mount offers no memory.max, so no v2 memory limit can be set")
     if not Path("/sys/fs/cgroup/cgroup.controllers").exists():
-        return "cgroups are v1 here (no /sys/fs/cgroup/cgroup.controllers): no v2 memory limit to set"
+        return "no cgroup2 file system at /sys/fs/cgroup: no v2 memory limit to set"
     probe = subprocess.run(["systemd-run", "--user", "--scope", "-q", "-p", "MemoryMax=64M", "true"],
                            capture_output=True, text=True, timeout=30, check=False)
     if probe.returncode != 0:
