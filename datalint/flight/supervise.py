@@ -41,12 +41,16 @@ from datalint.limits import (
 SAMPLE_SECONDS = 1.0
 # PSS needs smaps_rollup, which walks the page tables: ~5 ms for a process with torch loaded, more
 # for a bigger one, so with 8 workers every second it would take 5% of a core. RSS (statm) is read
-# every second; PSS at the start, every PSS_SECONDS, and as soon as the tree's RSS passes by
-# PSS_GROWTH the highest it had when PSS was read (the staircase before an OOM kill). A new epoch's
-# pool climbing back to the last one's level is no news and costs no PSS read. The tree's memory
-# peak uses RSS where PSS was not read.
+# every second; PSS at the start, as soon as the tree's RSS passes by PSS_GROWTH the highest it had
+# when PSS was read (the staircase before an OOM kill), every PSS_SECONDS while the tree's RSS or
+# the cgroup's usage (which sees copy-on-write pages turn private while RSS stays put) moves by
+# PSS_MOVED, and every PSS_STALE_SECONDS regardless. A training whose memory holds still costs one
+# read in five minutes; a new epoch's pool climbing back to the last one's level costs none. The
+# tree's memory peak uses RSS where PSS was not read.
 PSS_SECONDS = 30.0
+PSS_STALE_SECONDS = 300.0
 PSS_GROWTH = 1.05
+PSS_MOVED = 0.01
 POLL_SECONDS = 0.02
 # The cgroup's usage and OOM counters are read every second from files found once; its limit, which
 # takes a walk of the hierarchy (tens of files on v1, ~3 ms) and rarely changes, every LIMIT_EVERY.
@@ -238,16 +242,28 @@ class PssSchedule:
 
     read_at: float | None = None
     rss_read: int = 0  # the tree's highest RSS at a PSS read
+    rss_then: int = 0  # the tree's RSS and the cgroup's usage at the last PSS read
+    usage_then: int | None = None
     rss_now: int = 0
+    usage_now: int | None = None
 
     def due(self, now: float) -> bool:
-        return (self.read_at is None or now - self.read_at >= PSS_SECONDS
-                or self.rss_now > self.rss_read * PSS_GROWTH)
+        if self.read_at is None or self.rss_now > self.rss_read * PSS_GROWTH:
+            return True
+        waited = now - self.read_at
+        return waited >= PSS_STALE_SECONDS or (waited >= PSS_SECONDS and self._moved())
 
-    def seen(self, now: float, rows: Sequence[dict[str, Any]], with_pss: bool) -> None:
-        self.rss_now = sum(row["rss"] or 0 for row in rows)
+    def _moved(self) -> bool:
+        if self.usage_now is None or self.usage_then is None:
+            return True  # no cgroup to watch: the timer alone
+        return (abs(self.rss_now - self.rss_then) > self.rss_then * PSS_MOVED
+                or abs(self.usage_now - self.usage_then) > self.usage_then * PSS_MOVED)
+
+    def seen(self, now: float, rows: Sequence[dict[str, Any]], usage: int | None, with_pss: bool) -> None:
+        self.rss_now, self.usage_now = sum(row["rss"] or 0 for row in rows), usage
         if with_pss:
             self.read_at, self.rss_read = now, max(self.rss_read, self.rss_now)
+            self.rss_then, self.usage_then = self.rss_now, usage
 
 
 def sample(tree: Tree, now: float, elapsed: float, gpu: sampling.GpuReader, cgroup: CgroupReader,
@@ -374,7 +390,7 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
                 elapsed = now - last_sample if last_sample else 0.0
                 with_pss = pss.due(now)
                 rows, system = sample(tree, now, elapsed, gpu, cgroup, usable, with_pss=with_pss)
-                pss.seen(now, rows, with_pss)
+                pss.seen(now, rows, system["cgroup_usage"], with_pss)
                 own_cpu = _recorder_cpu(system, own_cpu, elapsed)
                 oom_kills = _oom_event(tree, system, oom_kills, now)
                 store.write_second(db, rows, system, tree.events, tree.renamed)
