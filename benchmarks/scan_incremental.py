@@ -9,8 +9,8 @@
 incremental: a folder of small real PNG files (every one decoded by the scan) is scanned in full;
 with `--side 384 --format jpeg`, of photo-sized JPEGs of camera-like content instead (smooth
 colour, solid shapes with sharp edges, sensor-like noise; ~27 KB each at 384 px, as in an
-ImageNet-sized dataset). The default,
-32 px PNGs, costs the scan almost nothing per file: the worst case for the incremental ratio.
+ImageNet-sized dataset). The default, 32 px PNGs, costs the scan almost nothing per file: the
+worst case for the incremental ratio.
 Then 1% of files are added (in the middle of the sorted order, so positions shift), 0.1% replaced
 by damaged versions and 0.1% deleted; the rerun (incremental) is timed against the full scan, and
 its index and list are compared with a full scan of the changed folder into a fresh index.
