@@ -34,6 +34,7 @@ from datalint.scan import store
 
 _TABLE_NAME = "current_samples"
 _TABLE = f"temp.{_TABLE_NAME}"
+_REMOVED = "temp.removed_positions"
 _BATCH = 5000
 _READ_PIECE = 1 << 20
 
@@ -338,14 +339,20 @@ def apply(db: Any, run_id: int, moved: int | None = None) -> None:
     removed samples take no part in it, so it holds after they are gone).
     """
     with store.transaction(db):
+        # The removed positions found by one pass over the index; the statements below then touch
+        # only their rows, by primary key, instead of each testing every row against the source.
+        db.conn.execute(f"CREATE TABLE IF NOT EXISTS {_REMOVED} (idx INTEGER PRIMARY KEY)")
+        db.conn.execute(f"DELETE FROM {_REMOVED}")
+        db.conn.execute(f"INSERT INTO {_REMOVED} SELECT idx FROM samples WHERE {_REMOVED_WHERE}")
         db.conn.execute(
             "INSERT INTO sample_history (key, idx, status, kinds, measured_run, left_run, left_at, reason) "
             "SELECT s.key, s.idx, s.status, (SELECT group_concat(f.kind, ',') FROM findings f "
-            f"WHERE f.idx = s.idx), s.run_id, ?, ?, 'removed' FROM samples s WHERE {_REMOVED_WHERE}",
+            f"WHERE f.idx = s.idx), s.run_id, ?, ?, 'removed' FROM {_REMOVED} r JOIN samples s ON s.idx = r.idx",
             [run_id, store.utc_now("milliseconds")],
         )
-        db.conn.execute(f"DELETE FROM findings WHERE idx IN (SELECT idx FROM samples WHERE {_REMOVED_WHERE})")
-        db.conn.execute(f"DELETE FROM samples WHERE {_REMOVED_WHERE}")
+        db.conn.execute(f"DELETE FROM findings WHERE idx IN (SELECT idx FROM {_REMOVED})")
+        db.conn.execute(f"DELETE FROM samples WHERE idx IN (SELECT idx FROM {_REMOVED})")
+        db.conn.execute(f"DELETE FROM {_REMOVED}")
         db.conn.execute(f"DELETE FROM sample_files WHERE key NOT IN (SELECT key FROM {_TABLE})")
         if moved is None:
             moved = db.execute(_MOVED).fetchone()[0]
