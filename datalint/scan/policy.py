@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -23,7 +24,9 @@ from datalint.scan.images import (
     UNSUPPORTED_KIND,
     UNSUPPORTED_MEANING,
     ShapeThresholds,
+    duplicate_findings,
     index_findings,
+    shape_findings,
 )
 from datalint.text import did_you_mean
 from datalint.units import human_bytes
@@ -378,7 +381,7 @@ def derive_findings(
         for kind, parts in details.items():
             findings.append(Finding(row["idx"], kind, "; ".join(dict.fromkeys(parts)), kind in options.kinds))
     # Image files judged against the whole index: duplicates (content hash), tiny, extreme aspect.
-    found = index_findings(db, shape_thresholds(options))
+    found = image_index_findings(db, shape_thresholds(options))
     findings.extend(Finding(idx, kind, text, kind in options.kinds) for idx, kind, text in found)
     findings.extend(
         Finding(idx, kind, text, kind in options.kinds)
@@ -516,26 +519,68 @@ def quality_rows(db: Any) -> list[tuple[int, str, dict[str, Any]]]:
     cached = _QUALITY_ROWS.get(db) if state is not None else None
     if cached is not None and cached[0] == state:
         return cached[1]
-    # One pass over the images for the scores and the shapes (`image_shapes`); the unscored are
-    # left out here, not in SQL, where a WHERE on the scores would extract them twice.
+    # One pass over the images for the scores, the shapes (`image_shapes`) and the content hashes
+    # (`image_index_findings`); the unscored are left out here, not in SQL, where a WHERE on the
+    # scores would extract them twice.
     read = db.execute(_IMAGES).fetchall()
-    found = [(idx, key, text) for idx, key, text, _shaped, _w, _h in read if text is not None]
+    found = [(idx, key, text) for idx, key, text, _digest, _w, _h in read if text is not None]
     rows = [
         (idx, key if type(key) is str else _image_key(idx, key), parsed)
         for (idx, key, text), parsed in zip(found, _parsed_scores(found), strict=True)
     ]
     if state is not None:
-        shapes = {idx: (int(w), int(h)) for idx, _key, _text, shaped, w, h in read if shaped and w and h}
+        shapes = {
+            idx: (int(w), int(h))
+            for idx, _key, _text, digest, w, h in read
+            if digest is not None and w is not None and w > 0 and h
+        }
         _QUALITY_ROWS[db] = (state, rows)
         _IMAGE_SHAPES[db] = (state, shapes)
+        _IMAGE_FILES[db] = (
+            state,
+            [(idx, key, digest, w, h) for idx, key, _t, digest, w, h in read if digest is not None],
+        )
     return rows
 
 
 _IMAGES = (
-    "SELECT idx, key, json_extract(info, '$.quality'), json_extract(info, '$.sha256') IS NOT NULL "
-    "AND json_extract(info, '$.width') > 0, json_extract(info, '$.width'), json_extract(info, '$.height') "
+    "SELECT idx, key, json_extract(info, '$.quality'), json_extract(info, '$.sha256'), "
+    "json_extract(info, '$.width'), json_extract(info, '$.height') "
     "FROM samples WHERE status = 'ok' ORDER BY idx"
 )
+
+
+def image_index_findings(db: Any, thresholds: ShapeThresholds) -> list[tuple[int, str, str]]:
+    """`images.index_findings` (tiny, extreme aspect, duplicate) from the images `quality_rows`
+    read, so the scan's findings cost no second pass of the index's JSON; read from SQL when
+    that read cannot be kept (nothing to tell a later write by)."""
+    quality_rows(db)
+    state = _index_state(db)
+    cached = _IMAGE_FILES.get(db) if state is not None else None
+    if cached is None or cached[0] != state:
+        return index_findings(db, thresholds)
+    found: list[tuple[int, str, str]] = []
+    by_digest: dict[Any, list[int]] = {}
+    files = cached[1]
+    for position, (idx, _key, digest, w, h) in enumerate(files):
+        by_digest.setdefault(digest, []).append(position)
+        # The same test as SQL's: a side under the least, or the longer over max_aspect times the shorter.
+        if (
+            w is not None
+            and h is not None
+            and (min(w, h) < thresholds.min_side or max(w, h) > thresholds.max_aspect * min(w, h))
+        ):
+            found.extend((idx, f.kind, f.detail) for f in shape_findings(int(w), int(h), thresholds))
+    from datalint.scan.store import read_key
+
+    hashes = {
+        files[position][0]: (read_key(files[position][1]) or f"#{files[position][0]}", files[position][2])
+        for positions in by_digest.values()
+        if len(positions) > 1
+        for position in positions
+    }
+    found.extend((idx, f.kind, f.detail) for idx, f in duplicate_findings(hashes).items())
+    return sorted(found)
 
 
 def _parsed_scores(found: list[tuple[Any, Any, Any]]) -> list[Any]:
@@ -584,19 +629,55 @@ def quality_limits(db: Any, options: PolicyOptions) -> dict[str, quality.KindLim
     if cached is not None and cached[0] == (state, options):
         return cached[1]
     rows = quality_rows(db)
-    scores = {
-        name: [row[2][name] for row in rows if row[2].get(name) is not None] for name in quality.SCORE_NAMES
-    }
+    columns = score_columns(db, rows)
+    if columns is not None:
+        scores = {name: column.tolist() for name, column in columns.items()}
+    else:
+        scores = {
+            name: [row[2][name] for row in rows if row[2].get(name) is not None]
+            for name in quality.SCORE_NAMES
+        }
     limits = quality.kind_limits(scores, quality_thresholds(options), fixed=dict(options.thresholds))
     if state is not None:
         _QUALITY_LIMITS[db] = ((state, options), limits)
     return limits
 
 
+def score_columns(db: Any, rows: list[tuple[int, str, dict[str, Any]]]) -> dict[str, Any] | None:
+    """Each score of `rows` (`quality_rows(db)`) as a float64 array, in the rows' order, read in
+    one pass and kept while the index is unchanged; None unless every image has every score, a
+    number (then the callers take the scores image by image, as they must skip the missing)."""
+    import numpy as np
+
+    state = _index_state(db)
+    cached = _SCORE_COLUMNS.get(db) if state is not None else None
+    if cached is not None and cached[0] == state and cached[1] is rows:
+        return cached[2]
+    getter = operator.itemgetter(*quality.SCORE_NAMES)
+    try:
+        table = np.array([getter(scores) for _idx, _key, scores in rows], dtype=np.float64)
+    except (KeyError, TypeError, ValueError):
+        table = None
+    columns = None
+    if (
+        table is not None
+        and table.shape == (len(rows), len(quality.SCORE_NAMES))
+        and not np.isnan(table).any()
+    ):
+        columns = {name: table[:, order] for order, name in enumerate(quality.SCORE_NAMES)}
+    if state is not None:
+        _SCORE_COLUMNS[db] = (state, rows, columns)
+    return columns
+
+
+_SCORE_COLUMNS: weakref.WeakKeyDictionary[Any, tuple[Any, Any, Any]] = weakref.WeakKeyDictionary()
 _IMAGE_SHAPES: weakref.WeakKeyDictionary[Any, tuple[tuple[int, int], dict[int, tuple[int, int]]]] = (
     weakref.WeakKeyDictionary()
 )
 _QUALITY_LIMITS: weakref.WeakKeyDictionary[Any, tuple[Any, dict[str, quality.KindLimit]]] = (
+    weakref.WeakKeyDictionary()
+)
+_IMAGE_FILES: weakref.WeakKeyDictionary[Any, tuple[tuple[int, int], list[tuple[Any, ...]]]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -609,7 +690,7 @@ def quality_index_findings(
     rows = quality_rows(db)
     found: list[tuple[int, str, str]] = []
     if len(rows) >= options.min_peers:
-        found.extend(_past_limits(rows, quality_limits(db, options)))
+        found.extend(_past_limits(rows, quality_limits(db, options), score_columns(db, rows)))
         found.extend(quality.shape_outliers(image_shapes(db), thresholds, options.min_peers))
     hashed = [(idx, key, scores["phash"]) for idx, key, scores in rows if scores.get("phash")]
     grouping = hash_groups.kept_grouping(db) if keep_groups else None
@@ -620,14 +701,16 @@ def quality_index_findings(
 
 
 def _past_limits(
-    rows: list[tuple[int, str, dict[str, Any]]], limits: dict[str, quality.KindLimit]
+    rows: list[tuple[int, str, dict[str, Any]]],
+    limits: dict[str, quality.KindLimit],
+    known: dict[str, Any] | None = None,
 ) -> list[tuple[int, str, str]]:
     """(index, kind, detail) for each image whose score is past its kind's limit, image by image
     and in the order of the kinds. The scores are compared as arrays, one per score, and a detail
     is written only for an image past a limit: most images are past none."""
     import numpy as np
 
-    columns: dict[str, Any] = {}
+    columns: dict[str, Any] = dict(known or {})  # `score_columns`, when every image has every score
     past: list[tuple[int, int, str, str]] = []  # (row, the kind's order, kind, detail)
     for order, (kind, limit) in enumerate(limits.items()):
         if limit.score not in columns:  # a missing score is NaN, past no limit
