@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from PIL import Image
 from scan_support import rows, run_cli
 
@@ -220,9 +222,9 @@ def test_a_rerun_that_measures_few_files_leaves_the_decoder_imports_to_the_worke
     assert parent["decoders"] == []  # and the scanning process never imported OpenCV
 
 
-def _image_index(path: Path, rng: random.Random) -> Any:
-    """A real index of 300 scored images: scores spread with a few far out, some missing, two of
-    them integers; most images 32x32, a few big, small or banner-shaped."""
+def _image_index(path: Path, rng: random.Random, every_score: bool = False) -> Any:
+    """A real index of 300 scored images: scores spread with a few far out, some missing (none with
+    `every_score`), two of them integers; most images 32x32, a few big, small or banner-shaped."""
     db = store.open_index(path)
     shapes = [(32, 32)] * 280 + [(640, 480)] * 6 + [(8, 8)] * 4 + [(400, 40)] * 5 + [(33, 31)] * 5
     with store.transaction(db):
@@ -233,7 +235,7 @@ def _image_index(path: Path, rng: random.Random) -> Any:
             scores["sharpness"], scores["colorfulness"] = rng.gauss(20, 2), rng.gauss(0.4, 0.05)
             if idx % 37 == 0:
                 scores["highlights"] = rng.choice([0.01, 0.02, 0.99])  # far out, either side
-            if idx % 53 == 0:
+            if idx % 53 == 0 and not every_score:
                 del scores["sharpness"]  # an image without that score is judged by the others
             if idx == 101:
                 scores["entropy"] = scores["shadows"] = 0  # an integer score, at the far end
@@ -245,14 +247,24 @@ def _image_index(path: Path, rng: random.Random) -> Any:
     return db
 
 
-def test_the_population_pass_judges_each_image_as_a_plain_per_image_comparison_would(tmp_path: Path) -> None:
+@pytest.mark.parametrize("every_score", [False, True], ids=["some-scores-missing", "every-score"])
+def test_the_population_pass_judges_each_image_as_a_plain_per_image_comparison_would(
+    tmp_path: Path, every_score: bool
+) -> None:
     """Scores compared as arrays and shapes judged once per distinct shape give, finding for finding
-    and detail for detail, what comparing every image with every limit one by one gives."""
+    and detail for detail, what comparing every image with every limit one by one gives (the
+    scores read as columns when every image has every one, image by image otherwise)."""
     from datalint.scan import policy
 
-    db = _image_index(tmp_path / "scored.db", random.Random(11))
+    db = _image_index(tmp_path / "scored.db", random.Random(11), every_score)
     options = policy.PolicyOptions()
     limits = policy.quality_limits(db, options)
+    per_image = {
+        name: [scores[name] for _idx, _key, scores in policy.quality_rows(db) if scores.get(name) is not None]
+        for name in quality.SCORE_NAMES
+    }
+    thresholds = policy.quality_thresholds(options)
+    assert limits == quality.kind_limits(per_image, thresholds, fixed=dict(options.thresholds))
     expected: list[tuple[int, str, str]] = []
     for idx, _key, scores in policy.quality_rows(db):
         for kind, limit in limits.items():
@@ -297,3 +309,30 @@ def test_new_images_compared_by_blocks_find_every_pair_comparing_with_all_finds(
     every = hash_groups._pairs_with(hashes, fresh, RADIUS, brute_below=1 << 62)
     assert set(by_blocks) == set(every)
     assert len(set(every)) > 100  # the planted pairs are there to find
+
+
+def test_shapes_and_duplicates_judged_from_the_scores_read_equal_the_index_queries(tmp_path: Path) -> None:
+    """`tiny`, `extreme_aspect` and `duplicate` taken from the read the scores come from give what
+    the index's own queries give, finding for finding: shared bytes (a group of three, one of
+    two), tiny and banner images (500x32), a zero width, a missing height, a sample without a key."""
+    from datalint.scan import images, policy
+
+    db = _image_index(tmp_path / "shaped.db", random.Random(5))
+    with store.transaction(db):
+        for idx, digest in [(3, "d1"), (40, "d1"), (77, "d1"), (9, "d2"), (200, "d2"), (150, "d3")]:
+            db.conn.execute(
+                "UPDATE samples SET info = json_set(info, '$.sha256', ?) WHERE idx = ?", [digest, idx]
+            )
+        db.conn.execute("UPDATE samples SET key = NULL WHERE idx = 200")
+        db.conn.execute("UPDATE samples SET info = json_set(info, '$.width', 0) WHERE idx = 12")
+        db.conn.execute("UPDATE samples SET info = json_set(info, '$.width', 500) WHERE idx IN (14, 15)")
+        db.conn.execute("UPDATE samples SET info = json_remove(info, '$.height') WHERE idx = 13")
+        db.conn.execute("UPDATE samples SET info = json_remove(info, '$.sha256') WHERE idx = 290")  # damaged
+    thresholds = policy.shape_thresholds(policy.PolicyOptions())
+    expected = images.index_findings(db, thresholds)
+    found = policy.image_index_findings(db, thresholds)
+    assert found == expected
+    counts = Counter(kind for _idx, kind, _detail in found)
+    assert counts["duplicate"] == 3 and counts["tiny"] == 10 and counts["extreme_aspect"] == 2  # as planted
+    assert (12, "tiny") in {(idx, kind) for idx, kind, _detail in found}  # a zero width is tiny
+    db.close()
