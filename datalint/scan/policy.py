@@ -559,25 +559,25 @@ def image_index_findings(db: Any, thresholds: ShapeThresholds) -> list[tuple[int
     cached = _IMAGE_FILES.get(db) if state is not None else None
     if cached is None or cached[0] != state:
         return index_findings(db, thresholds)
-    found: list[tuple[int, str, str]] = []
-    by_digest: dict[Any, list[int]] = {}
+    import numpy as np
+
     files = cached[1]
-    for position, (idx, _key, digest, w, h) in enumerate(files):
-        by_digest.setdefault(digest, []).append(position)
-        # The same test as SQL's: a side under the least, or the longer over max_aspect times the shorter.
-        if (
-            w is not None
-            and h is not None
-            and (min(w, h) < thresholds.min_side or max(w, h) > thresholds.max_aspect * min(w, h))
-        ):
-            found.extend((idx, f.kind, f.detail) for f in shape_findings(int(w), int(h), thresholds))
+    try:  # a missing side is NaN, past no test, as NULL is in SQL
+        sides = np.array([(w, h) for _idx, _key, _digest, w, h in files], dtype=np.float64).reshape(-1, 2)
+    except (TypeError, ValueError):  # a side that is not a number: SQL compares it its own way
+        return index_findings(db, thresholds)
+    # The same test as SQL's: a side under the least, or the longer over max_aspect times the shorter.
+    short, long = sides.min(axis=1), sides.max(axis=1)
+    odd = (short < thresholds.min_side) | (long > thresholds.max_aspect * short)
+    found: list[tuple[int, str, str]] = []
+    for position in np.flatnonzero(odd).tolist():
+        idx, _key, _digest, w, h = files[position]
+        found.extend((idx, f.kind, f.detail) for f in shape_findings(int(w), int(h), thresholds))
     from datalint.scan.store import read_key
 
+    counts = Counter(digest for _idx, _key, digest, _w, _h in files)
     hashes = {
-        files[position][0]: (read_key(files[position][1]) or f"#{files[position][0]}", files[position][2])
-        for positions in by_digest.values()
-        if len(positions) > 1
-        for position in positions
+        idx: (read_key(key) or f"#{idx}", digest) for idx, key, digest, _w, _h in files if counts[digest] > 1
     }
     found.extend((idx, f.kind, f.detail) for idx, f in duplicate_findings(hashes).items())
     return sorted(found)
