@@ -403,7 +403,15 @@ def _renumber_by_rewrite(db: Any) -> None:
             f"INSERT INTO samples_renumbered ({names}) SELECT coalesce(c.pos, s.idx), {others} "
             f"FROM samples s LEFT JOIN {_TABLE} c ON c.key = s.key ORDER BY 1"
         )
-    db.conn.execute("DROP TABLE samples")
+    # The old table's rows are all in the new one: zeroing its pages as they are freed (builds
+    # with secure_delete on, as Debian's, do by default) writes the whole table once more for
+    # nothing kept secret.
+    secure = db.execute("PRAGMA secure_delete").fetchone()[0]
+    db.conn.execute("PRAGMA secure_delete = 0")
+    try:
+        db.conn.execute("DROP TABLE samples")
+    finally:
+        db.conn.execute(f"PRAGMA secure_delete = {int(secure)}")
     db.conn.execute("PRAGMA legacy_alter_table = ON")  # a user's view on `samples` is left as it is
     try:
         db.conn.execute("ALTER TABLE samples_renumbered RENAME TO samples")
