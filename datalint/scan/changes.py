@@ -347,7 +347,8 @@ def apply(db: Any, run_id: int, moved: int | None = None) -> None:
         db.conn.execute(
             "INSERT INTO sample_history (key, idx, status, kinds, measured_run, left_run, left_at, reason) "
             "SELECT s.key, s.idx, s.status, (SELECT group_concat(f.kind, ',') FROM findings f "
-            f"WHERE f.idx = s.idx), s.run_id, ?, ?, 'removed' FROM {_REMOVED} r JOIN samples s ON s.idx = r.idx",
+            f"WHERE f.idx = s.idx), s.run_id, ?, ?, 'removed' "
+            f"FROM {_REMOVED} r JOIN samples s ON s.idx = r.idx",
             [run_id, store.utc_now("milliseconds")],
         )
         db.conn.execute(f"DELETE FROM findings WHERE idx IN (SELECT idx FROM {_REMOVED})")
