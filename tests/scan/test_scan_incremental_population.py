@@ -293,22 +293,28 @@ def test_the_population_pass_judges_each_image_as_a_plain_per_image_comparison_w
     db.close()
 
 
-def test_new_images_compared_by_blocks_find_every_pair_comparing_with_all_finds() -> None:
+@pytest.mark.parametrize("radius", [RADIUS, 10], ids=["radius-plus-one-blocks", "near-values-in-four-blocks"])
+def test_new_images_compared_by_blocks_find_every_pair_comparing_with_all_finds(radius: int) -> None:
     """The block lookup a large index takes for its new images against every comparison: chains two
-    bits apart, hashes a few bits apart in every block, and one hash shared by many images."""
+    bits apart, hashes a few bits apart in every block, and one hash shared by many images (radius
+    3: exact blocks; radius 10, the default: values 1-2 bits off in 16-bit blocks)."""
     import numpy as np
 
     rng = random.Random(8)
     values = list(_chained_hashes(rng, 3000).values())
     for n in range(0, 400, 4):  # within the radius of the one before: 3 bits anywhere, in one block or three
         values[n + 1] = values[n] ^ sum(1 << bit for bit in rng.sample(range(64), 3))
+    spread = sum(1 << ((k % 4) * 16 + k // 4) for k in range(radius))  # `radius` bits, over every block
+    for n in range(400, 480, 4):  # at the radius exactly: the closest block as far off as it can be
+        values[n + 1] = values[n] ^ spread
     values[2000:2060] = [values[1999]] * 60
     hashes = np.array(values, dtype=np.uint64)
-    fresh = sorted(set(rng.sample(range(len(values)), 120)) | {0, 1, 1999, 2010})
-    by_blocks = hash_groups._pairs_with(hashes, fresh, RADIUS, brute_below=0)
-    every = hash_groups._pairs_with(hashes, fresh, RADIUS, brute_below=1 << 62)
+    fresh = sorted(set(rng.sample(range(len(values)), 120)) | {0, 1, 1999, 2010} | set(range(400, 480, 4)))
+    by_blocks = hash_groups._pairs_with(hashes, fresh, radius, brute_below=0)
+    every = hash_groups._pairs_with(hashes, fresh, radius, brute_below=1 << 62)
     assert set(by_blocks) == set(every)
     assert len(set(every)) > 100  # the planted pairs are there to find
+    assert {(n, n + 1) for n in range(400, 480, 4)} <= set(by_blocks)
 
 
 def test_shapes_and_duplicates_judged_from_the_scores_read_equal_the_index_queries(tmp_path: Path) -> None:
