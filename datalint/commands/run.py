@@ -44,8 +44,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--index", type=Path, metavar="PATH",
-        help="the scan's index of the dataset the training reads (`datalint scan --db`): a worker that "
-             "dies unnamed by GuardedDataset is matched against the samples that crashed the scan",
+        help="the index `datalint scan --db PATH` wrote for the dataset the training reads: a worker "
+             "that dies unnamed by GuardedDataset is matched against the samples that crashed the scan",
     )
     parser.add_argument("--quiet", action="store_true", help="no diagnosis, only the exit status")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...")
