@@ -43,6 +43,7 @@ from datalint.scan import store
 logger = logging.getLogger("datalint.service")
 
 SNAPSHOT_DIR = "served"  # beside index.db: the last full build, for a restarted service
+SAVE_GRACE_S = 60.0  # at stop, how long a snapshot being written may take to finish
 _SAMPLES = b', "samples": '
 State = tuple[Any, ...]
 
@@ -137,9 +138,14 @@ class ListKeeper:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop keeping the lists; a snapshot being saved is finished first."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        # A save cut short leaves the previous snapshot, and a restart must then build the list again
+        # before its first GET (seconds for 1M entries): wait for the one under way, if any.
+        if self._saving.acquire(timeout=SAVE_GRACE_S):
+            self._saving.release()
 
     def _loop(self) -> None:
         for name in self.names():

@@ -348,3 +348,29 @@ def test_a_list_appended_to_many_times_is_served_whole_over_http(tmp_path: Path)
             assert samples == [*bad_indices(30, 10), 100, 101, 102, 103, 104]
     finally:
         server.stop()
+
+
+def test_stopping_while_the_list_is_saved_finishes_the_save(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datalint.service import lists
+
+    registry.lists.served_list("ds")  # built and saved
+    _ingest(registry, [IncomingFailure(99, "img/99.jpg", "OSError", "late")])  # appended, not saved
+    published = registry.lists.current("ds")
+    assert published is not None
+    writing, real_write = threading.Event(), lists._write_atomically
+
+    def slow_write(path: Path, parts: tuple[bytes, ...]) -> None:  # a large list on a slow disk
+        writing.set()
+        time.sleep(0.3)
+        real_write(path, parts)
+
+    monkeypatch.setattr(lists, "_write_atomically", slow_write)
+    saver = threading.Thread(target=registry.lists._save, args=("ds",))
+    saver.start()
+    assert writing.wait(timeout=10)
+    registry.lists.stop()  # as SIGTERM's shutdown does, mid-save
+    meta = registry.index_path("ds").parent / lists.SNAPSHOT_DIR / "list.meta.json"
+    assert json.loads(meta.read_text())["etag"] == published.etag  # the snapshot is whole at stop
+    saver.join(timeout=10)
