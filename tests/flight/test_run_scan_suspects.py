@@ -66,10 +66,15 @@ def test_an_unguarded_worker_killed_by_a_sample_is_named_from_the_scan(tmp_path:
     done = _run(tmp_path, "run", "--index", "index.db", "--", sys.executable, "train.py")
 
     assert done.returncode == 1, done.stderr  # torch raises in the main process
-    assert "killed by SIGSEGV" in done.stderr
-    said = "saw sample 37 (key img/0037.png) crash a worker with SIGSEGV: most likely the one it was reading"
-    assert said in done.stderr, done.stderr
-    assert "not named by an in-flight record; the scan's index" in done.stderr
+    if "killed by SIGSEGV" in done.stderr:
+        said = "saw sample 37 (key img/0037.png) crash a worker with SIGSEGV: most likely the one it was"
+        assert f"{said} reading" in done.stderr, done.stderr
+        assert "not named by an in-flight record; the scan's index" in done.stderr
+    else:
+        # On a loaded machine the worker can die before the recorder's first look at the tree: then
+        # no worker's death is seen, and the failed main gets the scan's crashes by any signal.
+        assert "no worker's death was seen" in done.stderr, done.stderr
+        assert "saw sample 37 (key img/0037.png) [SIGSEGV] crash a worker" in done.stderr, done.stderr
     assert "datalint quarantine" in done.stderr
 
 
