@@ -14,6 +14,8 @@ worst case for the incremental ratio.
 Then 1% of files are added (in the middle of the sorted order, so positions shift), 0.1% replaced
 by damaged versions and 0.1% deleted; the rerun (incremental) is timed against the full scan, and
 its index and list are compared with a full scan of the changed folder into a fresh index.
+With `--phases`, DATALINT_FINE_PHASES=1 also times the steps inside the phases (the walk, the
+renumbering, recording file states, reading the scores and the stored groups, regrouping).
 
 statwalk: a folder of empty files: the listing plus one stat per file plus loading them into the
 index's table of current samples, as an incremental scan does before comparing; wall time and
@@ -195,6 +197,23 @@ for module, name, label in [
     (policy, "derive_findings", "findings over the whole index"),
     (hash_groups, "update_groups", "  of which near-duplicate groups"),
     (api, "_write_quarantine", "list writing"),
+]:
+    timed(module, name, label)
+import os
+from datalint.scan import images, sources, store
+for module, name, label in [] if not os.environ.get("DATALINT_FINE_PHASES") else [
+    (images, "list_image_files", "    listing: the walk"),
+    (sources, "fingerprint", "    the keys' fingerprint"),
+    (changes, "take_recorded_states", "    recorded states"),
+    (changes, "_renumber_by_rewrite", "    renumbering by rewrite"),
+    (changes, "record_added_files", "    recording added files' states"),
+    (changes, "record_files", "    recording measured files' states"),
+    (policy, "quality_rows", "    reading the images' scores"),
+    (hash_groups, "_stored", "    reading stored groups"),
+    (hash_groups, "_regroup", "    regrouping"),
+    (store, "write_findings", "    writing findings"),
+    (api, "_record_policy", "    recording the policy"),
+    (api, "_counts", "    counting"),
 ]:
     timed(module, name, label)
 sys.argv = ["datalint", *sys.argv[1:]]

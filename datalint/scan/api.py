@@ -510,7 +510,8 @@ def _plan_changes(
         return _Plan(None, measured, changes=found, notes=(f"incremental: {found.describe()}",))
     run_id = _start_run(index, description, options, length, print_, workers, found)
     changes_.apply(index, run_id, moved=found.moved)
-    changes_.record_added_files(index)  # a scan killed from here on resumes without measuring them twice
+    # A scan killed from here on resumes without measuring the added files twice.
+    changes_.record_added_files(index, found.todo)
     todo = found.ranges()
     return _Plan(
         todo or None,

@@ -248,7 +248,7 @@ def load_current(db: Any, rows: Iterable[tuple[Any, ...]]) -> str | None:
         if any(row[0] is None for row in batch):
             return "some samples have no key"
         with store.transaction(db):
-            db.conn.executemany(f"INSERT OR IGNORE INTO {_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?)", batch)
+            db.conn.executemany(_INSERT_CURRENT, batch)
         total += len(batch)
     kept = db.execute(f"SELECT COUNT(*) FROM {_TABLE}").fetchone()[0]
     if kept != total:
@@ -262,6 +262,14 @@ def load_current(db: Any, rows: Iterable[tuple[Any, ...]]) -> str | None:
     if unkeyed is not None:
         return "the index holds samples measured without keys"
     return None
+
+
+# A current sample's rowid is its position + 1, so the few an incremental scan measures are found
+# by rowid, not by a pass over every current sample.
+_INSERT_CURRENT = (
+    f"INSERT OR IGNORE INTO {_TABLE} (rowid, key, pos, size, mtime_ns, inode, content, stated) "
+    "VALUES (?2 + 1, ?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+)
 
 
 def _batches(rows: Iterable[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
@@ -456,19 +464,24 @@ def _renumber(db: Any, moves: list[tuple[int, int]]) -> None:
         db.conn.execute("CREATE INDEX IF NOT EXISTS idx_samples_key ON samples (key)")
 
 
-def record_added_files(db: Any) -> None:
-    """Record the state of files no scan has measured yet, before measuring them.
+def record_added_files(db: Any, positions: Iterable[int] | None = None) -> None:
+    """Record the state of files no scan has measured yet, before measuring them; `positions`:
+    the only current samples that can be such (an incremental scan's `Changes.todo`).
 
     Safe because such a sample counts as added until a row of it is written, whatever its state;
     once measured (even if the scanner is then killed) its state is on record. A changed file's
     state is recorded only after it is measured again (`record_files`).
     """
+    select = (
+        "INSERT OR REPLACE INTO sample_files (key, size, mtime_ns, inode, content) "
+        f"SELECT c.key, c.size, c.mtime_ns, c.inode, c.content FROM {_TABLE} c "
+        f"WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.key = c.key AND {_SCANNED})"
+    )
     with store.transaction(db):
-        db.conn.execute(
-            "INSERT OR REPLACE INTO sample_files (key, size, mtime_ns, inode, content) "
-            f"SELECT c.key, c.size, c.mtime_ns, c.inode, c.content FROM {_TABLE} c "
-            f"WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.key = c.key AND {_SCANNED})"
-        )
+        if positions is None:
+            db.conn.execute(select)
+        else:
+            db.conn.executemany(f"{select} AND c.rowid = ? + 1", ((position,) for position in positions))
 
 
 def record_files(db: Any, run_id: int) -> None:
@@ -482,6 +495,8 @@ def record_files(db: Any, run_id: int) -> None:
             "JOIN samples s ON s.key = c.key WHERE s.run_id = ?",
             [run_id],
         )
+        if db.execute(f"SELECT 1 FROM {_TABLE} WHERE content IS NOT NULL LIMIT 1").fetchone() is None:
+            return  # no content hashed by this walk (no --verify-content): nothing to add
         # The same file (by key, one primary-key lookup each) with a hash this walk computed.
         same_file = (
             f"FROM {_TABLE} c WHERE c.key = sample_files.key AND c.content IS NOT NULL "

@@ -271,3 +271,64 @@ def test_a_file_that_changes_while_it_is_measured_is_measured_again(tmp_path: Pa
     again = scan_in_child(*args)  # the state on record is the one from before the rewrite
     assert again["scanned"] == 1 and again["changes"]["changed"] == 1
     assert scan_in_child(*args)["scanned"] == 0
+
+
+SLOW_NEW_FILES = FOLDER_DATASET + '''
+
+class SlowOnNew(Folder):
+    """The files named new-* take a quarter of a second each to load."""
+
+    def __getitem__(self, index):
+        if "new-" in self.samples[index][0]:
+            import time
+            time.sleep(0.25)
+        return super().__getitem__(index)
+'''
+
+
+@pytest.mark.slow
+def test_an_incremental_scan_killed_while_measuring_resumes_without_measuring_a_file_twice(
+    tmp_path: Path,
+) -> None:
+    import signal
+    import subprocess
+    import time
+
+    from scan_support import PYTHON, ROOT
+
+    root = tmp_path / "tree"
+    for n in range(6):
+        write_image(root / "cat" / f"{n:03d}.png")
+    (tmp_path / "slow_ds.py").write_text(SLOW_NEW_FILES)
+    db = tmp_path / "s.db"
+    args = ("--dataset", f"{tmp_path / 'slow_ds.py'}:SlowOnNew({str(root)!r})", "--db", str(db))
+    assert scan_in_child(*args)["scanned"] == 6
+    added = [write_image(root / "cat" / f"new-{n:02d}.png") for n in range(16)]
+    child = subprocess.Popen(
+        [PYTHON, "-m", "datalint", "scan", *args, "--workers", "1", "--progress", "none"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while _new_rows(db) < 3 and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.wait(timeout=30)
+    measured = _new_rows(db)
+    assert 3 <= measured < len(added), "the scan was to be killed in the middle of the added files"
+
+    resumed = scan_in_child(*args)
+    assert resumed["scanned"] == len(added) - measured  # each file measured once in all
+    assert resumed["changes"]["added"] == len(added) - measured and resumed["changes"]["changed"] == 0
+    assert _new_rows(db) == len(added)
+
+
+def _new_rows(db: Path) -> int:
+    """Rows of the new-* files the index holds, read as another process would."""
+    try:
+        with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5)) as connection:
+            query = "SELECT count(*) FROM samples WHERE key LIKE '%new-%'"
+            return int(connection.execute(query).fetchone()[0])
+    except sqlite3.OperationalError:  # the table being written for the first time
+        return 0
