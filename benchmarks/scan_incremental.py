@@ -124,9 +124,19 @@ class Files:
 
 
 def make_folder(folder: Path, count: int, files: Files = Files()) -> None:
+    """`count` files in 100 sub-folders, written by one process per core (100k photos take minutes)."""
+    from concurrent.futures import ProcessPoolExecutor
+
     for d in range(100):
         (folder / f"d{d:02d}").mkdir(parents=True, exist_ok=True)
-    for n in range(count):
+    pieces = [(folder, range(start, min(count, start + 1000)), files) for start in range(0, count, 1000)]
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        for _ in pool.map(_write_files, *zip(*pieces, strict=True)):
+            pass
+
+
+def _write_files(folder: Path, numbers: range, files: Files) -> None:
+    for n in numbers:
         (folder / files.name(n)).write_bytes(files.content(n))
 
 
