@@ -138,55 +138,130 @@ def scan(
     *,
     db: str | os.PathLike[str] | None = None,
     quarantine: str | os.PathLike[str] | None = None,
+    config: str | os.PathLike[str] | bool = False,
+    kinds: str | Sequence[str] | None = None,
+    timeout: float | None = None,
+    setup_timeout: float | None = None,
     workers: int | None = None,
-    timeout: float = 60.0,
-    label: Sequence[str] = (),
-    require: Sequence[str] = (),
+    max_bytes: int | str | None = None,
+    max_pixels: int | None = None,
     num_classes: int | None = None,
     ignore_index: int | None = None,
-    max_bytes: int | None = None,
-    kinds: str | Sequence[str] | None = None,
+    require: str | Sequence[str] | None = None,
+    label: str | Sequence[str] | None = None,
+    ext: str | Sequence[str] | None = None,
+    all_frames: bool | None = None,
+    scores: bool | None = None,
+    verify_content: bool | None = None,
+    incremental: bool | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    against: str | os.PathLike[str] | None = None,
     rescan: bool = False,
-    incremental: bool = True,
-    verify_content: bool = False,
     progress: str = "none",
     backend: str = "local",
     scheduler: str | None = None,
     shard_index: str = "auto",
 ) -> ScanSummary:
-    """Scan every sample of a dataset (a spec string such as "mymod:ds", or a dataset object) in
-    isolated workers; write the index and the quarantine list; return the summary.
+    """Scan every sample of a dataset (a spec string such as "mymod:ds", a dataset object, or a
+    source description such as `images_description(folder=...)`) in isolated workers; write the
+    index and the quarantine list; return the summary.
+
+    The settings between `kinds` and `thresholds` are the keys of `[tool.datalint.scan]` (with `_`
+    for `-`), checked as the file's are; None is "not given": the file's value with `config`, else
+    the default (`datalint docs config`). `config=True` reads the nearest configuration above the
+    current directory, as `datalint scan` does, `config=PATH` that file; by default none is read.
+    `ext`, `max_pixels`, `all_frames` and `scores` apply to image files (an image folder, webdataset
+    shards, Parquet images) and replace the description's own values when given.
 
     With an index of the same source, only what changed since is measured (`incremental=False`
     refuses a changed dataset instead); `summary.changes` says what changed."""
-    labels = tuple(label)
-    if isinstance(dataset, SourceDescription):
-        description = dataset
-    elif isinstance(dataset, str):
-        description = SourceDescription.make("dataset", dataset, labels=labels)
-    else:
-        description = adopt_dataset(dataset, labels)
+    from datalint.scan import settings as settings_
+
+    keywords = {
+        "kinds": kinds, "timeout": timeout, "setup_timeout": setup_timeout, "workers": workers,
+        "max_bytes": max_bytes, "max_pixels": max_pixels, "num_classes": num_classes,
+        "ignore_index": ignore_index, "require": require, "label": label, "ext": ext,
+        "all_frames": all_frames, "scores": scores, "verify_content": verify_content,
+        "incremental": incremental,
+    }  # fmt: skip
+    chosen = settings_.keyword_settings(keywords, thresholds, config)
+    values = chosen.values
+    labels = tuple(values["label"])
     options = ScanOptions(
-        workers=workers,
-        timeout=timeout,
+        workers=values["workers"],
+        timeout=values["timeout"],
+        setup_timeout=values["setup-timeout"],
         labels=labels,
         policy=PolicyOptions(
-            kinds=policy.parse_kinds(kinds),
-            timeout=timeout,
-            num_classes=num_classes,
-            ignore_index=ignore_index,
-            require=tuple(require),
-            max_bytes=max_bytes,
+            kinds=policy.parse_kinds(values["kinds"]),
+            timeout=values["timeout"],
+            num_classes=values["num-classes"],
+            ignore_index=values["ignore-index"],
+            require=tuple(values["require"]),
+            max_bytes=values["max-bytes"],
+            thresholds=chosen.thresholds,
+            against=_against_index(against),
         ),
         rescan=rescan,
-        incremental=incremental,
-        verify_content=verify_content,
+        incremental=values["incremental"],
+        verify_content=values["verify-content"],
         progress=progress,
         backend=backend,
         scheduler=scheduler,
         shard_index=shard_index,
     )
-    return scan_source(description, options, db=db, quarantine=quarantine)
+    description = _with_image_settings(_description_of(dataset, labels), values, chosen.origins)
+    summary = scan_source(description, options, db=db, quarantine=quarantine)
+    note = settings_.from_file_note(chosen, hint="")
+    return summary if note is None else dataclasses.replace(summary, notes=(note, *summary.notes))
+
+
+def _description_of(dataset: Any, labels: tuple[str, ...]) -> SourceDescription:
+    if isinstance(dataset, SourceDescription):
+        return dataset
+    if isinstance(dataset, str):
+        return SourceDescription.make("dataset", dataset, labels=labels)
+    return adopt_dataset(dataset, labels)
+
+
+# The image settings and the description option each sets, by the source kinds that read it.
+_IMAGE_SETTINGS: dict[str, tuple[str, frozenset[str]]] = {
+    "max-pixels": ("max_pixels", frozenset({"images", "webdataset", "parquet"})),
+    "all-frames": ("all_frames", frozenset({"images", "webdataset", "parquet"})),
+    "scores": ("scores", frozenset({"images"})),
+    "ext": ("extensions", frozenset({"images"})),
+}
+
+
+def _with_image_settings(
+    description: SourceDescription, values: Mapping[str, Any], origins: Mapping[str, str]
+) -> SourceDescription:
+    """The description with the image settings a keyword or the file gave (`datalint scan --images
+    DIR --ext png`); a dataset's samples are not image files, so its description is left as it is."""
+    from datalint.scan.settings import DEFAULT
+
+    options = dict(description.options)
+    for name, (option, kinds) in _IMAGE_SETTINGS.items():
+        if origins[name] == DEFAULT or description.kind not in kinds:
+            continue
+        if option != "extensions":
+            options[option] = values[name]
+        elif "extensions" in options:  # not for a file list or a dataset's files: each named file is scanned
+            from datalint.scan.images import normalize_extensions
+
+            options[option] = normalize_extensions(values[name])
+    if options == dict(description.options):
+        return description
+    return SourceDescription.make(description.kind, description.spec, **options)
+
+
+def _against_index(path: str | os.PathLike[str] | None) -> str | None:
+    """The other split's index as an absolute path (stored with the run), checked to exist."""
+    if path is None:
+        return None
+    if not Path(path).is_file():
+        raise UsageError(f"against={str(path)!r}: no scan index there; scan the other split first")
+    return str(Path(path).resolve())
 
 
 def default_index_path(spec: str, kind: str = "dataset") -> Path:

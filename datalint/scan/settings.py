@@ -15,7 +15,8 @@ set of arguments whichever way each value came.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -225,9 +226,24 @@ def resolve(
     args: argparse.Namespace, keys: Mapping[str, Key] = KEYS, cwd: Path | None = None
 ) -> ScanSettings:
     """Flags over the file over the defaults, for the keys a command has (`keys`)."""
-    from datalint.scan.policy import merged_thresholds, parse_thresholds
+    from datalint.scan.policy import parse_thresholds
 
-    source = configuration_file(args, cwd)
+    given = {name: (key.from_flag(args), key.flag) for name, key in keys.items() if key.given(args)}
+    flagged = parse_thresholds(getattr(args, "threshold", None))
+    return layered(given, flagged, "--threshold", configuration_file(args, cwd), keys)
+
+
+def layered(
+    given: Mapping[str, tuple[Any, str]],
+    given_limits: Iterable[tuple[str, float]],
+    limits_origin: str,
+    source: Path | None,
+    keys: Mapping[str, Key] = KEYS,
+) -> ScanSettings:
+    """What the caller gave (`given`: key -> (value, where from)) over the file `source` over the
+    defaults; limits merged kind by kind. The CLI's flags and `datalint.scan()`'s keywords both."""
+    from datalint.scan.policy import merged_thresholds
+
     values: dict[str, Any] = {}
     limits: dict[str, float] = {}
     where = ""
@@ -236,17 +252,74 @@ def resolve(
     effective: dict[str, Any] = {}
     origins: dict[str, str] = {}
     for name, key in keys.items():
-        if key.given(args):
-            effective[name], origins[name] = key.from_flag(args), key.flag
+        if name in given:
+            effective[name], origins[name] = given[name]
         elif name in values:
             effective[name], origins[name] = values[name], where
         else:
             effective[name], origins[name] = key.default, DEFAULT
-    flagged = parse_thresholds(getattr(args, "threshold", None))
-    in_file = where[:-1] + ".thresholds]" if where else ""
-    threshold_origins = {name: in_file for name in limits} | {name: "--threshold" for name, _ in flagged}
-    thresholds = merged_thresholds(limits.items(), flagged)
+    given_limits = tuple(given_limits)
+    in_file = limits_where(where)
+    threshold_origins = {name: in_file for name in limits} | {name: limits_origin for name, _ in given_limits}
+    thresholds = merged_thresholds(limits.items(), given_limits)
     return ScanSettings(effective, origins, thresholds, threshold_origins, source, where)
+
+
+def limits_where(where: str) -> str:
+    """`FILE [tool.datalint.scan]` -> `FILE [tool.datalint.scan.thresholds]` (empty for none)."""
+    return where[:-1] + f".{THRESHOLDS_KEY}]" if where else ""
+
+
+API = "datalint.scan()"
+
+
+def keyword_settings(
+    keywords: Mapping[str, Any],
+    thresholds: Mapping[str, Any] | None,
+    config: str | os.PathLike[str] | bool = False,
+    cwd: Path | None = None,
+) -> ScanSettings:
+    """`datalint.scan()`'s keywords (None: not given) over the file `config` names over the defaults.
+
+    The keywords are checked by the keys' own converters and the limits by `policy.threshold_problem`,
+    so a bad value raises the `ConfigError` the file would, worded for the keyword
+    (`datalint.scan(): max_bytes must be a size such as ...`)."""
+    table: dict[str, Any] = {}
+    for keyword, value in keywords.items():
+        if value is not None:
+            table[keyword.replace("_", "-")] = list(value) if isinstance(value, tuple | frozenset) else value
+    if thresholds is not None:
+        table[THRESHOLDS_KEY] = dict(thresholds) if isinstance(thresholds, Mapping) else thresholds
+    try:
+        values, limits = table_settings(table, API)
+    except ConfigError as exc:  # the keyword as Python spells it, not as the file does
+        raise ConfigError(_python_spelling(str(exc))) from None
+    given = {name: (value, f"{API} {name.replace('-', '_')}=") for name, value in values.items()}
+    return layered(given, limits.items(), f"{API} thresholds=", configuration_argument(config, cwd))
+
+
+def _python_spelling(message: str) -> str:
+    prefix = f"{API}: "
+    rest = message.removeprefix(prefix)
+    for name in sorted(KEYS, key=len, reverse=True):
+        if rest.startswith(name) and "-" in name:
+            return prefix + name.replace("-", "_") + rest[len(name) :]
+    return message
+
+
+def configuration_argument(config: str | os.PathLike[str] | bool, cwd: Path | None = None) -> Path | None:
+    """`datalint.scan(config=...)`: False reads no file, True the nearest one above the cwd (as the
+    CLI finds it), a path that file."""
+    if config is False:
+        return None
+    if config is True:
+        return find_pyproject(cwd or Path.cwd())
+    if isinstance(config, bool) or not isinstance(config, str | os.PathLike):
+        raise ConfigError(f"{API}: config must be a path, True or False, got {config!r}")
+    path = Path(config)
+    if not path.is_file():
+        raise ConfigError(f"{API}: config={str(config)!r}: no such file")
+    return path
 
 
 def apply(
@@ -294,15 +367,16 @@ def _shown(value: Any) -> Any:
     return value
 
 
-def from_file_note(settings: ScanSettings) -> str | None:
+def from_file_note(settings: ScanSettings, hint: str = " (--show-settings lists them all)") -> str | None:
     """One line naming the file and the keys it set, or None when it set none: a value from a
     project file should never be a surprise in a scan's outcome."""
     keys = [name for name, origin in settings.origins.items() if origin == settings.where and settings.where]
+    in_file = limits_where(settings.where)
     keys += [f"{THRESHOLDS_KEY}.{name}" for name, origin in settings.threshold_origins.items()
-             if origin != "--threshold"]  # fmt: skip
+             if origin == in_file and in_file]  # fmt: skip
     if not keys:
         return None
-    return f"settings from {settings.source}: {', '.join(keys)} (--show-settings lists them all)"
+    return f"settings from {settings.source}: {', '.join(keys)}{hint}"
 
 
 def settings_text(settings: ScanSettings) -> str:
