@@ -278,12 +278,14 @@ def keyword_settings(
     thresholds: Mapping[str, Any] | None,
     config: str | os.PathLike[str] | bool = False,
     cwd: Path | None = None,
+    where: str = API,
 ) -> ScanSettings:
     """`datalint.scan()`'s keywords (None: not given) over the file `config` names over the defaults.
 
     The keywords are checked by the keys' own converters and the limits by `policy.threshold_problem`,
     so a bad value raises the `ConfigError` the file would, worded for the keyword
-    (`datalint.scan(): max_bytes must be a size such as ...`)."""
+    (`datalint.scan(): max_bytes must be a size such as ...`). `where` names who gave them (a served
+    dataset's table), for the origins `--show-settings` prints."""
     table: dict[str, Any] = {}
     for keyword, value in keywords.items():
         if value is not None:
@@ -294,8 +296,12 @@ def keyword_settings(
         values, limits = table_settings(table, API)
     except ConfigError as exc:  # the keyword as Python spells it, not as the file does
         raise ConfigError(_python_spelling(str(exc))) from None
-    given = {name: (value, f"{API} {name.replace('-', '_')}=") for name, value in values.items()}
-    return layered(given, limits.items(), f"{API} thresholds=", configuration_argument(config, cwd))
+    if where == API:
+        given = {name: (value, f"{API} {name.replace('-', '_')}=") for name, value in values.items()}
+        limits_origin = f"{API} thresholds="
+    else:
+        given, limits_origin = {name: (value, where) for name, value in values.items()}, where
+    return layered(given, limits.items(), limits_origin, configuration_argument(config, cwd))
 
 
 def _python_spelling(message: str) -> str:
@@ -429,3 +435,21 @@ def verdict_keys() -> dict[str, Key]:
     """The keys `datalint quarantine` uses: those that decide verdicts from what is measured."""
     return {name: key for name, key in KEYS.items() if key.verdict}
 
+
+def as_flags(values: Mapping[str, Any], thresholds: Mapping[str, float] | None = None) -> list[str]:
+    """The command line that sets `values` (key -> converted value, as `table_settings` gives them)
+    and the limits: what a `datalint watch` started for a served dataset is given."""
+    flags: list[str] = []
+    for name, value in values.items():
+        key = KEYS[name]
+        if isinstance(key.default, bool):  # --all-frames, --no-scores, --no-incremental, ...
+            if value != key.default:
+                flags.append(f"--{name}" if value else f"--no-{name}")
+        elif isinstance(value, list):
+            for item in value:
+                flags += [f"--{name}", str(item)]
+        elif value is not None:
+            flags += [f"--{name}", str(value)]
+    for kind, limit in (thresholds or {}).items():
+        flags += ["--threshold", f"{kind}={limit!r}"]
+    return flags

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from datalint import __version__
 from datalint.service import overview
 from datalint.service.auth import Authenticator
-from datalint.service.config import NAME_PATTERN, ConfigError, ServiceConfig
+from datalint.service.config import NAME_PATTERN, ConfigError, ServiceConfig, dataset_settings
 from datalint.service.ingest import IncomingFailure, IngestWriter
 from datalint.service.jobs import MODES, Job, JobManager
 from datalint.service.lists import index_state
@@ -157,6 +157,10 @@ class DatasetOut(BaseModel):
     interval: float | None
     watch: bool
     watcher: WatcherOut | None = None  # present once the service has started a watcher for it
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="each scan setting of its scans: {name: {value, from}}, as `scan --show-settings`",
+    )
 
 
 class DatasetList(BaseModel):
@@ -239,6 +243,7 @@ class Service:
             interval=dataset.interval,
             watch=dataset.watch,
             watcher=self._watcher(name),
+            settings=dataset_settings(dataset)["settings"],
         )
 
     def _watcher(self, name: str) -> WatcherOut | None:

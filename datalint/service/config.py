@@ -9,9 +9,14 @@ tokens = "tokens.toml"
 [[datasets]]
 name = "train"
 images = "/data/train"      # or: dataset = "mypkg.data:train_ds"
-workers = 2                 # scan options: workers, timeout, kinds, label, num-classes, ...
+workers = 2                 # every key of [tool.datalint.scan]: workers, timeout, kinds, label,
+kinds = ["default", "dark"] #   max-bytes, max-pixels, scores, require, ... (`datalint docs config`)
+config = "../pyproject.toml"  # optional: a project's [tool.datalint.scan], under this table's keys
 interval = "6h"             # rescan every 6 hours (or watch = true: rescan when files change,
                             #   with settle = "2s", rescan-every = "1h", or for a spec poll = "5m")
+
+[datasets.thresholds]       # the limits of [tool.datalint.scan.thresholds], for this dataset
+dark = 0.1
 """
 
 from __future__ import annotations
@@ -46,17 +51,12 @@ _SERVICE_KEYS = {
 # uvicorn's HTTP parsers and event loops; "auto" takes httptools and uvloop where installed
 HTTP_IMPLEMENTATIONS = ("auto", "h11", "httptools")
 LOOP_IMPLEMENTATIONS = ("auto", "asyncio", "uvloop")
+# A dataset's own keys; besides them it takes every key of `[tool.datalint.scan]` (`scan_keys()`).
 _DATASET_KEYS = {
     "name",
     "images",
     "dataset",
-    "workers",
-    "timeout",
-    "kinds",
-    "label",
-    "num-classes",
-    "ignore-index",
-    "max-bytes",
+    "config",
     "watch",
     "interval",
     "backend",
@@ -216,43 +216,18 @@ def _dataset(entry: Any, n: int | None, source: Path, base: Path) -> DatasetConf
     table = f"datasets[{n}]" if n is not None else "dataset"
     if not isinstance(entry, dict):
         raise ConfigError(f"{source}: {table}: expected a table")
-    _no_unknown(entry, _DATASET_KEYS, source, table)
     name = entry.get("name")
     if name is None:
         raise ConfigError(f"{source}: {table}.name: missing (every dataset needs a name)")
     if not valid_name(name):
         raise ConfigError(f"{source}: {table}.name: {name!r} is not a valid dataset name ({NAME_RULE})")
     table = f"datasets[{n}] ({name})" if n is not None else f"dataset {name}"
+    _no_unknown_dataset_key(entry, source, table)
     images = _path(entry, "images", source, base, table)
     spec = _typed(entry, "dataset", str, source, table, None)
     if (images is None) == (spec is None):
         raise ConfigError(f"{source}: {table}: give exactly one of images = DIR or dataset = SPEC")
-    options: dict[str, Any] = {}
-    for key, kind in (("workers", int), ("num-classes", int), ("ignore-index", int), ("max-bytes", int)):
-        value = _typed(entry, key, kind, source, table, None)
-        if value is not None:
-            if value < 0 and key != "ignore-index":
-                raise ConfigError(f"{source}: {table}.{key}: expected a non-negative integer, got {value}")
-            options[key.replace("-", "_")] = value
-    timeout = entry.get("timeout")
-    if timeout is not None:
-        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
-            raise ConfigError(f"{source}: {table}.timeout: expected a positive number of seconds")
-        options["timeout"] = float(timeout)
-    kinds = entry.get("kinds")
-    if kinds is not None:
-        if isinstance(kinds, list) and all(isinstance(k, str) for k in kinds):
-            kinds = ",".join(kinds)
-        if not isinstance(kinds, str):
-            raise ConfigError(f"{source}: {table}.kinds: expected a string or a list of strings")
-        options["kinds"] = kinds
-    labels = entry.get("label")
-    if labels is not None:
-        if isinstance(labels, str):
-            labels = [labels]
-        if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
-            raise ConfigError(f"{source}: {table}.label: expected a string or a list of strings")
-        options["label"] = list(labels)
+    options = _scan_options(entry, source, table, base)
     backend = _typed(entry, "backend", str, source, table, None)
     if backend is not None:
         if backend not in ("local", "dask"):
@@ -280,6 +255,74 @@ def _dataset(entry: Any, n: int | None, source: Path, base: Path) -> DatasetConf
         interval=interval,
         watch_options=watch_options,
     )
+
+
+def dataset_settings(dataset: DatasetConfig) -> dict[str, Any]:
+    """Each scan setting of the dataset's scans, its value and where it comes from (the dataset's
+    table, its `config` file or the default): `scan --show-settings --format json`'s document."""
+    from datalint.scan.settings import KEYS, THRESHOLDS_KEY, keyword_settings, settings_document
+
+    options = dataset.scan_options
+    keywords = {key: value for key, value in options.items() if key.replace("_", "-") in KEYS}
+    project = options.get("config")
+    settings = keyword_settings(
+        keywords, options.get(THRESHOLDS_KEY), project or False, where=f"[[datasets]] {dataset.name}"
+    )
+    return settings_document(settings)
+
+
+def scan_keys() -> tuple[str, ...]:
+    """The scan settings a dataset takes: `[tool.datalint.scan]`'s keys, spelled as there."""
+    from datalint.scan.settings import KEYS, THRESHOLDS_KEY
+
+    return (*KEYS, THRESHOLDS_KEY)
+
+
+def _no_unknown_dataset_key(entry: dict[str, Any], source: Path, table: str) -> None:
+    from datalint.scan.policy import THRESHOLDS
+    from datalint.scan.settings import THRESHOLDS_KEY
+
+    for key in entry:
+        if key in THRESHOLDS:  # a limit where a key goes: say where it belongs
+            raise ConfigError(
+                f"{source}: {table}.{key}: unknown key: a limit goes in the thresholds table "
+                f"({THRESHOLDS_KEY}.{key} = ..., or [datasets.{THRESHOLDS_KEY}] under the [[datasets]] table)"
+            )
+    _no_unknown(entry, _DATASET_KEYS | set(scan_keys()), source, table)
+
+
+def _scan_options(entry: dict[str, Any], source: Path, table: str, base: Path) -> dict[str, Any]:
+    """`datalint.scan()`'s keywords from a dataset's scan keys, checked as `[tool.datalint.scan]` is
+    (`datalint.scan.settings.table_settings`: the same converters, ranges and messages)."""
+    from datalint.config import ConfigError as ScanConfigError
+    from datalint.scan.settings import THRESHOLDS_KEY, table_settings
+
+    given = {key: value for key, value in entry.items() if key in scan_keys()}
+    try:
+        values, limits = table_settings(given, f"{source}: {table}")
+    except ScanConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    options: dict[str, Any] = {key.replace("-", "_"): value for key, value in values.items()}
+    if limits:
+        options[THRESHOLDS_KEY] = limits
+    project = _path(entry, "config", source, base, table)
+    if project is not None:
+        options["config"] = str(_project_settings(project, source, table))
+    return options
+
+
+def _project_settings(project: Path, source: Path, table: str) -> Path:
+    """`config = "pyproject.toml"`: a project's `[tool.datalint.scan]`, checked now, read by each scan."""
+    from datalint.config import ConfigError as ScanConfigError
+    from datalint.scan.settings import file_settings
+
+    if not project.is_file():
+        raise ConfigError(f"{source}: {table}.config: {project}: no such file")
+    try:
+        file_settings(project)
+    except ScanConfigError as exc:
+        raise ConfigError(f"{source}: {table}.config: {exc}") from None
+    return project
 
 
 def _interval(value: Any, source: Path, table: str, key: str = "interval") -> float | None:

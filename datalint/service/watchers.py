@@ -63,16 +63,28 @@ def watch_command(dataset: DatasetConfig, registry: Registry) -> list[str]:
         "--progress",
         "none",
     ]
-    options = dict(dataset.scan_options)
+    command += _scan_flags(dataset.scan_options)
+    options: dict[str, Any] = {}
     if registry.config.scheduler:
-        options.setdefault("backend", "dask")
-        options.setdefault("scheduler", registry.config.scheduler)
+        options.update(backend="dask", scheduler=registry.config.scheduler)
+    if "backend" in dataset.scan_options:  # the dataset's own choice wins over the service's
+        options["backend"] = dataset.scan_options["backend"]
     options.update(dataset.watch_options)  # settle, poll, rescan_every: seconds
     for key, value in options.items():
-        flag = "--" + key.replace("_", "-")
-        for one in value if isinstance(value, list) else [value]:
-            command += [flag, str(one)]
+        command += ["--" + key.replace("_", "-"), str(value)]
     return command
+
+
+def _scan_flags(scan_options: dict[str, Any]) -> list[str]:
+    """The dataset's scan settings as `datalint watch` flags. The watcher reads no project file but
+    the dataset's `config` (`--isolated` otherwise), as the service's own scan jobs do."""
+    from datalint.scan.settings import KEYS, THRESHOLDS_KEY, as_flags
+
+    values = {key.replace("_", "-"): value for key, value in scan_options.items()}
+    given = {name: value for name, value in values.items() if name in KEYS}
+    project = scan_options.get("config")
+    where = ["--config", str(project)] if project else ["--isolated"]
+    return where + as_flags(given, scan_options.get(THRESHOLDS_KEY))
 
 
 class Watchers:
