@@ -127,10 +127,24 @@ class DatasetIn(_Strict):
     name: str = Field(pattern=NAME_PATTERN.pattern)
     images: str | None = Field(None, min_length=1, max_length=4096)
     dataset: str | None = Field(None, min_length=1, max_length=4096)
+    interval: float | None = Field(None, gt=0, le=10**9)
+    # [tool.datalint.scan]'s keys (`_` for `-`), checked as the file's are (a 422 naming the key)
     workers: int | None = Field(None, ge=0, le=4096)
     timeout: float | None = Field(None, gt=0, le=86_400)
-    kinds: str | None = Field(None, max_length=1024)
-    interval: float | None = Field(None, gt=0, le=10**9)
+    setup_timeout: float | None = Field(None, ge=0, le=86_400)
+    kinds: str | list[str] | None = Field(None, max_length=1024)
+    max_bytes: int | str | None = Field(None, description="bytes, or a size such as '64MB'")
+    max_pixels: int | None = Field(None, ge=1)
+    num_classes: int | None = Field(None, ge=1)
+    ignore_index: int | None = None
+    require: list[str] | None = Field(None, max_length=256)
+    label: list[str] | None = Field(None, max_length=256)
+    ext: list[str] | None = Field(None, max_length=256)
+    all_frames: bool | None = None
+    scores: bool | None = None
+    verify_content: bool | None = None
+    incremental: bool | None = None
+    thresholds: dict[str, float] | None = Field(None, description="limits by name, e.g. {\"dark\": 0.1}")
 
     @model_validator(mode="after")
     def _one_source(self) -> DatasetIn:
