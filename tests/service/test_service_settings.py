@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -38,8 +39,8 @@ def write_images(folder: Path) -> Path:
     return folder
 
 
-def entries(document: dict[str, object]) -> list[tuple[str, list[str]]]:
-    return [(sample["key"], sample["kinds"]) for sample in document["samples"]]  # type: ignore[attr-defined, index]
+def entries(document: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    return [(sample["key"], sample["kinds"]) for sample in document["samples"]]
 
 
 def cli_list(images: Path, project: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[str]]]:
