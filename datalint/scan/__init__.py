@@ -7,6 +7,7 @@ module is imported, the attribute `datalint.scan` is this package, and calling i
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 from typing import Any
@@ -17,6 +18,12 @@ class _CallableModule(types.ModuleType):
         from datalint.scan.api import scan
 
         return scan(*args, **kwargs)
+
+    @property
+    def __signature__(self) -> inspect.Signature:  # help(), IDEs and inspect see scan()'s keywords
+        from datalint.scan.api import scan
+
+        return inspect.signature(scan)
 
 
 sys.modules[__name__].__class__ = _CallableModule

@@ -14,7 +14,6 @@ from scan_support import run_cli
 
 import datalint
 from datalint.config import ConfigError
-from datalint.scan import api as scan_api
 from datalint.scan.images import images_description
 from datalint.scan.settings import KEYS, THRESHOLDS_KEY
 
@@ -48,7 +47,7 @@ def listed(path: str | Path) -> tuple[list[tuple[str, list[str]]], list[str]]:
 
 
 def test_scan_takes_every_key_of_the_scan_table() -> None:
-    parameters = inspect.signature(scan_api.scan).parameters
+    parameters = inspect.signature(datalint.scan).parameters  # also once datalint.scan is the package
     for name in (*KEYS, THRESHOLDS_KEY):
         keyword = parameters[name.replace("-", "_")]
         assert keyword.kind is inspect.Parameter.KEYWORD_ONLY and keyword.default is None, name
