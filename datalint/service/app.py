@@ -29,9 +29,16 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from datalint import __version__
+from datalint.errors import UsageError
 from datalint.service import overview
 from datalint.service.auth import Authenticator
-from datalint.service.config import NAME_PATTERN, ConfigError, ServiceConfig, dataset_settings
+from datalint.service.config import (
+    NAME_PATTERN,
+    ConfigError,
+    DatasetConfig,
+    ServiceConfig,
+    dataset_settings,
+)
 from datalint.service.ingest import IncomingFailure, IngestWriter
 from datalint.service.jobs import MODES, Job, JobManager
 from datalint.service.lists import index_state
@@ -144,7 +151,7 @@ class DatasetIn(_Strict):
     scores: bool | None = None
     verify_content: bool | None = None
     incremental: bool | None = None
-    thresholds: dict[str, float] | None = Field(None, description="limits by name, e.g. {\"dark\": 0.1}")
+    thresholds: dict[str, float] | None = Field(None, description='limits by name, e.g. {"dark": 0.1}')
 
     @model_validator(mode="after")
     def _one_source(self) -> DatasetIn:
@@ -174,6 +181,9 @@ class DatasetOut(BaseModel):
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="each scan setting of its scans: {name: {value, from}}, as `scan --show-settings`",
+    )
+    settings_error: str | None = Field(
+        None, description="why the settings cannot be read now (its config file)"
     )
 
 
@@ -257,8 +267,16 @@ class Service:
             interval=dataset.interval,
             watch=dataset.watch,
             watcher=self._watcher(name),
-            settings=dataset_settings(dataset)["settings"],
+            **self._settings(dataset),
         )
+
+    def _settings(self, dataset: DatasetConfig) -> dict[str, Any]:
+        # Checked at start; only a dataset's `config` file, edited since, can fail here (and its next
+        # scan with it): say so beside the dataset rather than fail the whole listing.
+        try:
+            return {"settings": dataset_settings(dataset)["settings"]}
+        except UsageError as exc:  # the scan's ConfigError, as the scan job would meet it
+            return {"settings_error": str(exc)}
 
     def _watcher(self, name: str) -> WatcherOut | None:
         for state in self.watchers.states():

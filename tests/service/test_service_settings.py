@@ -98,6 +98,14 @@ def test_a_served_dataset_with_limits_serves_the_list_the_cli_makes(
         )
         assert refused.status_code == 422
         assert "thresholds: unknown limit 'drak' (did you mean 'dark'?)" in refused.text
+
+        # Each scan reads the project's table: broken after the start, it is shown and the scan says why.
+        (project / "pyproject.toml").write_text("[tool.datalint.scan.thresholds]\nnear_duplicate = 40\n")
+        shown = server.request("GET", "/v1/datasets/project", token="reader").json()
+        assert "near_duplicate must be a whole number from 0 to 32, got 40" in shown["settings_error"]
+        job = server.request("POST", "/v1/datasets/project/scans").json()
+        failed = server.wait_job(job["id"])
+        assert failed["state"] == "failed" and "near_duplicate must be" in failed["error"], failed
     finally:
         server.stop()
 
