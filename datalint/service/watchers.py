@@ -76,15 +76,22 @@ def watch_command(dataset: DatasetConfig, registry: Registry) -> list[str]:
 
 
 def _scan_flags(scan_options: dict[str, Any]) -> list[str]:
-    """The dataset's scan settings as `datalint watch` flags. The watcher reads no project file but
-    the dataset's `config` (`--isolated` otherwise), as the service's own scan jobs do."""
-    from datalint.scan.settings import KEYS, THRESHOLDS_KEY, as_flags
+    """The dataset's scan settings as `datalint watch` flags, under `--isolated`: the watcher reads no
+    project file itself. A dataset's `config` is merged here, with a scan job's precedence (the
+    dataset's keys over the project's), so a key the dataset switched off stays off."""
+    from datalint.errors import UsageError
+    from datalint.scan.settings import DEFAULT, KEYS, THRESHOLDS_KEY, as_flags, keyword_settings
 
-    values = {key.replace("_", "-"): value for key, value in scan_options.items()}
-    given = {name: value for name, value in values.items() if name in KEYS}
+    keywords = {key: value for key, value in scan_options.items() if key.replace("_", "-") in KEYS}
+    limits = scan_options.get(THRESHOLDS_KEY)
     project = scan_options.get("config")
-    where = ["--config", str(project)] if project else ["--isolated"]
-    return where + as_flags(given, scan_options.get(THRESHOLDS_KEY))
+    try:
+        settings = keyword_settings(keywords, limits, project or False)
+    except UsageError:  # the project file broke since the start: the watcher's log says why (exit 2)
+        given = {key.replace("_", "-"): value for key, value in keywords.items()}
+        return ["--config", str(project), *as_flags(given, limits)]
+    given = {name: value for name, value in settings.values.items() if settings.origins[name] != DEFAULT}
+    return ["--isolated", *as_flags(given, dict(settings.thresholds))]
 
 
 class Watchers:

@@ -139,6 +139,34 @@ def test_a_watched_dataset_gets_the_same_settings_on_its_command_line(tmp_path: 
     )
 
 
+def test_a_watcher_takes_a_projects_settings_under_the_datasets(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.datalint.scan]\nall-frames = true\nverify-content = true\ntimeout = 9\n"
+        "[tool.datalint.scan.thresholds]\ndark = 0.3\nblurry = 0.2\n"
+    )
+    config = tmp_path / "datalint-service.toml"
+    config.write_text(
+        '[[datasets]]\nname = "a"\nimages = "x"\nwatch = true\nconfig = "pyproject.toml"\n'
+        "all-frames = false\n[datasets.thresholds]\ndark = 0.1\n"
+    )
+    registry = Registry(load_config(config))
+    dataset = registry.get("a")
+    assert dataset is not None
+    command = watch_command(dataset, registry)
+    args = build_parser("watch").parse_args(command[3:])
+    watched = resolve(args)
+    assert watched.source is None, "the watcher reads no file itself"
+    assert (args.all_frames, args.verify_content, args.timeout) == (
+        False,
+        True,
+        9,
+    )  # the dataset's false holds
+    assert dict(watched.thresholds) == {
+        "dark": 0.1,
+        "blurry": 0.2,
+    }  # merged kind by kind, the dataset winning
+
+
 @pytest.mark.parametrize(
     ("table", "named"),
     [
