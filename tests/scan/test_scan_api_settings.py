@@ -15,7 +15,7 @@ from scan_support import run_cli
 import datalint
 from datalint.config import ConfigError
 from datalint.scan.images import images_description
-from datalint.scan.settings import KEYS, THRESHOLDS_KEY
+from datalint.scan.settings import KEYS, THRESHOLDS_KEY, keyword_settings
 
 PROJECT = (
     '[tool.datalint.scan]\nkinds = ["default", "dark", "tiny"]\nworkers = 1\n\n'
@@ -151,3 +151,13 @@ def test_a_bad_keyword_raises_the_clis_message_before_any_work(
 def test_config_must_name_a_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"datalint.scan\(\): config='nowhere.toml': no such file"):
         datalint.scan("mymod:ds", config="nowhere.toml")
+
+
+def test_a_keyword_switches_off_what_the_file_switched_on(tmp_path: Path) -> None:
+    project = tmp_path / "pyproject.toml"
+    project.write_text("[tool.datalint.scan]\nall-frames = true\nscores = false\ntimeout = 9\n")
+    settings = keyword_settings({"all_frames": False, "scores": None}, None, config=project)
+    assert settings.values["all-frames"] is False
+    assert settings.origins["all-frames"] == "datalint.scan() all_frames="
+    assert settings.values["scores"] is False, "None is 'not given': the file's value holds"
+    assert settings.values["timeout"] == 9.0
