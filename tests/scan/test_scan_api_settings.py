@@ -14,6 +14,7 @@ from scan_support import run_cli
 
 import datalint
 from datalint.config import ConfigError
+from datalint.errors import UsageError
 from datalint.scan.images import images_description
 from datalint.scan.settings import KEYS, THRESHOLDS_KEY, keyword_settings
 
@@ -161,3 +162,8 @@ def test_a_keyword_switches_off_what_the_file_switched_on(tmp_path: Path) -> Non
     assert settings.origins["all-frames"] == "datalint.scan() all_frames="
     assert settings.values["scores"] is False, "None is 'not given': the file's value holds"
     assert settings.values["timeout"] == 9.0
+
+
+def test_against_must_name_an_index(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"against='.*train.db': no scan index there"):
+        datalint.scan("mymod:ds", against=tmp_path / "train.db")

@@ -230,3 +230,15 @@ def test_serve_exits_2_on_a_bad_scan_key(tmp_path: Path, table: str, named: str)
     )
     assert done.returncode == 2
     assert f"{config}: {named}" in done.stderr, done.stderr
+
+
+def test_a_dataset_registered_with_limits_keeps_them_across_a_restart(tmp_path: Path) -> None:
+    config = tmp_path / "datalint-service.toml"
+    config.write_text('[service]\ndata-dir = "state"\n')
+    limits = {"low_information": 2.5}
+    entry = {"name": "val", "images": str(tmp_path), "thresholds": limits, "max-bytes": "1MB"}
+    registered = Registry(load_config(config)).register(entry)
+    again = Registry(load_config(config)).get("val")  # read back from <data-dir>/datasets.json
+    assert again is not None and again.scan_options == registered.scan_options
+    assert again.scan_options["thresholds"] == {"low_information": 2.5}
+    assert again.scan_options["max_bytes"] == 10**6
