@@ -381,27 +381,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def scan_options(args: argparse.Namespace) -> Any:
-    """The ScanOptions the flags of `add_scan_arguments` ask for (also read by `datalint watch`)."""
+    """The ScanOptions the flags of `add_scan_arguments` ask for, once `settings.settle` has laid the
+    project's table under them (also read by `datalint watch`)."""
     from datalint.scan import api, policy
+    from datalint.scan.settings import KEYS
 
-    return api.ScanOptions(
-        workers=args.workers,
-        timeout=args.timeout,
-        setup_timeout=args.setup_timeout,
-        labels=tuple(args.label),
-        policy=policy.PolicyOptions(
-            kinds=policy.parse_kinds(args.kinds),
-            timeout=args.timeout,
-            num_classes=args.num_classes,
-            ignore_index=args.ignore_index,
-            require=tuple(args.require),
-            max_bytes=args.max_bytes,
-            thresholds=policy.parse_thresholds(args.threshold),
-            against=against_index(args.against),
-        ),
+    return api.options_from_settings(
+        {name: key.from_flag(args) for name, key in KEYS.items()},
+        policy.parse_thresholds(args.threshold),
+        against=against_index(args.against),
         rescan=args.rescan,
-        incremental=args.incremental,
-        verify_content=args.verify_content,
         chunk_size=args.chunk_size,
         progress="none" if args.format == "json" and args.progress == "auto" else args.progress,
         backend=args.backend,

@@ -185,35 +185,53 @@ def scan(
         "incremental": incremental,
     }  # fmt: skip
     chosen = settings_.keyword_settings(keywords, thresholds, config)
-    values = chosen.values
-    labels = tuple(values["label"])
-    options = ScanOptions(
-        workers=values["workers"],
-        timeout=values["timeout"],
-        setup_timeout=values["setup-timeout"],
-        labels=labels,
-        policy=PolicyOptions(
-            kinds=policy.parse_kinds(values["kinds"]),
-            timeout=values["timeout"],
-            num_classes=values["num-classes"],
-            ignore_index=values["ignore-index"],
-            require=tuple(values["require"]),
-            max_bytes=values["max-bytes"],
-            thresholds=chosen.thresholds,
-            against=_against_index(against),
-        ),
+    options = options_from_settings(
+        chosen.values,
+        chosen.thresholds,
+        against=_against_index(against),
         rescan=rescan,
-        incremental=values["incremental"],
-        verify_content=values["verify-content"],
         progress=progress,
         backend=backend,
         scheduler=scheduler,
         shard_index=shard_index,
     )
-    description = _with_image_settings(_description_of(dataset, labels), values, chosen.origins)
+    source = _description_of(dataset, options.labels)
+    description = _with_image_settings(source, chosen.values, chosen.origins)
     summary = scan_source(description, options, db=db, quarantine=quarantine)
     note = settings_.from_file_note(chosen, hint="")
     return summary if note is None else dataclasses.replace(summary, notes=(note, *summary.notes))
+
+
+def options_from_settings(
+    values: Mapping[str, Any],
+    thresholds: tuple[tuple[str, float], ...],
+    *,
+    against: str | None = None,
+    **engine: Any,
+) -> ScanOptions:
+    """The ScanOptions of the effective `[tool.datalint.scan]` settings (`ScanSettings.values`: key ->
+    value) and limits; `engine` holds the rest (rescan, progress, backend, ...). `datalint.scan()` and
+    the `scan` and `watch` commands all build their options here."""
+    timeout = values["timeout"]
+    return ScanOptions(
+        workers=values["workers"],
+        timeout=timeout,
+        setup_timeout=values["setup-timeout"],
+        labels=tuple(values["label"]),
+        policy=PolicyOptions(
+            kinds=policy.parse_kinds(values["kinds"]),
+            timeout=timeout,
+            num_classes=values["num-classes"],
+            ignore_index=values["ignore-index"],
+            require=tuple(values["require"]),
+            max_bytes=values["max-bytes"],
+            thresholds=thresholds,
+            against=against,
+        ),
+        incremental=values["incremental"],
+        verify_content=values["verify-content"],
+        **engine,
+    )
 
 
 def _description_of(dataset: Any, labels: tuple[str, ...]) -> SourceDescription:
