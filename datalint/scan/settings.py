@@ -9,7 +9,8 @@ A flag wins over the file, the file over the default; limits are merged kind by 
 `--threshold dark=0.2` leaves the file's `blurry` as it is. Unknown keys and values of the wrong
 type or range are errors that name the file, the key, the value and what is allowed. The values
 are checked here, at the edge, and written into the parsed arguments, so the commands read one
-set of arguments whichever way each value came.
+set of arguments whichever way each value came. The same keys and checks serve `datalint.scan()`'s
+keyword arguments (`keyword_settings`) and a served dataset's table (`datalint.service.config`).
 """
 
 from __future__ import annotations
