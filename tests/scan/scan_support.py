@@ -86,3 +86,22 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def write_limit_images(folder: Path) -> Path:
+    """10 noisy scenes; `dark.png` (dark at the default limit), `dim.png` (dark only under a limit of
+    0.4) and `small.png` (96x72: tiny only under a limit of 100 px): a folder whose list depends on
+    the quality limits a scan is given."""
+    import numpy as np
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(14)
+    for number in range(10):
+        Image.fromarray(rng.integers(0, 256, (192, 256, 3), dtype=np.uint8)).save(
+            folder / f"clean_{number}.png"
+        )
+    Image.fromarray(rng.integers(0, 20, (192, 256, 3), dtype=np.uint8)).save(folder / "dark.png")
+    Image.fromarray(rng.integers(0, 80, (192, 256, 3), dtype=np.uint8)).save(folder / "dim.png")
+    Image.fromarray(rng.integers(0, 256, (72, 96, 3), dtype=np.uint8)).save(folder / "small.png")
+    return folder

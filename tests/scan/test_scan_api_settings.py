@@ -7,10 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from PIL import Image
-from scan_support import run_cli
+from scan_support import run_cli, write_limit_images
 
 import datalint
 from datalint.config import ConfigError
@@ -26,19 +24,7 @@ PROJECT = (
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """10 noisy scenes; `dark.png` (dark at the default limit), `dim.png` (dark only under a limit of
-    0.4) and `small.png` (96x72: tiny only under a limit of 100 px)."""
-    images = tmp_path_factory.mktemp("api-settings") / "images"
-    images.mkdir()
-    rng = np.random.default_rng(14)
-    for number in range(10):
-        Image.fromarray(rng.integers(0, 256, (192, 256, 3), dtype=np.uint8)).save(
-            images / f"clean_{number}.png"
-        )
-    Image.fromarray(rng.integers(0, 20, (192, 256, 3), dtype=np.uint8)).save(images / "dark.png")
-    Image.fromarray(rng.integers(0, 80, (192, 256, 3), dtype=np.uint8)).save(images / "dim.png")
-    Image.fromarray(rng.integers(0, 256, (72, 96, 3), dtype=np.uint8)).save(images / "small.png")
-    return images
+    return write_limit_images(tmp_path_factory.mktemp("api-settings") / "images")
 
 
 def listed(path: str | Path) -> tuple[list[tuple[str, list[str]]], list[str]]:

@@ -9,9 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from PIL import Image
 from service_server import Server, environment
 
 from datalint.cli import build_parser, main
@@ -19,24 +17,10 @@ from datalint.scan.settings import resolve
 from datalint.service.config import ConfigError, dataset_settings, load_config
 from datalint.service.registry import Registry
 from datalint.service.watchers import watch_command
+from tests.scan.scan_support import write_limit_images
 
 SCAN_TABLE = 'kinds = ["default", "dark", "tiny"]\nworkers = 1\n'
 LIMITS_TABLE = "dark = 0.4\ntiny = 100\n"
-
-
-def write_images(folder: Path) -> Path:
-    """10 noisy scenes; `dark.png`, `dim.png` (dark only under a limit of 0.4), `small.png` (96x72:
-    tiny only under a limit of 100 px)."""
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(14)
-    for number in range(10):
-        Image.fromarray(rng.integers(0, 256, (192, 256, 3), dtype=np.uint8)).save(
-            folder / f"clean_{number}.png"
-        )
-    Image.fromarray(rng.integers(0, 20, (192, 256, 3), dtype=np.uint8)).save(folder / "dark.png")
-    Image.fromarray(rng.integers(0, 80, (192, 256, 3), dtype=np.uint8)).save(folder / "dim.png")
-    Image.fromarray(rng.integers(0, 256, (72, 96, 3), dtype=np.uint8)).save(folder / "small.png")
-    return folder
 
 
 def entries(document: dict[str, Any]) -> list[tuple[str, list[str]]]:
@@ -55,7 +39,7 @@ def cli_list(images: Path, project: Path, monkeypatch: pytest.MonkeyPatch) -> li
 def test_a_served_dataset_with_limits_serves_the_list_the_cli_makes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    images = write_images(tmp_path / "images")
+    images = write_limit_images(tmp_path / "images")
     project = tmp_path / "proj"
     project.mkdir()
     (project / "pyproject.toml").write_text(
