@@ -1123,36 +1123,65 @@ def _kept_where(module: Module, call: ast.Call, uses: ImageUses) -> str | None:
     """How the open image escapes while still lazy ("it is returned unloaded", ...), or None."""
     node: ast.AST = call
     parent = module.parent(node)
-    container = False
+    container = many = False
     while isinstance(parent, (ast.List, ast.Tuple, ast.Dict, ast.Set, *COMPREHENSIONS)):
-        if isinstance(parent, COMPREHENSIONS) and node is not getattr(
-            parent, "elt", getattr(parent, "value", None)
-        ):
-            return None  # the image is what the comprehension iterates over, not what it keeps
+        if isinstance(parent, COMPREHENSIONS):
+            if node is not getattr(parent, "elt", getattr(parent, "value", None)):
+                return None  # the image is what the comprehension iterates over, not what it keeps
+            many = many or not all(_literal_sequence(g.iter) for g in parent.generators)
         node, parent, container = parent, module.parent(parent), True
-    return _escape(module, node, parent, container, uses)
+    return _escape(module, node, parent, container, uses, many)
+
+
+def _literal_sequence(expr: ast.expr) -> bool:
+    """`(a, b)`, `[x, y]`, `range(3)`: a count fixed in the code, not one per file found."""
+    if isinstance(expr, ast.Tuple | ast.List | ast.Set):
+        return True
+    return (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id == "range"
+        and all(isinstance(a, ast.Constant) for a in expr.args)
+    )
+
+
+def _in_loop(module: Module, node: ast.AST) -> bool:
+    """`node` runs once per iteration of a loop of its own function."""
+    function = module.enclosing_function(node)
+    for ancestor in module.ancestors(node):
+        if ancestor is function:
+            return False
+        if isinstance(ancestor, ast.For | ast.AsyncFor | ast.While):
+            return True
+    return False
 
 
 def _escape(
-    module: Module, node: ast.AST, parent: ast.AST | None, container: bool, uses: ImageUses
+    module: Module,
+    node: ast.AST,
+    parent: ast.AST | None,
+    container: bool,
+    uses: ImageUses,
+    many: bool = False,
 ) -> str | None:
-    """Where `node` (the image, or a container of images) goes from its `parent`."""
+    """Where `node` (the image, or a container of images) goes from its `parent`. `many`: the
+    container holds one open image per item of a loop or a comprehension over found paths."""
     if isinstance(parent, ast.Return):
         return "it is returned unloaded"
     if isinstance(parent, ast.Call) and node is not parent.func:
         if isinstance(parent.func, ast.Attribute) and parent.func.attr in uses.container_methods:
-            return _container_escape(module, parent.func.value, uses)
+            return _container_escape(module, parent.func.value, uses, _in_loop(module, parent))
         return None  # handed to code that may decode it
     if isinstance(parent, ast.Assign) and node is parent.value and len(parent.targets) == 1:
         target = parent.targets[0]
         local = _local_container(module, target)
         if local is not None:
             # `sample["img"] = Image.open(p)` into a dict built here: kept only if the dict is.
-            return _name_escape(module, local[0], local[1], True, uses)
+            return _name_escape(module, local[0], local[1], True, uses, _in_loop(module, parent))
         if isinstance(target, ast.Attribute | ast.Subscript):
             return f"it is stored in `{module.segment(target)}`"
         if isinstance(target, ast.Name):
-            return _name_escape(module, parent, target.id, container, uses)
+            return _name_escape(module, parent, target.id, container, uses, many)
     return None
 
 
@@ -1173,7 +1202,7 @@ def _local_container(module: Module, target: ast.expr) -> tuple[ast.Assign, str]
     return assignment, base.id
 
 
-def _container_escape(module: Module, receiver: ast.expr, uses: ImageUses) -> str | None:
+def _container_escape(module: Module, receiver: ast.expr, uses: ImageUses, many: bool) -> str | None:
     """`receiver.append(image)`: kept if the receiver is stored, or a local that is returned or stored."""
     if isinstance(receiver, ast.Attribute | ast.Subscript):
         return f"it is put in `{module.segment(receiver)}`"
@@ -1181,14 +1210,15 @@ def _container_escape(module: Module, receiver: ast.expr, uses: ImageUses) -> st
         bound = module.binding(receiver)
         assignment = module.parent(bound) if bound is not None else None
         if isinstance(assignment, ast.Assign):
-            return _name_escape(module, assignment, receiver.id, True, uses)
+            return _name_escape(module, assignment, receiver.id, True, uses, many)
     return None
 
 
 def _name_escape(
-    module: Module, assignment: ast.Assign, name: str, container: bool, uses: ImageUses
+    module: Module, assignment: ast.Assign, name: str, container: bool, uses: ImageUses, many: bool = False
 ) -> str | None:
-    """Follow `image = Image.open(p)` (or a list of them): kept if returned or stored, never decoded."""
+    """Follow `image = Image.open(p)` (or a list of them): kept if returned or stored, never decoded.
+    A list of one image per path found, decoded only by a later loop over it, held them all open."""
     scope = module.enclosing_function(assignment) or module.tree
     kept: str | None = None
     until = _next_binding_line(module, assignment, name)
@@ -1204,11 +1234,19 @@ def _name_escape(
             return None  # `image.convert(...)`, `.load()`, `.close()`: decoded or closed
         if isinstance(parent, ast.withitem):
             return None
+        if many and _iterated_by(parent, use):
+            kept = kept or f"every image is opened into `{name}` before a later loop decodes any"
+            continue
         escape = _escape(module, use, parent, container, uses)
         if escape is None and isinstance(parent, ast.Call):
             return None
         kept = escape or kept
     return kept
+
+
+def _iterated_by(parent: ast.AST | None, use: ast.Name) -> bool:
+    """`for image in images:` or `[f(image) for image in images]`: the loop reads the list."""
+    return isinstance(parent, ast.For | ast.AsyncFor | ast.comprehension) and parent.iter is use
 
 
 def _next_binding_line(module: Module, assignment: ast.Assign, name: str) -> float:
