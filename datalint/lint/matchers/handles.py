@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from datalint.lint.matchers.common import full_pickle_load
+from datalint.lint.matchers.common import full_pickle_load, walk_scope
 from datalint.lint.matchers.pickling import (
     STATE_HOOKS,
     FunctionDefs,
@@ -270,8 +270,9 @@ def _returned_handle(
     module: Module, function: ast.FunctionDef | ast.AsyncFunctionDef, calls: Sequence[str]
 ) -> str | None:
     """The handle factory a helper returns (`return lmdb.open(path)`, or `cap = cv2.VideoCapture(src)`
-    ... `return cap` through the name's sole binding), if any."""
-    for node in ast.walk(function):
+    ... `return cap` through the name's sole binding), if any. A function nested in the helper that
+    opens the handle when called is returned unopened: only the helper's own returns count."""
+    for node in walk_scope(function):
         if not isinstance(node, ast.Return) or node.value is None:
             continue
         value = module.resolve(node.value)

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from datalint.lint.matchers.common import dotted
+from datalint.lint.matchers.common import dotted, walk_scope
 from datalint.lint.matchers.loader_usage import (
     assigned_name,
     call_name,
@@ -139,11 +139,31 @@ def stored_leaves(
         return  # a wrapper such as cloudpickle's sends what it holds by value
     elif isinstance(expr, ast.Call) and module.unpicklable_return(expr) is not None:
         yield expr  # a factory in another file that returns a lambda or a closure
+    elif isinstance(expr, ast.Call) and (factory := _in_file_factory(module, expr)) is not None:
+        for returned in _returned_values(factory):  # `make_reader(root)` returning its nested `read`
+            yield from stored_leaves(module, returned, storing_calls, depth + 1)
     elif isinstance(expr, ast.Call) and (
         module.qualname(expr.func) in storing_calls or looks_like_class(module, expr)
     ):
         for part in (*expr.args, *(keyword.value for keyword in expr.keywords)):
             yield from stored_leaves(module, part, storing_calls, depth + 1)
+
+
+def _in_file_factory(module: Module, call: ast.Call) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The module-level function of this file that `helper(...)` runs, or None."""
+    if not isinstance(call.func, ast.Name):
+        return None
+    bound = module.binding(call.func)
+    if isinstance(bound, FunctionDefs) and not is_nested(module, bound):
+        return bound
+    return None
+
+
+def _returned_values(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.expr]:
+    """What the function's own `return` statements give back (not those of the functions it nests)."""
+    for node in walk_scope(function):
+        if isinstance(node, ast.Return) and node.value is not None:
+            yield node.value
 
 
 def stored_unpicklable(module: Module, expr: ast.expr, storing_calls: Sequence[str]) -> str:
