@@ -193,6 +193,34 @@ def _unpacked_from_helper(
     return helper, [r.elts[position] for r in returns if isinstance(r, ast.Tuple)]
 
 
+def _unpacked_name(
+    module: Module, info: ClassInfo, function: FunctionDef, name: ast.Name
+) -> tuple[FunctionDef, list[ast.expr]] | None:
+    """(helper, its returned elements for `name`) when the one binding of `name` in `function` is
+    `a, name, c = helper(...)` of an in-file function or method whose every return is such a tuple."""
+    bindings = [
+        node for node in walk_scope(function) if isinstance(node, ast.Name) and _binds(node, name.id)
+    ]
+    if len(bindings) != 1:
+        return None
+    target = module.parent(bindings[0])
+    statement = module.parent(target) if target is not None else None
+    if not isinstance(target, ast.Tuple | ast.List) or not isinstance(statement, ast.Assign):
+        return None
+    if statement.targets != [target] or not isinstance(statement.value, ast.Call):
+        return None
+    if any(isinstance(e, ast.Starred) for e in target.elts):
+        return None
+    helper = in_file_callee(module, info, statement.value)
+    if helper is None or helper is function:
+        return None
+    position = target.elts.index(bindings[0])
+    returns = [r.value for r in walk_scope(helper) if isinstance(r, ast.Return) and r.value is not None]
+    if not returns or not all(isinstance(r, ast.Tuple) and len(r.elts) == len(target.elts) for r in returns):
+        return None
+    return helper, [r.elts[position] for r in returns if isinstance(r, ast.Tuple)]
+
+
 def _sized_by(module: Module, info: ClassInfo, attr: str) -> bool:
     """`__len__` returns `len(self.<attr>)`: the container holds one entry per sample."""
     method = module.method(info, "__len__")
@@ -302,12 +330,38 @@ def _collect_indexed(
             elif isinstance(target, ast.Name) and is_self_attribute(node.value):
                 assert isinstance(node.value, ast.Attribute)
                 aliases[target.id] = node.value.attr
+        elif isinstance(node, ast.While) and _compares_index(module, node.test, tainted, maps):
+            tainted |= _stepped_names(node)  # `while offsets[i] > index: i -= 1` finds the sample's slot
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
             attr = _subscripted_attr(node, aliases)
             if attr is not None and _index_derived(module, node.slice, tainted, maps):
                 found.add(attr)
         elif isinstance(node, ast.Call) and depth < 3 and is_self_attribute(node.func):
             _follow_call(module, info, node, tainted, found, depth, maps)
+
+
+def _compares_index(module: Module, test: ast.expr, tainted: set[str], maps: frozenset[str]) -> bool:
+    """A loop condition that compares something with the sample index (`offsets[i] > index`)."""
+    return isinstance(test, ast.Compare) and any(
+        _index_derived(module, side, tainted, maps) for side in (test.left, *test.comparators)
+    )
+
+
+def _stepped_names(loop: ast.While) -> set[str]:
+    """The names the loop's body steps by arithmetic on themselves: `i -= 1`, `i = i + 1`."""
+    stepped: set[str] = set()
+    for node in ast.walk(loop):
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            stepped.add(node.target.id)
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(target := node.targets[0], ast.Name)
+            and isinstance(node.value, ast.BinOp)
+            and any(isinstance(side, ast.Name) and side.id == target.id for side in (node.value.left, node.value.right))
+        ):
+            stepped.add(target.id)
+    return stepped
 
 
 def _position(node: ast.AST) -> tuple[int, int]:
@@ -408,6 +462,11 @@ def _container_kind(
         reaching = _reaching_value(module, value)
         if reaching is not None:  # an earlier statement: the hop cannot loop, so it costs no depth
             return _container_kind(module, info, function, reaching, builders, depth)
+        unpacked = _unpacked_name(module, info, function, value)
+        if unpacked is not None:  # `paths, labels = self._scan(root)`: what the helper returns there
+            helper, elements = unpacked
+            kinds = [_container_kind(module, info, helper, e, builders, depth + 1) for e in elements]
+            return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
         # `x = sorted(x, key=...)` re-sorts what `x` already is: it keeps the other values' kind.
         values = [
             v for v in module.assigned_values(value) if not _converts_name(module, v, value.id, builders)
@@ -416,6 +475,11 @@ def _container_kind(
         return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
     if isinstance(value, ast.Call):
         return _call_kind(module, info, function, value, builders, depth)
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+        # `list(found) + [extra]`: the concatenation holds what its list part holds.
+        parts = [p for p in (value.left, value.right) if not isinstance(p, ast.List)]
+        kinds = [_container_kind(module, info, function, p, builders, depth + 1) for p in parts]
+        return "list" if kinds and all(k == "list" for k in kinds) else None
     return None
 
 
