@@ -126,13 +126,58 @@ def _no_per_sample_objects(module: Module, argument: ast.expr) -> bool:
     shares (and, from 3.12 on, never counts references to); `[text for _ in range(n)]`, one
     object repeated."""
     value = module.resolve(argument)
+    if isinstance(argument, ast.Name) and _empty_list(module, value):
+        appended = _appended_values(module, argument)
+        return bool(appended) and all(_int_valued(module, v, 0) for v in appended)
     if not isinstance(value, ast.ListComp):
         return False
     element = value.elt
-    if isinstance(element, ast.Call) and module.qualname(element.func) in {"int", "bool"}:
+    if _int_valued(module, element, 0):
         return True
     targets = {n.id for g in value.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
     return not any(isinstance(n, ast.Name) and n.id in targets for n in ast.walk(element))
+
+
+INT_CALLS = frozenset({"int", "bool", "len", "ord"})
+
+
+def _empty_list(module: Module, value: ast.AST) -> bool:
+    if isinstance(value, ast.List):
+        return not value.elts
+    return isinstance(value, ast.Call) and module.qualname(value.func) == "list" and not value.args
+
+
+def _appended_values(module: Module, name: ast.Name) -> list[ast.expr]:
+    """What `name.append(v)` adds in the function that binds `name` (empty when it grows otherwise)."""
+    function = module.enclosing_function(name)
+    values: list[ast.expr] = []
+    for node in walk_scope(function) if function is not None else ():
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == name.id):
+            continue
+        call = module.parent(node)
+        if node.attr != "append" or not isinstance(call, ast.Call) or len(call.args) != 1:
+            return []  # `.extend(...)`, `.insert(...)`, or handed on: not followed
+        values.append(call.args[0])
+    return values
+
+
+def _int_valued(module: Module, expr: ast.expr, depth: int) -> bool:
+    """`int(x)`, `len(x)`, `ord(c) - ord("A")`, `i + 1`: an int (mostly small, which CPython shares),
+    directly or through a name's assignments."""
+    if depth > 3:
+        return False
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, int)
+    if isinstance(expr, ast.Call):
+        return module.qualname(expr.func) in INT_CALLS
+    if isinstance(expr, ast.BinOp) and not isinstance(expr.op, ast.Div):
+        return _int_valued(module, expr.left, depth + 1) and _int_valued(module, expr.right, depth + 1)
+    if isinstance(expr, ast.UnaryOp):
+        return _int_valued(module, expr.operand, depth + 1)
+    if isinstance(expr, ast.Name):
+        values = module.assigned_values(expr)
+        return bool(values) and all(_int_valued(module, v, depth + 1) for v in values)
+    return False
 
 
 _NO_CLASS = ClassInfo(ast.ClassDef(name="", bases=[], keywords=[], body=[], decorator_list=[]), "", (), {})
