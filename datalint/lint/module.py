@@ -850,11 +850,13 @@ class Module:
         wrapper = self.parent(use)
         if depth >= 3 or not isinstance(wrapper, ast.Call) or wrapper.func is use:
             return False
-        if not self._constructs_dataset(wrapper) or self._read_by_a_loader(wrapper):
+        if not self.constructs_dataset(wrapper) or self._read_by_a_loader(wrapper):
             return False
         return self._in_process_use(wrapper, depth + 1)
 
-    def _constructs_dataset(self, call: ast.Call) -> bool:
+    def constructs_dataset(self, call: ast.Call) -> bool:
+        """`Parts(...)`: a call building an instance of a Dataset class (of this file, the project or the
+        catalog's known bases)."""
         info = self.resolve_class(call.func)
         if info is not None:
             return self.is_dataset(info)

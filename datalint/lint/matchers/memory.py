@@ -492,6 +492,8 @@ def _container_kind(
     conversion converts; None when unknown."""
     if value is None or depth > 3:
         return None
+    if isinstance(value, ast.ListComp | ast.DictComp) and _builds_datasets(module, value):
+        return None  # one sub-dataset per shard (a ConcatDataset's parts), each holding its own data
     if isinstance(value, ast.ListComp):
         return "list"
     if isinstance(value, ast.DictComp):
@@ -526,6 +528,11 @@ def _container_kind(
         kinds = [_container_kind(module, info, function, p, builders, depth + 1) for p in parts]
         return "list" if kinds and all(k == "list" for k in kinds) else None
     return None
+
+
+def _builds_datasets(module: Module, comprehension: ast.ListComp | ast.DictComp) -> bool:
+    element = comprehension.elt if isinstance(comprehension, ast.ListComp) else comprehension.value
+    return isinstance(element, ast.Call) and module.constructs_dataset(element)
 
 
 def _reaching_value(module: Module, name: ast.Name) -> ast.expr | None:
