@@ -1007,6 +1007,16 @@ class Module:
             return None  # unknown, or defined in this file (the file's own analysis covers it)
         return self.project.unpicklable_return(qualified, self.source_root)
 
+    def list_return(self, call: ast.Call) -> Link | None:
+        """For `helper(...)` of a function in another project file that returns a list it fills from
+        what it reads: where that function is; None when unknown or not such a function."""
+        if self.project is None or self.source_root is None:
+            return None
+        qualified = self.absolute_qualname(call.func)
+        if qualified is None or (qualified.startswith(self.qualified_prefix) and self.module_name):
+            return None
+        return self.project.list_return(qualified, self.source_root)
+
     def dataset_forward(
         self, call: ast.Call
     ) -> tuple[Link, tuple[str, ...], tuple[tuple[str, str, str], ...]] | None:

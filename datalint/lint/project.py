@@ -51,7 +51,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
-SUMMARY_FORMAT = 9  # bumped when FileSummary's fields change: old cache entries are then ignored
+SUMMARY_FORMAT = 10  # bumped when FileSummary's fields change: old cache entries are then ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
 # a tree and its index take about 36 times their source in memory.
@@ -100,6 +100,9 @@ class FileSummary:
     # Top-level factories: name -> the qualified callees whose results it returns
     # (`return Reader(...)`, or `reader = Reader(...)` ... `return reader` on every branch).
     factory_returns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Top-level functions that return a new list of Python objects built from data they read (a
+    # listing, a file's lines): name -> line. What the list holds per sample is the caller's question.
+    list_returns: Mapping[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -111,6 +114,7 @@ class FileSummary:
             "unpicklable_returns": {k: list(v) for k, v in self.unpicklable_returns.items()},
             "forwards": {k: [v[0], list(v[1]), [list(x) for x in v[2]]] for k, v in self.forwards.items()},
             "factory_returns": {k: list(v) for k, v in self.factory_returns.items()},
+            "list_returns": dict(self.list_returns),
             "classes": [
                 [
                     c.name,
@@ -156,6 +160,7 @@ class FileSummary:
                 for k, v in data.get("forwards", {}).items()
             },
             {k: tuple(v) for k, v in data.get("factory_returns", {}).items()},
+            {k: int(v) for k, v in data.get("list_returns", {}).items()},
         )
 
 
@@ -329,6 +334,7 @@ def summarize(
     unpicklable: dict[str, tuple[int, str]] = {}
     forwards: dict[str, Forward] = {}
     factories: dict[str, tuple[str, ...]] = {}
+    lists: dict[str, int] = {}
     for function in functions:
         what = _returns_unpicklable(inside, function)
         if what:
@@ -340,6 +346,8 @@ def summarize(
         returned = _returned_constructions(inside, function, qualify)
         if returned:
             factories[function.name] = returned
+        if _returns_filled_list(inside, function):
+            lists[function.name] = function.lineno
     classes: dict[str, ClassSummary] = {}
     seen: set[str] = set()
     for node in class_nodes:
@@ -350,8 +358,41 @@ def summarize(
         seen.add(node.name)
         classes[node.name] = summary
     return FileSummary(
-        module, is_package, imports, tuple(stars), classes, aliases, unpicklable, forwards, factories
+        module, is_package, imports, tuple(stars), classes, aliases, unpicklable, forwards, factories, lists
     )
+
+
+def _returns_filled_list(inside: _Regions, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Every return gives back `name`, bound once to `[]` and grown by `name.append(...)` in a loop
+    (`for line in file: paths.append(...)`): a list with one entry per item read. Appends of plain
+    ints (`int(...)`, `len(...)`) hold small shared ints, not objects, and do not count."""
+    returns = inside.of(function, ast.Return)
+    names = {r.value.id for r in returns if isinstance(r.value, ast.Name)}
+    if not returns or len(names) != 1 or any(not isinstance(r.value, ast.Name) for r in returns):
+        return False
+    name = names.pop()
+    bindings = [
+        a for a in inside.of(function, ast.Assign) if any(isinstance(t, ast.Name) and t.id == name for t in a.targets)
+    ]
+    if len(bindings) != 1 or not (isinstance(bindings[0].value, ast.List) and not bindings[0].value.elts):
+        return False
+    appends = [
+        call
+        for call in inside.of(function, ast.Call)
+        if isinstance(call.func, ast.Attribute)
+        and call.func.attr == "append"
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id == name
+    ]
+    loops = inside.of(function, ast.For, ast.AsyncFor, ast.While)
+    in_loop = any(any(call in ast.walk(loop) for call in appends) for loop in loops)
+    return in_loop and all(not _plain_int(call.args[0]) for call in appends if len(call.args) == 1)
+
+
+def _plain_int(expr: ast.expr) -> bool:
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, int)
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in {"int", "len", "ord", "bool"}
 
 
 def _returned_constructions(
@@ -635,6 +676,10 @@ def _defines_factory(summary: FileSummary, name: str) -> bool:
     return name in summary.factory_returns
 
 
+def _defines_list_return(summary: FileSummary, name: str) -> bool:
+    return name in summary.list_returns
+
+
 # ---- the summary cache ------------------------------------------------------------------------------
 
 
@@ -910,6 +955,19 @@ class Project:
         summary, name, path = found
         line, what = summary.unpicklable_returns[name]
         return Link(name, str(path), line), what
+
+    def list_return(self, qualname: str, importer_root: Path) -> Link | None:
+        """Where the project function `qualname` is, when it returns a list it fills from data read."""
+        return self._remembered(
+            ("list", qualname, importer_root), lambda: self._list_return(qualname, importer_root)
+        )
+
+    def _list_return(self, qualname: str, importer_root: Path) -> Link | None:
+        found = self._defining(qualname, importer_root, _defines_list_return)
+        if found is None:
+            return None
+        summary, name, path = found
+        return Link(name, str(path), summary.list_returns[name])
 
     def dataset_forward(
         self, qualname: str, importer_root: Path

@@ -609,6 +609,8 @@ def _call_kind(
         kinds = [_container_kind(module, info, helper, r, builders, depth + 1) for r in returns]
         if kinds and all(kinds):
             return kinds[0]
+    if helper is None and module.list_return(call) is not None:
+        return "list"  # a helper of another project file that returns the list it fills
     return None
 
 
