@@ -1352,7 +1352,7 @@ def _name_escape(
             return None  # `image.convert(...)`, `.load()`, `.close()`: decoded or closed
         if isinstance(parent, ast.withitem):
             return None
-        if many and _iterated_by(parent, use):
+        if many and _iterated_by(module, parent, use):
             kept = kept or f"every image is opened into `{name}` before a later loop decodes any"
             continue
         escape = _escape(module, use, parent, container, uses)
@@ -1362,8 +1362,19 @@ def _name_escape(
     return kept
 
 
-def _iterated_by(parent: ast.AST | None, use: ast.Name) -> bool:
-    """`for image in images:` or `[f(image) for image in images]`: the loop reads the list."""
+ITERATION_WRAPPERS = frozenset({"enumerate", "zip", "reversed", "sorted", "list", "iter"})
+
+
+def _iterated_by(module: Module, parent: ast.AST | None, use: ast.expr) -> bool:
+    """`for image in images:`, `[f(image) for image in images]`, `for i, image in enumerate(images):`:
+    a loop reads the list."""
+    if (
+        isinstance(parent, ast.Call)
+        and isinstance(parent.func, ast.Name)
+        and parent.func.id in ITERATION_WRAPPERS
+        and use in parent.args
+    ):
+        return _iterated_by(module, module.parent(parent), parent)
     return isinstance(parent, ast.For | ast.AsyncFor | ast.comprehension) and parent.iter is use
 
 
