@@ -82,9 +82,13 @@ def python_objects_copy_on_read(
         for attr in sorted(_attrs_indexed_per_sample(module, info)):
             mine = [a for a in assignments if a.attr == attr]
             kinds = [_assignment_kind(module, info, a, builders) for a in mine]
+            # `self.paths = paths` of a parameter defaulting to None, beside a branch that builds the
+            # list when it is None: the default path builds it (a list the caller hands is the call's).
+            kept = [(a, k) for a, k in zip(mine, kinds, strict=True) if k or not _optional_parameter(a)]
             # Any other assignment (np.array(...), a parameter, an unknown call) may make it an array.
-            if not mine or not all(kinds):
+            if not kept or not all(k for _, k in kept):
                 continue
+            mine, kinds = [a for a, _ in kept], [k for _, k in kept]
             if any(kind.startswith("?") for kind in kinds if kind) and not _sized_by(module, info, attr):
                 continue  # `tuple(transforms)`: a conversion of unknown size, and not the dataset's length
             if mine[0].statement not in reported:
@@ -92,6 +96,21 @@ def python_objects_copy_on_read(
                 fields = {"attr": attr, "kind": (kinds[0] or "").lstrip("?")}
                 yield Match(mine[0].statement, fields, related=related)
     yield from _lists_handed_to_datasets(module, builders)
+
+
+def _optional_parameter(assignment: SelfAssignment) -> bool:
+    """`self.x = x` where `x` is a parameter of the method with the default None."""
+    value = assignment.value
+    if not isinstance(value, ast.Name):
+        return False
+    arguments = assignment.method.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(arguments.defaults) :]], arguments.defaults, strict=True))
+    defaults.update(
+        {a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if d is not None}
+    )
+    default = defaults.get(value.id)
+    return isinstance(default, ast.Constant) and default.value is None
 
 
 def _lists_handed_to_datasets(module: Module, builders: Builders) -> Iterator[Match]:
