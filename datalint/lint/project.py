@@ -362,6 +362,9 @@ def summarize(
     )
 
 
+INT_CALLS = frozenset({"int", "len", "ord", "bool"})  # what they return is an int (mostly small, shared)
+
+
 def _returns_filled_list(inside: _Regions, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Every return gives back `name`, bound once to `[]` and grown by `name.append(...)` in a loop
     (`for line in file: paths.append(...)`): a list with one entry per item read. Appends of plain
@@ -372,7 +375,9 @@ def _returns_filled_list(inside: _Regions, function: ast.FunctionDef | ast.Async
         return False
     name = names.pop()
     bindings = [
-        a for a in inside.of(function, ast.Assign) if any(isinstance(t, ast.Name) and t.id == name for t in a.targets)
+        a
+        for a in inside.of(function, ast.Assign)
+        if any(isinstance(t, ast.Name) and t.id == name for t in a.targets)
     ]
     if len(bindings) != 1 or not (isinstance(bindings[0].value, ast.List) and not bindings[0].value.elts):
         return False
@@ -392,7 +397,7 @@ def _returns_filled_list(inside: _Regions, function: ast.FunctionDef | ast.Async
 def _plain_int(expr: ast.expr) -> bool:
     if isinstance(expr, ast.Constant):
         return isinstance(expr.value, int)
-    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in {"int", "len", "ord", "bool"}
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in INT_CALLS
 
 
 def _returned_constructions(

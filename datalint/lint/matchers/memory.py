@@ -26,6 +26,7 @@ from datalint.lint.matchers.common import (
     worker_classes,
 )
 from datalint.lint.module import ClassInfo, Match, Module, Related
+from datalint.lint.project import INT_CALLS
 
 # ---- DL301 python-objects-copy-on-read ----------------------------------------------------------
 
@@ -105,7 +106,8 @@ def _optional_parameter(assignment: SelfAssignment) -> bool:
         return False
     arguments = assignment.method.args
     positional = [*arguments.posonlyargs, *arguments.args]
-    defaults = dict(zip([a.arg for a in positional[len(positional) - len(arguments.defaults) :]], arguments.defaults, strict=True))
+    with_defaults = positional[len(positional) - len(arguments.defaults) :]
+    defaults = {a.arg: d for a, d in zip(with_defaults, arguments.defaults, strict=True)}
     defaults.update(
         {a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if d is not None}
     )
@@ -157,9 +159,6 @@ def _no_per_sample_objects(module: Module, argument: ast.expr) -> bool:
     return not any(isinstance(n, ast.Name) and n.id in targets for n in ast.walk(element))
 
 
-INT_CALLS = frozenset({"int", "bool", "len", "ord"})
-
-
 def _empty_list(module: Module, value: ast.AST) -> bool:
     if isinstance(value, ast.List):
         return not value.elts
@@ -171,7 +170,9 @@ def _appended_values(module: Module, name: ast.Name) -> list[ast.expr]:
     function = module.enclosing_function(name)
     values: list[ast.expr] = []
     for node in walk_scope(function) if function is not None else ():
-        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == name.id):
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
+            continue
+        if node.value.id != name.id:
             continue
         call = module.parent(node)
         if node.attr != "append" or not isinstance(call, ast.Call) or len(call.args) != 1:
@@ -422,7 +423,10 @@ def _stepped_names(loop: ast.While) -> set[str]:
             and len(node.targets) == 1
             and isinstance(target := node.targets[0], ast.Name)
             and isinstance(node.value, ast.BinOp)
-            and any(isinstance(side, ast.Name) and side.id == target.id for side in (node.value.left, node.value.right))
+            and any(
+                isinstance(side, ast.Name) and side.id == target.id
+                for side in (node.value.left, node.value.right)
+            )
         ):
             stepped.add(target.id)
     return stepped
