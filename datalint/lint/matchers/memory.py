@@ -532,15 +532,14 @@ def _container_kind(
         reaching = _reaching_value(module, value)
         if reaching is not None:  # an earlier statement: the hop cannot loop, so it costs no depth
             return _container_kind(module, info, function, reaching, builders, depth)
-        unpacked = _unpacked_name(module, info, function, value)
+        assigned = module.assigned_values(value)
+        unpacked = None if assigned else _unpacked_name(module, info, function, value)
         if unpacked is not None:  # `paths, labels = self._scan(root)`: what the helper returns there
             helper, elements = unpacked
             kinds = [_container_kind(module, info, helper, e, builders, depth + 1) for e in elements]
             return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
         # `x = sorted(x, key=...)` re-sorts what `x` already is: it keeps the other values' kind.
-        values = [
-            v for v in module.assigned_values(value) if not _converts_name(module, v, value.id, builders)
-        ]
+        values = [v for v in assigned if not _converts_name(module, v, value.id, builders)]
         kinds = [_container_kind(module, info, function, v, builders, depth + 1) for v in values]
         return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
     if isinstance(value, ast.Call):
