@@ -1268,13 +1268,14 @@ def _kept_where(module: Module, call: ast.Call, uses: ImageUses) -> str | None:
         if isinstance(parent, COMPREHENSIONS):
             if node is not getattr(parent, "elt", getattr(parent, "value", None)):
                 return None  # the image is what the comprehension iterates over, not what it keeps
-            many = many or not all(_literal_sequence(g.iter) for g in parent.generators)
+            many = many or not all(_literal_sequence(module.resolve(g.iter)) for g in parent.generators)
         node, parent, container = parent, module.parent(parent), True
     return _escape(module, node, parent, container, uses, many)
 
 
-def _literal_sequence(expr: ast.expr) -> bool:
-    """`(a, b)`, `[x, y]`, `range(3)`: a count fixed in the code, not one per file found."""
+def _literal_sequence(expr: ast.AST) -> bool:
+    """`(a, b)`, `[x, y]`, `range(3)` (or a name bound to one): a count fixed in the code, not one
+    per file found."""
     if isinstance(expr, ast.Tuple | ast.List | ast.Set):
         return True
     return (
