@@ -51,7 +51,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
-SUMMARY_FORMAT = 10  # bumped when FileSummary's fields change: old cache entries are then ignored
+SUMMARY_FORMAT = 11  # bumped when FileSummary's fields change: old cache entries are then ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
 # a tree and its index take about 36 times their source in memory.
@@ -391,12 +391,24 @@ def _returns_filled_list(inside: _Regions, function: ast.FunctionDef | ast.Async
     ]
     loops = inside.of(function, ast.For, ast.AsyncFor, ast.While)
     in_loop = any(any(call in ast.walk(loop) for call in appends) for loop in loops)
-    return in_loop and all(not _plain_int(call.args[0]) for call in appends if len(call.args) == 1)
+    local: dict[str, ast.expr | None] = {}  # a name's one plain assignment here (None: several)
+    for assign in inside.of(function, ast.Assign):
+        if len(assign.targets) == 1 and isinstance(target := assign.targets[0], ast.Name):
+            local[target.id] = None if target.id in local else assign.value
+    return in_loop and all(not _plain_int(call.args[0], local, 0) for call in appends if len(call.args) == 1)
 
 
-def _plain_int(expr: ast.expr) -> bool:
+def _plain_int(expr: ast.expr, local: Mapping[str, ast.expr | None], depth: int) -> bool:
+    """`int(x)`, `len(x)`, `ord(c) - ord("A")`, or a local name assigned one such value."""
+    if depth > 3:
+        return False
     if isinstance(expr, ast.Constant):
         return isinstance(expr.value, int)
+    if isinstance(expr, ast.BinOp) and not isinstance(expr.op, ast.Div):
+        return _plain_int(expr.left, local, depth + 1) and _plain_int(expr.right, local, depth + 1)
+    if isinstance(expr, ast.Name):
+        value = local.get(expr.id)
+        return value is not None and _plain_int(value, local, depth + 1)
     return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in INT_CALLS
 
 
