@@ -44,7 +44,9 @@ def test_the_base_install_is_datalint_alone_and_lints(venv: Path, tmp_path: Path
     names = {entry["name"].lower() for entry in json.loads(listed.stdout)}
     assert names - INSTALLER == {"torch-datalint"}  # no numpy, Pillow, OpenCV, torch...
     package = site_packages(venv) / "datalint"
-    assert tree_bytes(package) < 5_000_000
+    # datalint's own code, rules and docs, compiled (5.0 MB at 0.2): a cap that catches data or a
+    # vendored library shipped by mistake, with room for the code to grow.
+    assert tree_bytes(package) < 8_000_000
     assert tree_bytes(venv) < 40_000_000  # the venv, pip and setuptools included
 
     (tmp_path / "train.py").write_text(BAD_PYTHON)
