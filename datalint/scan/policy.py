@@ -371,10 +371,8 @@ def derive_findings(
     peers = peers or population(db)
     judge = _SignatureJudge(peers, options)
     findings: list[Finding] = []
-    columns = ("idx", "status", "duration", "nbytes", "signature", "non_finite", "requires_grad", "non_cpu",
-               "fd_delta", "labels", "info", "reported", "error_type", "error_message")  # fmt: skip
     where, parameters = _candidate_filter(peers, judge, options, db)
-    for row in iter_samples(db, columns, where, raw=("signature",), parameters=parameters):
+    for row in iter_samples(db, SAMPLE_PASS_COLUMNS, where, raw=("signature",), parameters=parameters):
         details: dict[str, list[str]] = {}
         for kind, detail in sample_findings(row, peers, judge, options):
             details.setdefault(kind, []).append(detail)
@@ -389,6 +387,12 @@ def derive_findings(
     )
     return _merged(findings)
 
+
+# What the per-sample pass of `derive_findings` reads of each row.
+SAMPLE_PASS_COLUMNS = (
+    "idx", "status", "duration", "nbytes", "signature", "non_finite", "requires_grad", "non_cpu", "fd_delta",
+    "labels", "info", "reported", "error_type", "error_message",
+)  # fmt: skip
 
 # A relative kind says nothing more where its fixed counterpart already holds for the sample.
 _SAID_BY: dict[str, str] = {"odd_size": "tiny", "odd_aspect": "extreme_aspect", "near_duplicate": "duplicate"}
@@ -769,8 +773,15 @@ def _leaks(db: Any, against: str, radius: int) -> list[tuple[int, str, str]]:
 def population_warnings(db: Any, options: PolicyOptions, share: float = 0.5) -> tuple[str, ...]:
     """A line for each quality kind that most images are past the absolute limit of: a pipeline bug
     (a transform that blacks out every image, a normalisation gone wrong), not bad samples."""
+    return limit_warnings(quality_limits(db, options), options, share)
+
+
+def limit_warnings(
+    limits: dict[str, quality.KindLimit], options: PolicyOptions, share: float = 0.5
+) -> tuple[str, ...]:
+    """`population_warnings` from the limits, however they were found (the index, or its summary)."""
     notes = []
-    for kind, limit in quality_limits(db, options).items():
+    for kind, limit in limits.items():
         if limit.total >= options.min_peers and limit.past_absolute > share * limit.total:
             notes.append(
                 f"{limit.past_absolute} of {limit.total} images are {kind} ({limit.score} past "
@@ -789,8 +800,14 @@ def _candidate_filter(
     """
     if options.require or options.num_classes is not None:
         return "", []
-    bad_signatures = judge.bad_signatures(db)
-    if bad_signatures is None:
+    return candidate_clauses(peers, options, judge.bad_signatures(db))
+
+
+def candidate_clauses(
+    peers: Population, options: PolicyOptions, bad_signatures: list[str] | None
+) -> tuple[str, list[Any]]:
+    """`_candidate_filter` once the signatures with findings are known (None: too many to list)."""
+    if bad_signatures is None or options.require or options.num_classes is not None:
         return "", []
     parameters: list[Any] = []
     clauses = [

@@ -351,9 +351,17 @@ def shape_outliers(
     """(index, kind, detail) for `odd_size` and `odd_aspect` (`shape_limits`)."""
     if len(shapes) < min_peers:
         return []
+    return odd_shapes(shapes, shape_limits(shapes, thresholds))
+
+
+def odd_shapes(
+    shapes: Mapping[int, tuple[int, int]], limits: Mapping[str, ShapeLimit]
+) -> list[tuple[int, str, str]]:
+    """(index, kind, detail) for the images of `shapes` outside the population's `limits`: the
+    images of any part of a population can be judged alone, once the limits are known."""
     found: list[tuple[int, str, str]] = []
     distinct = set(shapes.values())
-    for kind, limit in shape_limits(shapes, thresholds).items():
+    for kind, limit in limits.items():
         odd: dict[tuple[int, int], str] = {}
         for w, h in distinct:  # judged once per shape, reported per image
             deviation = limit.deviation(w, h)
@@ -401,15 +409,20 @@ def near_duplicate_findings(
     found: list[tuple[int, str, str]] = []
     groups = HashIndex(values, radius).groups() if grouping is None else grouping(ordered, values, radius)
     for members in groups:
-        representative = ordered[members[0]]
-        group = f"group {representative[0]}"
-        for member in members[1:]:
-            idx, _key, _digest = ordered[member]
-            distance = hamming(int(values[member]), int(values[members[0]]))
-            others = f" ({len(members)} images)" if len(members) > 2 else ""
-            detail = f"{group}{others}: looks like {representative[1]} (hash distance {distance})"
-            found.append((idx, "near_duplicate", detail))
+        found.extend(group_findings([(*ordered[m][:2], int(values[m])) for m in members]))
     return found
+
+
+def group_findings(members: Sequence[tuple[int, str, int]]) -> list[tuple[int, str, str]]:
+    """`near_duplicate` for each member of one group, (index, key, hash) sorted by key, but the first."""
+    representative = members[0]
+    group = f"group {representative[0]}"
+    others = f" ({len(members)} images)" if len(members) > 2 else ""
+    return [
+        (idx, "near_duplicate", f"{group}{others}: looks like {representative[1]} (hash distance "
+         f"{hamming(value, representative[2])})")
+        for idx, _key, value in members[1:]
+    ]  # fmt: skip
 
 
 def group_of(detail: str) -> int | None:

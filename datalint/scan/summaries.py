@@ -12,6 +12,18 @@ made of instead, as counts:
   of rows. A bucket is the value's binary exponent and the top 4 bits of its mantissa, so its
   bounds are exact floating-point numbers and SQLite's comparisons agree with the count.
 
+The images' population is counted the same way (datalint/scan/summary_findings.py judges with it):
+
+* each quality score's values, one count per distinct value (the probes round scores to 4
+  decimals, so a score has at most 10^4 distinct values per unit of its range, whatever the
+  number of images): the median and the MAD the quality limits come from are exact;
+* the undamaged images per (width, height), from which the `odd_size` and `odd_aspect` limits come.
+
+A part with more than MAX_DISTINCT distinct values is dropped and named in `overflow`; the
+findings are then read from the index. Each summary also carries `coverage`, the sum (mod 2^64)
+of a 64-bit hash of every row it counted (index, key, status and the columns the summary reads):
+a summary of as many rows, but other ones, is refused.
+
 Counts add, so summaries merge associatively and in any order. Each shard writer counts its rows
 as it writes them and keeps the summary inside its file (`write_summary`); the scanner merges
 them (`merge_all`, a tree reduce; on dask the reduce runs on the cluster); and `population`
@@ -27,6 +39,8 @@ row of the index (rows another scan wrote, a bucket whose count differs) raises
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import json
 import math
 import sqlite3
@@ -39,14 +53,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from datalint.scan.policy import Population
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 SUMMARY_TABLE = "population_summary"
+MAX_DISTINCT = 1 << 20  # distinct values kept per score (and shapes); past it that part is dropped
+_MASK = (1 << 64) - 1
 PER_OCTAVE = 16  # buckets per doubling of a value: the top 4 bits of the mantissa
 _LOW = -(2**31)  # the bucket of values <= 0
 _HIGH = 2**31  # the bucket of +inf
 _ROOT_TYPE = "json_extract(signature, '$.type')"  # what policy._family_medians groups sizes by
 
 Pairs = tuple[tuple[Any, int], ...]
+Shape = tuple[int, int]
 
 
 class SummaryMismatch(Exception):
@@ -63,18 +80,39 @@ class PopulationSummary:
     signatures: Pairs = ()  # (signature text or None, ok rows)
     sizes: tuple[tuple[str | None, Pairs], ...] = ()  # (root type, nbytes histogram) of ok rows
     durations: Pairs = ()  # the duration histogram of ok rows
+    scored: int = 0  # ok rows with quality scores: the images the quality kinds judge
+    scores: tuple[tuple[str, Pairs], ...] = ()  # (score name, (value, images) per distinct value)
+    shapes: tuple[tuple[Shape, int], ...] = ()  # ((width, height), undamaged images)
+    coverage: int = 0  # the sum of the rows' marks (`row_mark`), mod 2^64
+    overflow: tuple[str, ...] = ()  # the parts dropped for holding too many distinct values
 
     def merge(self, other: PopulationSummary) -> PopulationSummary:
         sizes: dict[str | None, Counter[int]] = {}
         for root, histogram in (*self.sizes, *other.sizes):
             sizes.setdefault(root, Counter()).update(dict(histogram))
-        return PopulationSummary(
-            samples=self.samples + other.samples,
-            ok=self.ok + other.ok,
-            signatures=_added(self.signatures, other.signatures),
-            sizes=tuple(sorted(((root, _pairs(counts)) for root, counts in sizes.items()), key=_text_first)),
-            durations=_added(self.durations, other.durations),
+        scores: dict[str, Counter[float]] = {}
+        for name, pairs in (*self.scores, *other.scores):
+            scores.setdefault(name, Counter()).update(dict(pairs))
+        shapes: Counter[Shape] = Counter(dict(self.shapes))
+        shapes.update(dict(other.shapes))
+        return _bounded(
+            PopulationSummary(
+                samples=self.samples + other.samples,
+                ok=self.ok + other.ok,
+                signatures=_added(self.signatures, other.signatures),
+                sizes=tuple(sorted(((root, _pairs(c)) for root, c in sizes.items()), key=_text_first)),
+                durations=_added(self.durations, other.durations),
+                scored=self.scored + other.scored,
+                scores=tuple(sorted((name, _pairs(c)) for name, c in scores.items())),
+                shapes=_pairs(shapes),
+                coverage=(self.coverage + other.coverage) & _MASK,
+                overflow=tuple(sorted({*self.overflow, *other.overflow})),
+            )
         )
+
+    def score_values(self, name: str) -> Pairs:
+        """(value, images) of one quality score, by value."""
+        return dict(self.scores).get(name, ())
 
     def size_histogram(self, roots: Iterable[str | None] | None = None) -> Pairs:
         """The nbytes histogram of the rows whose root type is in `roots` (all rows: None)."""
@@ -100,6 +138,13 @@ class PopulationSummary:
             signatures=tuple((text, int(n)) for text, n in body["signatures"]),
             sizes=tuple((root, tuple((int(b), int(n)) for b, n in pairs)) for root, pairs in body["sizes"]),
             durations=tuple((int(b), int(n)) for b, n in body["durations"]),
+            scored=int(body["scored"]),
+            scores=tuple(
+                (name, tuple((float(v), int(n)) for v, n in pairs)) for name, pairs in body["scores"]
+            ),
+            shapes=tuple(((int(w), int(h)), int(n)) for (w, h), n in body["shapes"]),
+            coverage=int(body["coverage"]),
+            overflow=tuple(str(name) for name in body["overflow"]),
         )
 
 
@@ -110,7 +155,33 @@ def _as_lists(summary: PopulationSummary) -> dict[str, Any]:
         "signatures": [list(pair) for pair in summary.signatures],
         "sizes": [[root, [list(pair) for pair in pairs]] for root, pairs in summary.sizes],
         "durations": [list(pair) for pair in summary.durations],
+        "scored": summary.scored,
+        "scores": [[name, [list(pair) for pair in pairs]] for name, pairs in summary.scores],
+        "shapes": [[list(shape), n] for shape, n in summary.shapes],
+        "coverage": summary.coverage,
+        "overflow": list(summary.overflow),
     }
+
+
+def _bounded(summary: PopulationSummary) -> PopulationSummary:
+    """The summary without the parts that hold more than MAX_DISTINCT distinct values, named in
+    `overflow` (the findings then come from the index: a summary as large as the rows saves nothing)."""
+    dropped = {name for name, pairs in summary.scores if len(pairs) > MAX_DISTINCT}
+    if len(summary.shapes) > MAX_DISTINCT:
+        dropped.add("shapes")
+    gone = set(summary.overflow) | dropped
+    if (
+        not dropped
+        and not any(name in gone for name, _ in summary.scores)
+        and not ("shapes" in gone and summary.shapes)
+    ):
+        return summary
+    return dataclasses.replace(
+        summary,
+        scores=tuple((name, pairs) for name, pairs in summary.scores if name not in gone),
+        shapes=() if "shapes" in gone else summary.shapes,
+        overflow=tuple(sorted(gone)),
+    )
 
 
 def _text_first(pair: tuple[Any, Any]) -> tuple[int, str]:
@@ -186,13 +257,30 @@ class Summarizer:
 
     def __init__(self) -> None:
         self.samples = 0
+        self.coverage = 0
         self.signatures: Counter[str | None] = Counter()
         self.sizes: dict[str | None, Counter[int]] = {}
         self.durations: Counter[int] = Counter()
+        self.scored = 0
+        self.scores: dict[str, Counter[float]] = {}
+        self.shapes: Counter[Shape] = Counter()
+        self.unusable: set[str] = set()  # scores that are not numbers: judged from the index
         self._roots: dict[str | None, str | None] = {}  # signature text -> its root type
 
-    def add(self, status: str, signature: str | None, nbytes: float | None, duration: float | None) -> None:
+    def add(
+        self,
+        status: str,
+        signature: str | None,
+        nbytes: float | None,
+        duration: float | None,
+        info: str | None = None,
+        idx: int | None = None,
+        key: Any = None,
+    ) -> None:
         self.samples += 1
+        self.coverage = (
+            self.coverage + row_mark(idx, key, status, signature, nbytes, duration, info)
+        ) & _MASK
         if status != "ok":
             return
         self.signatures[signature] += 1
@@ -205,32 +293,94 @@ class Summarizer:
         seconds = bucket_of(duration)
         if seconds is not None:
             self.durations[seconds] += 1
+        if info is not None and ('"quality"' in info or '"sha256"' in info):
+            self._add_image(json.loads(info))
+
+    def _add_image(self, info: Any) -> None:
+        """What the policy reads of an image's info: its scores (`policy.quality_rows`) and, for an
+        undamaged file, its shape (`policy.image_shapes`)."""
+        if not isinstance(info, dict):
+            return
+        scores = info.get("quality")
+        if scores is not None:
+            self.scored += 1
+            for name, value in scores.items() if isinstance(scores, dict) else ():
+                if value is None or isinstance(value, str):  # a str: the perceptual hash
+                    continue
+                try:
+                    self.scores.setdefault(name, Counter())[float(value)] += 1
+                except (TypeError, ValueError):
+                    self.unusable.add(name)
+        width, height = info.get("width"), info.get("height")
+        if info.get("sha256") is not None and width is not None and height:
+            try:
+                if width > 0:
+                    self.shapes[(int(width), int(height))] += 1
+            except (TypeError, ValueError):
+                self.unusable.add("shapes")
 
     def add_values(self, rows: Iterable[Sequence[Any]]) -> None:
         """Rows as `store.sample_values` makes them (SAMPLE_COLUMNS order, JSON as text)."""
         for row in rows:
-            self.add(row[_STATUS], row[_SIGNATURE], row[_NBYTES], row[_DURATION])
+            self.add(
+                row[_STATUS], row[_SIGNATURE], row[_NBYTES], row[_DURATION], row[_INFO], row[_IDX], row[_KEY]
+            )
 
     def summary(self) -> PopulationSummary:
-        return PopulationSummary(
-            samples=self.samples,
-            ok=sum(self.signatures.values()),
-            signatures=_pairs(self.signatures),
-            sizes=tuple(sorted(((root, _pairs(c)) for root, c in self.sizes.items()), key=_text_first)),
-            durations=_pairs(self.durations),
+        return _bounded(
+            PopulationSummary(
+                samples=self.samples,
+                ok=sum(self.signatures.values()),
+                signatures=_pairs(self.signatures),
+                sizes=tuple(sorted(((root, _pairs(c)) for root, c in self.sizes.items()), key=_text_first)),
+                durations=_pairs(self.durations),
+                scored=self.scored,
+                scores=tuple(sorted((name, _pairs(c)) for name, c in self.scores.items())),
+                shapes=_pairs(self.shapes),
+                coverage=self.coverage,
+                overflow=tuple(sorted(self.unusable)),
+            )
         )
 
 
 _UNSEEN: Any = object()
+_MARKED = ("idx", "key", "status", "signature", "nbytes", "duration", "info")  # what `row_mark` hashes
 
 
-def _positions() -> tuple[int, int, int, int]:
+def _positions() -> tuple[int, ...]:
     from datalint.scan.store import SAMPLE_COLUMNS
 
-    return tuple(SAMPLE_COLUMNS.index(c) for c in ("status", "signature", "nbytes", "duration"))  # type: ignore[return-value]
+    return tuple(
+        SAMPLE_COLUMNS.index(c) for c in ("status", "signature", "nbytes", "duration", "info", "idx", "key")
+    )
 
 
-_STATUS, _SIGNATURE, _NBYTES, _DURATION = _positions()
+_STATUS, _SIGNATURE, _NBYTES, _DURATION, _INFO, _IDX, _KEY = _positions()
+
+
+def row_mark(idx: Any, key: Any, status: Any, signature: Any, nbytes: Any, duration: Any, info: Any) -> int:
+    """A 64-bit hash of one row's identity and of what the summary counts of it. Values are taken
+    as SQLite stores them (an integral float in an INTEGER column is an integer, a REAL column's
+    integer a float, a key text), so a row hashes alike before it is written and read back."""
+    if isinstance(nbytes, float) and nbytes.is_integer() and abs(nbytes) < 2**63:
+        nbytes = int(nbytes)
+    if isinstance(duration, int) and not isinstance(duration, bool):
+        duration = float(duration)
+    if key is not None and not isinstance(key, (str, bytes)):
+        key = str(key)
+    text = repr((idx, key, status, signature, nbytes, duration, info))
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def coverage_of(connection: Any) -> tuple[int, int]:
+    """(rows, the sum of their marks): what a summary of every row of this index must hold."""
+    total = rows = 0
+    query = f"SELECT {', '.join(_MARKED)} FROM samples"
+    for row in connection.execute(query):
+        total += row_mark(*row)
+        rows += 1
+    return rows, total & _MASK
 
 
 def root_type(signature: str | None) -> str | None:
@@ -246,11 +396,11 @@ def root_type(signature: str | None) -> str | None:
 
 
 def summarize(connection: sqlite3.Connection) -> PopulationSummary:
-    """The summary of every row in an index or shard file, in one read of four columns."""
+    """The summary of every row in an index or shard file, in one read of seven columns."""
     counter = Summarizer()
-    cursor = connection.execute("SELECT status, signature, nbytes, duration FROM samples")
-    for status, signature, nbytes, duration in cursor:
-        counter.add(status, signature, nbytes, duration)
+    cursor = connection.execute("SELECT status, signature, nbytes, duration, info, idx, key FROM samples")
+    for status, signature, nbytes, duration, info, idx, key in cursor:
+        counter.add(status, signature, nbytes, duration, info, idx, key)
     return counter.summary()
 
 
@@ -271,6 +421,13 @@ def read_summary(connection: sqlite3.Connection) -> PopulationSummary | None:
     return PopulationSummary.from_json(row[0]) if row is not None else None
 
 
+def summary_of_file_rows(path: str | Path) -> PopulationSummary:
+    """A shard or index file's summary counted from its rows now, whatever summary it keeps."""
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+        return summarize(connection)
+
+
 def summary_of_file(path: str | Path) -> PopulationSummary:
     """A shard file's summary: the one its writer kept, or (missing, or of an older version) one
     computed from its rows now."""
@@ -284,12 +441,14 @@ def summary_of_file(path: str | Path) -> PopulationSummary:
 # From a summary back to the policy's population
 
 
-def population(db: Any, summary: PopulationSummary) -> Population:
+def population(db: Any, summary: PopulationSummary, *, checked: bool = False) -> Population:
     """The `policy.Population` of the index `db`, from a summary of all its rows: equal to
-    `policy.population(db)`. Raises SummaryMismatch when the summary is not the index's."""
+    `policy.population(db)`. Raises SummaryMismatch when the summary is not the index's
+    (`checked`: `check_covers` has just said it is)."""
     from datalint.scan import policy
 
-    _check_covers(db, summary)
+    if not checked:
+        check_covers(db, summary)
     tally = policy.tally_signatures(summary.signatures)
     roots = tally.root_types
     wanted: list[tuple[str, frozenset[str | None] | None, Pairs, tuple[float, ...]]] = [
@@ -326,12 +485,16 @@ def population(db: Any, summary: PopulationSummary) -> Population:
     )
 
 
-def _check_covers(db: Any, summary: PopulationSummary) -> None:
-    (samples,) = db.execute("SELECT count(*) FROM samples").fetchone()
-    (ok,) = db.execute("SELECT count(*) FROM samples WHERE status = 'ok'").fetchone()
-    if (samples, ok) != (summary.samples, summary.ok):
+def check_covers(db: Any, summary: PopulationSummary) -> None:
+    """Raise SummaryMismatch unless the summary counted exactly the index's rows, as they are now:
+    as many, and the same ones (the sum of their marks), in one read of the columns it counts."""
+    samples, marks = coverage_of(db)
+    if samples != summary.samples:
+        raise SummaryMismatch(f"the summary holds {summary.samples} rows, the index {samples}")
+    if marks != summary.coverage:
         raise SummaryMismatch(
-            f"the summary holds {summary.samples} rows ({summary.ok} ok), the index {samples} ({ok} ok)"
+            f"the summary holds {samples} rows, as the index does, but other ones (or as they were "
+            "before a change)"
         )
 
 
