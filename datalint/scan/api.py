@@ -31,7 +31,16 @@ from datalint.errors import DatalintError, UsageError
 from datalint.extras import require as require_extra
 from datalint.limits import effective_cpu_count
 from datalint.scan import changes as changes_
-from datalint.scan import dask_backend, policy, preflight, runner, shard_writers, store, summaries
+from datalint.scan import (
+    dask_backend,
+    policy,
+    preflight,
+    runner,
+    shard_writers,
+    store,
+    summaries,
+    summary_findings,
+)
 from datalint.scan.policy import PolicyOptions, QuarantineEntry
 from datalint.scan.progress import Progress
 from datalint.scan.shards import shard_starts_of
@@ -364,23 +373,17 @@ def _scan_locked(
     if workers == 0:
         notes.append("--workers 0: samples ran in this process; nothing isolated, no timeout enforced")
     scanned = 0
-    merged: shard_writers.MergedFiles | None = recovered if recovered.files else None
     if todo is not None:
         try:
-            scanned, length, measured = _measure(
+            scanned, length, _merged = _measure(
                 index, description, source, options, todo, length, print_, resumed, workers, plan.run_id
             )
         finally:
             _record_files(index, plan)
-        merged = _with_summary(merged, measured)
     changes_.drop_current(index)
     kept = lambda: _kept_rows(index_path)  # noqa: E731
     with store.reading_index(index_path, kept):  # the policy reads what the index holds, as it is
-        peers = _population(index, merged)
-        # Before the findings: both read every image's scores, and the second read is free only
-        # while nothing has written to the index (the findings update the stored image groups).
-        warnings = policy.population_warnings(index, options.policy)
-        findings = policy.derive_findings(index, options.policy, peers, keep_groups=True)
+        peers, warnings, findings = _judged(index, options.policy)
     store.write_findings(index, (f.to_row() for f in findings))
     run = store.latest_run(index)
     if run is not None and run.finished is not None:  # nothing measured: the findings are re-judged
@@ -421,25 +424,32 @@ def _scan_locked(
     )
 
 
-def _with_summary(
-    first: shard_writers.MergedFiles | None, second: shard_writers.MergedFiles | None
-) -> shard_writers.MergedFiles | None:
-    if first is None or second is None:
-        return first or second
-    return shard_writers.MergedFiles(
-        first.files + second.files, first.samples + second.samples, first.summary.merge(second.summary)
-    )
-
-
-def _population(index: Any, merged: shard_writers.MergedFiles | None) -> policy.Population:
-    """From the shard files' summaries when they account for every row of the index (a sharded
-    scan, resumed or not); from the index itself otherwise."""
-    if merged is not None:
+def _judged(
+    index: Any, options: PolicyOptions
+) -> tuple[policy.Population, tuple[str, ...], list[policy.Finding]]:
+    """(population, population warnings, findings): from the summary the index keeps while it
+    covers every row (a sharded scan, resumed or not), judged part by part; from the index else."""
+    kept = summaries.read_summary(index.conn)
+    if kept is not None:
         try:
-            return summaries.population(index, merged.summary)
-        except summaries.SummaryMismatch:  # rows of other scans: the summaries do not hold them
+            limits, findings = summary_findings.findings(index, kept, options)
+            return limits.peers, policy.limit_warnings(limits.quality_limits, options), findings
+        except summaries.SummaryMismatch:  # rows of other scans, or changed since: read them
             pass
-    return policy.population(index)
+    peers = policy.population(index)
+    # Before the findings: both read every image's scores, and the second read is free only
+    # while nothing has written to the index (the findings update the stored image groups).
+    warnings = policy.population_warnings(index, options)
+    return peers, warnings, policy.derive_findings(index, options, peers, keep_groups=True)
+
+
+def _findings_of(index: Any, options: PolicyOptions) -> list[policy.Finding]:
+    """The findings under `options`, from the summary the index keeps while it covers every row."""
+    kept = summaries.read_summary(index.conn)
+    if kept is not None:
+        with contextlib.suppress(summaries.SummaryMismatch):
+            return summary_findings.findings(index, kept, options)[1]
+    return policy.derive_findings(index, options)
 
 
 def _kept_rows(index_path: Path) -> str:
@@ -1055,7 +1065,7 @@ def derive_quarantine(
         if kinds is not None:
             stored["kinds"] = policy.parse_kinds(kinds)
         options = PolicyOptions.from_dict(stored)
-        findings = policy.derive_findings(index, options)
+        findings = _findings_of(index, options)
         keys = sample_keys(index, {f.idx for f in findings if f.kind in options.kinds})
         entries = policy.quarantine_entries(findings, keys, options.kinds)
         return policy.quarantine_document(

@@ -11,8 +11,9 @@ source) the scanner writes no sample row of a shard itself:
   the file is fsynced and renamed to `<first>-<last>.db`, and only counts go back to the scanner.
 * Each writer also keeps its file's population summary inside the file (datalint/scan/summaries.py).
   The scanner merges the finished files into the index at the end (`merge_shard_indexes`) and
-  their summaries into one (a tree reduce; on dask, on the cluster), from which the policy's
-  population comes: the findings equal a single-writer scan's, without a pass that sorts every row.
+  their summaries into one (a tree reduce; on dask, on the cluster), which the index keeps. The
+  findings come from it (datalint/scan/summary_findings.py: limits from the summary, the rows
+  judged part by part): they equal a single-writer scan's, without reading the index whole.
 * Resume is per shard. A scan killed at any moment leaves finished files, which the next scan
   merges before it plans (so their samples are not measured again), and `.part` files, which it
   discards (their samples are measured again).
@@ -222,16 +223,20 @@ def merge_finished(
     A row of another run already in the index for one of their samples (the training guard's) is
     replaced, as the single writer replaces it. The files' summaries are merged too: `known` is
     the summary of some of them reduced already; the others' are read from the files here (or
-    computed from their rows where a file has none)."""
+    computed from their rows where a file has none). The index keeps the result added to the
+    summary it kept (`summaries.keep_in_index`): an interrupted scan resumed, or a later command,
+    judges from it while it covers every row."""
     folder = folder_of(index_path)
     files = finished_files(folder)
     samples = 0
     summary = summaries.PopulationSummary()
     if files:
         summary = _summary_of(files, known)
+        was_empty = summaries.is_empty(index_path)
         samples = merge_shard_indexes(
             index_path, files, run_id=run_id, replace=replace, supersede=True
         ).samples
+        summaries.keep_in_index(index_path, summary, was_empty=was_empty)
     for path in files:  # only now: a scan killed during the merge merges them again (replace=True)
         path.unlink()
     if folder.is_dir():

@@ -405,20 +405,56 @@ def summarize(connection: sqlite3.Connection) -> PopulationSummary:
 
 
 def write_summary(connection: sqlite3.Connection, summary: PopulationSummary) -> None:
-    """Keep `summary` inside the shard file it describes: it is renamed, merged and removed with it."""
+    """Keep `summary` inside the file it describes: a shard file (renamed, merged and removed with
+    it) or the merged index (`keep_in_index`). Its version and the rows it covers (how many, and
+    the sum of their marks) are columns beside it, for whoever looks at the file."""
     with connection:
-        connection.execute(f"CREATE TABLE IF NOT EXISTS {SUMMARY_TABLE} (body TEXT NOT NULL)")
-        connection.execute(f"DELETE FROM {SUMMARY_TABLE}")
-        connection.execute(f"INSERT INTO {SUMMARY_TABLE} (body) VALUES (?)", (summary.to_json(),))
+        connection.execute(f"DROP TABLE IF EXISTS {SUMMARY_TABLE}")  # one of an older layout too
+        connection.execute(
+            f"CREATE TABLE {SUMMARY_TABLE} (version INTEGER NOT NULL, samples INTEGER NOT NULL, "
+            "coverage TEXT NOT NULL, body TEXT NOT NULL)"
+        )
+        connection.execute(
+            f"INSERT INTO {SUMMARY_TABLE} (version, samples, coverage, body) VALUES (?, ?, ?, ?)",
+            (SUMMARY_VERSION, summary.samples, f"{summary.coverage:016x}", summary.to_json()),
+        )
 
 
 def read_summary(connection: sqlite3.Connection) -> PopulationSummary | None:
-    """The summary a shard writer kept in its file; None when there is none or of another version."""
+    """The summary a shard writer kept in its file (or a scan in its index); None when there is
+    none or of another version."""
     try:
         row = connection.execute(f"SELECT body FROM {SUMMARY_TABLE}").fetchone()
     except sqlite3.OperationalError:  # no such table: a file written before summaries existed
         return None
     return PopulationSummary.from_json(row[0]) if row is not None else None
+
+
+def forget_summary(connection: sqlite3.Connection) -> None:
+    with connection:
+        connection.execute(f"DROP TABLE IF EXISTS {SUMMARY_TABLE}")
+
+
+def keep_in_index(index_path: str | Path, merged: PopulationSummary, *, was_empty: bool) -> None:
+    """After shard files were merged into an index: the summary it keeps becomes the one it kept
+    plus `merged` (the files'), so that it still covers every row. An index that held rows but no
+    summary (a single writer's) keeps none: what it holds is not known without reading it.
+
+    Nothing is checked here: the rows a merge replaced, or another writer's since, make the kept
+    summary cover other rows than the index's, and `check_covers` refuses it where it is used."""
+    with contextlib.closing(sqlite3.connect(index_path, timeout=60)) as connection:
+        before = read_summary(connection)
+        if before is None and not was_empty:
+            return
+        write_summary(connection, merged if before is None else before.merge(merged))
+
+
+def is_empty(index_path: str | Path) -> bool:
+    with contextlib.closing(sqlite3.connect(index_path, timeout=60)) as connection:
+        try:
+            return connection.execute("SELECT 1 FROM samples LIMIT 1").fetchone() is None
+        except sqlite3.OperationalError:  # no samples table yet: a new index
+            return True
 
 
 def summary_of_file_rows(path: str | Path) -> PopulationSummary:

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datalint.scan import policy, quality, store
+from datalint.scan import policy, quality, store, summaries
 from datalint.scan.images import ShapeThresholds, duplicate_findings, shape_findings
 from datalint.scan.policy import Finding, PolicyOptions, Population
-from datalint.scan.summaries import Pairs, PopulationSummary, SummaryMismatch, check_covers, population
+from datalint.scan.summaries import Pairs, PopulationSummary, SummaryMismatch, check_covers
 
 PART_ROWS = 1 << 20  # indices per part: about a shard's rows, and ~100 MB of a worker's memory at most
 _LOOKUP = 500  # indices per `idx IN (...)` when the parent reads the few rows it names
@@ -98,7 +98,7 @@ def limits_of(db: Any, summary: PopulationSummary, options: PolicyOptions) -> Li
     if summary.overflow:
         raise SummaryMismatch(f"the summary dropped {', '.join(summary.overflow)}: too many distinct values")
     check_covers(db, summary)
-    peers = population(db, summary, checked=True)
+    peers = summaries.population(db, summary, checked=True)
     thresholds = policy.quality_thresholds(options)
     judge = policy._SignatureJudge(peers, options)
     bad = [text for text, _n in summary.signatures if text and judge.findings(text)]

@@ -349,13 +349,44 @@ def test_a_row_the_training_guard_wrote_is_replaced_by_the_shard_files_row(
 
 
 @pytest.mark.slow
-def test_a_terminated_sharded_scan_merges_what_its_writers_finished(slow_shards: str, tmp_path: Path) -> None:
+def test_a_terminated_sharded_scan_merges_what_its_writers_finished(
+    slow_shards: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "terminated.db"
     assert stop_mid_scan(slow_shards, db, signal.SIGTERM) != 0
     assert not shard_writers.folder_of(db).exists()  # finished files merged, half-written ones dropped
     kept = rows(db, "SELECT idx FROM samples ORDER BY idx")
     assert len(kept) >= 2 * 4  # at least the two finished shards (4 samples in the smallest)
     single = tmp_path / "single.db"
-    scan(slow_shards, single, "--shard-index", "off", "--workers", "2")
+    single_summary = scan(slow_shards, single, "--shard-index", "off", "--workers", "2")
     everything = {row[0]: row for row in measured(single)}
     assert measured(db) == [everything[index] for (index,) in kept]  # whole rows, as measured
+    # The index keeps the summary of what was merged, covering exactly its rows ...
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        held = summaries.read_summary(connection)
+        assert held is not None and summaries.coverage_of(connection) == (held.samples, held.coverage)
+    # ... so the resumed scan judges from summaries alone, with the findings of one uninterrupted scan.
+    sources = populations(monkeypatch)
+    resumed = scan(slow_shards, db, "--shard-index", "on", "--workers", "2")
+    assert sources == ["summaries"]
+    assert_same_scan(db, resumed, single, single_summary)
+
+
+def test_a_later_command_judges_from_the_kept_summary_until_a_row_changes(
+    faulty: tuple[str, Path, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datalint.scan.api import derive_quarantine
+
+    pattern, single, _ = faulty
+    db = tmp_path / "kept.db"
+    scan(pattern, db, "--shard-index", "on", "--workers", "2")
+    sources = populations(monkeypatch)
+    document = derive_quarantine(db, kinds="all")
+    assert sources == ["summaries"]
+    assert document["samples"] == derive_quarantine(single, kinds="all")["samples"]
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:  # a row rewritten behind it
+        connection.execute("UPDATE samples SET status = 'error' WHERE idx = 3")
+    sources.clear()
+    changed = derive_quarantine(db, kinds="all")
+    assert sources == ["index"]  # the summary no longer covers the rows: they are read
+    assert 3 in {entry["index"] for entry in changed["samples"]}
