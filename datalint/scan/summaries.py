@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 SUMMARY_VERSION = 2
 SUMMARY_TABLE = "population_summary"
 MAX_DISTINCT = 1 << 20  # distinct values kept per score (and shapes); past it that part is dropped
-_MASK = (1 << 64) - 1
+MASK = (1 << 64) - 1
 PER_OCTAVE = 16  # buckets per doubling of a value: the top 4 bits of the mantissa
 _LOW = -(2**31)  # the bucket of values <= 0
 _HIGH = 2**31  # the bucket of +inf
@@ -105,7 +105,7 @@ class PopulationSummary:
                 scored=self.scored + other.scored,
                 scores=tuple(sorted((name, _pairs(c)) for name, c in scores.items())),
                 shapes=_pairs(shapes),
-                coverage=(self.coverage + other.coverage) & _MASK,
+                coverage=(self.coverage + other.coverage) & MASK,
                 overflow=tuple(sorted({*self.overflow, *other.overflow})),
             )
         )
@@ -278,9 +278,7 @@ class Summarizer:
         key: Any = None,
     ) -> None:
         self.samples += 1
-        self.coverage = (
-            self.coverage + row_mark(idx, key, status, signature, nbytes, duration, info)
-        ) & _MASK
+        self.coverage = (self.coverage + row_mark(idx, key, status, signature, nbytes, duration, info)) & MASK
         if status != "ok":
             return
         self.signatures[signature] += 1
@@ -305,12 +303,18 @@ class Summarizer:
         if scores is not None:
             self.scored += 1
             for name, value in scores.items() if isinstance(scores, dict) else ():
-                if value is None or isinstance(value, str):  # a str: the perceptual hash
-                    continue
-                try:
-                    self.scores.setdefault(name, Counter())[float(value)] += 1
-                except (TypeError, ValueError):
-                    self.unusable.add(name)
+                if type(value) is not float:  # a str: the perceptual hash; an int is counted as its float
+                    if value is None or isinstance(value, str):
+                        continue
+                    try:
+                        value = float(value)
+                    except (TypeError, ValueError):
+                        self.unusable.add(name)
+                        continue
+                counts = self.scores.get(name)
+                if counts is None:
+                    counts = self.scores[name] = Counter()
+                counts[value] += 1
         width, height = info.get("width"), info.get("height")
         if info.get("sha256") is not None and width is not None and height:
             try:
@@ -344,7 +348,7 @@ class Summarizer:
 
 
 _UNSEEN: Any = object()
-_MARKED = ("idx", "key", "status", "signature", "nbytes", "duration", "info")  # what `row_mark` hashes
+MARKED = ("idx", "key", "status", "signature", "nbytes", "duration", "info")  # what `row_mark` hashes
 
 
 def _positions() -> tuple[int, ...]:
@@ -368,7 +372,8 @@ def row_mark(idx: Any, key: Any, status: Any, signature: Any, nbytes: Any, durat
         duration = float(duration)
     if key is not None and not isinstance(key, (str, bytes)):
         key = str(key)
-    text = repr((idx, key, status, signature, nbytes, duration, info))
+    # The JSON texts as they are (a repr would escape their quotes: 3x the cost), the rest by repr.
+    text = f"{idx!r}\x1f{key!r}\x1f{status!r}\x1f{signature}\x1f{nbytes!r}\x1f{duration!r}\x1f{info}"
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "little")
 
@@ -376,11 +381,11 @@ def row_mark(idx: Any, key: Any, status: Any, signature: Any, nbytes: Any, durat
 def coverage_of(connection: Any) -> tuple[int, int]:
     """(rows, the sum of their marks): what a summary of every row of this index must hold."""
     total = rows = 0
-    query = f"SELECT {', '.join(_MARKED)} FROM samples"
+    query = f"SELECT {', '.join(MARKED)} FROM samples"
     for row in connection.execute(query):
         total += row_mark(*row)
         rows += 1
-    return rows, total & _MASK
+    return rows, total & MASK
 
 
 def root_type(signature: str | None) -> str | None:
@@ -524,7 +529,11 @@ def population(db: Any, summary: PopulationSummary, *, checked: bool = False) ->
 def check_covers(db: Any, summary: PopulationSummary) -> None:
     """Raise SummaryMismatch unless the summary counted exactly the index's rows, as they are now:
     as many, and the same ones (the sum of their marks), in one read of the columns it counts."""
-    samples, marks = coverage_of(db)
+    raise_unless_covers(summary, *coverage_of(db))
+
+
+def raise_unless_covers(summary: PopulationSummary, samples: int, marks: int) -> None:
+    """SummaryMismatch unless the summary counted `samples` rows whose marks sum to `marks`."""
     if samples != summary.samples:
         raise SummaryMismatch(f"the summary holds {summary.samples} rows, the index {samples}")
     if marks != summary.coverage:

@@ -28,6 +28,7 @@ the index instead.
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -40,7 +41,7 @@ from datalint.scan.images import ShapeThresholds, duplicate_findings, shape_find
 from datalint.scan.policy import Finding, PolicyOptions, Population
 from datalint.scan.summaries import Pairs, PopulationSummary, SummaryMismatch, check_covers
 
-PART_ROWS = 1 << 20  # indices per part: about a shard's rows, and ~100 MB of a worker's memory at most
+PART_ROWS = 1 << 16  # indices per part: a few shards of rows; ~30 MB of a worker's memory for images
 _LOOKUP = 500  # indices per `idx IN (...)` when the parent reads the few rows it names
 _MANY_SIGNATURES = 2000  # as `policy._SignatureJudge.bad_signatures`: more, and every row is read
 
@@ -66,6 +67,8 @@ class Part:
     digests: Any  # uint64: the first 64 bits of each one's content hash
     phash_rows: Any  # int64 indices of the images with a perceptual hash
     phashes: Any  # uint64
+    rows: int  # the part's rows, and the sum of their marks: its share of the coverage check
+    marks: int
 
 
 def findings(
@@ -77,10 +80,14 @@ def findings(
     part_rows: int = PART_ROWS,
 ) -> tuple[Limits, list[Finding]]:
     """The limits and every finding of the index `db`, from the summary of all its rows: equal to
-    `policy.derive_findings(db, options)`. Raises SummaryMismatch when the summary is not the index's."""
-    limits = limits_of(db, summary, options)
+    `policy.derive_findings(db, options)`. Raises SummaryMismatch when the summary is not the index's.
+
+    The coverage is checked by the parts, in the pass that judges them: a summary of other rows is
+    refused once they are judged (the common case, a summary that covers, costs no pass of its own)."""
+    limits = limits_of(db, summary, options, checked=True)
     ranges = list(part_ranges(db, part_rows))
     parts = list(_judged_parts(db, limits, ranges, workers))
+    _check_parts_cover(parts, summary)
     found = [finding for part in parts for finding in part.findings]
     found.extend(cross_part_findings(db, parts, options))
     if options.against:  # the other split's images against all of ours (its own index, read whole)
@@ -94,10 +101,14 @@ def findings(
 # 1. The limits, from the summary alone (and the population's few exact values from the index)
 
 
-def limits_of(db: Any, summary: PopulationSummary, options: PolicyOptions) -> Limits:
+def limits_of(
+    db: Any, summary: PopulationSummary, options: PolicyOptions, *, checked: bool = False
+) -> Limits:
+    """The limits of every kind, from the summary (`checked`: whoever calls checks the coverage)."""
     if summary.overflow:
         raise SummaryMismatch(f"the summary dropped {', '.join(summary.overflow)}: too many distinct values")
-    check_covers(db, summary)
+    if not checked:
+        check_covers(db, summary)
     peers = summaries.population(db, summary, checked=True)
     thresholds = policy.quality_thresholds(options)
     judge = policy._SignatureJudge(peers, options)
@@ -197,11 +208,11 @@ def judge_part(db: Any, limits: Limits, first: int, last: int) -> Part:
     import numpy as np
 
     found = list(_sample_findings(db, limits, first, last))
-    read = db.execute(_IMAGES, (first, last)).fetchall()
-    scored = [(idx, key, text) for idx, key, text, _digest, _w, _h in read if text is not None]
+    read, count, marks = _read_part(db, first, last)
     rows = [
         (idx, key if type(key) is str else policy._image_key(idx, key), scores)
-        for (idx, key, _text), scores in zip(scored, policy._parsed_scores(scored), strict=True)
+        for idx, key, scores, _digest, _w, _h in read
+        if scores is not None
     ]
     found.extend(_image_findings(read, rows, limits))
     digests = [
@@ -216,7 +227,44 @@ def judge_part(db: Any, limits: Limits, first: int, last: int) -> Part:
         phashes=quality.hashes_from_hex([value for _, value in phashes])
         if phashes
         else np.zeros(0, np.uint64),
+        rows=count,
+        marks=marks,
     )
+
+
+_ROWS = f"SELECT {', '.join(summaries.MARKED)} FROM samples WHERE idx BETWEEN ? AND ? ORDER BY idx"
+
+
+def _read_part(db: Any, first: int, last: int) -> tuple[list[tuple[Any, ...]], int, int]:
+    """(index, key, scores, content hash, width, height) of the part's ok samples with an image's
+    info (what `policy.quality_rows` reads), and the count and sum of the marks of all its rows."""
+    images: list[tuple[Any, ...]] = []
+    count = marks = 0
+    for row in db.execute(_ROWS, (first, last)):
+        count += 1
+        marks += summaries.row_mark(*row)
+        idx, key, status, _signature, _nbytes, _duration, info = row
+        if status != "ok" or info is None or ('"quality"' not in info and '"sha256"' not in info):
+            continue
+        parsed = json.loads(info)
+        if isinstance(parsed, dict):
+            images.append(
+                (
+                    idx,
+                    key,
+                    parsed.get("quality"),
+                    parsed.get("sha256"),
+                    parsed.get("width"),
+                    parsed.get("height"),
+                )
+            )
+    return images, count, marks
+
+
+def _check_parts_cover(parts: Sequence[Part], summary: PopulationSummary) -> None:
+    rows = sum(part.rows for part in parts)
+    marks = sum(part.marks for part in parts) & summaries.MASK
+    summaries.raise_unless_covers(summary, rows, marks)
 
 
 def _sample_findings(db: Any, limits: Limits, first: int, last: int) -> Iterator[tuple[int, str, str]]:
@@ -237,18 +285,11 @@ def _sample_findings(db: Any, limits: Limits, first: int, last: int) -> Iterator
             yield row["idx"], kind, "; ".join(dict.fromkeys(parts))
 
 
-_IMAGES = (
-    "SELECT idx, key, json_extract(info, '$.quality'), json_extract(info, '$.sha256'), "
-    "json_extract(info, '$.width'), json_extract(info, '$.height') "
-    "FROM samples WHERE status = 'ok' AND idx BETWEEN ? AND ? ORDER BY idx"
-)
-
-
 def _image_findings(
     read: list[tuple[Any, ...]], rows: list[tuple[int, str, Any]], limits: Limits
 ) -> list[tuple[int, str, str]]:
     """tiny and extreme_aspect (fixed limits), the quality kinds past their limits, odd shapes, for
-    a part's images as `_IMAGES` reads them and their parsed scores."""
+    a part's images as `_read_part` reads them and their scores."""
     fixed = policy.shape_thresholds(limits.options)
     found = [
         (idx, f.kind, f.detail)

@@ -183,23 +183,42 @@ def test_weighted_median_is_numpys_median() -> None:
         assert summary_findings.robust_center(pairs) == policy.quality.robust_center(values)
 
 
-def test_a_summary_of_as_many_rows_but_other_ones_is_refused(
-    sharded: tuple[list[Path], Path], tmp_path: Path
-) -> None:
-    """A tampered shard file: two rows swap statuses, so the counts of rows and of ok rows hold."""
-    files, _ = sharded
+def tampered_copies(files: list[Path], folder: Path, *statements: tuple[str, str]) -> list[Path]:
+    """Copies of the shard files, the third changed behind its kept summary by `statements`
+    (SQL with one `?` for a row's index, and the WHERE that picks that row)."""
     copies = []
     for path in files:
-        copy = tmp_path / path.name
+        copy = folder / path.name
         copy.write_bytes(path.read_bytes())
         copies.append(copy)
-    kept = merged_summary(copies)  # the summaries the writers kept, before the change
-    with contextlib.closing(sqlite3.connect(copies[2])) as connection:
-        ok = connection.execute("SELECT min(idx) FROM samples WHERE status = 'ok'").fetchone()[0]
-        bad = connection.execute("SELECT min(idx) FROM samples WHERE status != 'ok'").fetchone()[0]
-        with connection:
-            connection.execute("UPDATE samples SET status = 'error' WHERE idx = ?", (ok,))
-            connection.execute("UPDATE samples SET status = 'ok' WHERE idx = ?", (bad,))
+    with contextlib.closing(sqlite3.connect(copies[2])) as connection, connection:
+        picked = [
+            connection.execute(f"SELECT min(idx) FROM samples WHERE {where}").fetchone()[0]
+            for _, where in statements
+        ]
+        for (statement, _), idx in zip(statements, picked, strict=True):
+            connection.execute(statement, (idx,))
+    return copies
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # two rows swap statuses: as many rows, as many ok ones
+        (("UPDATE samples SET status = 'error' WHERE idx = ?", "status = 'ok'"),
+         ("UPDATE samples SET status = 'ok' WHERE idx = ?", "status != 'ok'")),
+        # a row renamed: nothing any count or histogram holds changes, only which rows these are
+        (("UPDATE samples SET key = key || '.renamed' WHERE idx = ?", "status = 'ok'"),),
+    ],
+    ids=["statuses-swapped", "key-renamed"],
+)  # fmt: skip
+def test_a_summary_of_as_many_rows_but_other_ones_is_refused(
+    sharded: tuple[list[Path], Path], tmp_path: Path, change: tuple[tuple[str, str], ...]
+) -> None:
+    """A tampered shard file, merged: its kept summary is refused, and the rows' own summary is taken."""
+    files, _ = sharded
+    kept = merged_summary(files)  # the summaries the writers kept, before the change
+    copies = tampered_copies(files, tmp_path, *change)
     merged = tmp_path / "tampered.db"
     merge_shard_indexes(merged, copies, run_id=1)
     db = store.open_index(merged)
@@ -208,19 +227,32 @@ def test_a_summary_of_as_many_rows_but_other_ones_is_refused(
         (good,) = db.execute("SELECT count(*) FROM samples WHERE status = 'ok'").fetchone()
         assert (rows, good) == (kept.samples, kept.ok)  # counting alone would take it
         with pytest.raises(summaries.SummaryMismatch, match="other ones"):
+            summaries.check_covers(db, kept)
+        with pytest.raises(summaries.SummaryMismatch):
             summary_findings.findings(db, kept, policy.PolicyOptions())
         recounted = summaries.merge_all([summaries.summary_of_file_rows(path) for path in copies])
-        assert (
-            summaries.coverage_of(db.conn)
-            == (recounted.samples, recounted.coverage)
-            != (
-                kept.samples,
-                kept.coverage,
-            )
-        )
-        assert summary_findings.findings(db, recounted, policy.PolicyOptions())[1] == policy.derive_findings(
-            db, policy.PolicyOptions()
-        )
+        assert summaries.coverage_of(db.conn) == (recounted.samples, recounted.coverage)
+        assert recounted.coverage != kept.coverage
+        options = policy.PolicyOptions()
+        assert summary_findings.findings(db, recounted, options)[1] == policy.derive_findings(db, options)
+    finally:
+        db.close()
+
+
+def test_the_parts_refuse_a_summary_only_the_hash_tells_apart(
+    sharded: tuple[list[Path], Path], tmp_path: Path
+) -> None:
+    """A renamed row changes no count: the parts' pass, which checks the coverage as it judges, refuses it."""
+    files, _ = sharded
+    copies = tampered_copies(
+        files, tmp_path, ("UPDATE samples SET key = 'elsewhere' WHERE idx = ?", "status = 'ok'")
+    )
+    merged = tmp_path / "renamed.db"
+    merge_shard_indexes(merged, copies, run_id=1)
+    db = store.open_index(merged)
+    try:
+        with pytest.raises(summaries.SummaryMismatch, match="other ones"):
+            summary_findings.findings(db, merged_summary(files), policy.PolicyOptions(), part_rows=200)
     finally:
         db.close()
 
