@@ -434,8 +434,8 @@ def _judged(
         try:
             limits, findings = summary_findings.findings(index, kept, options)
             return limits.peers, policy.limit_warnings(limits.quality_limits, options), findings
-        except summaries.SummaryMismatch:  # rows of other scans, or changed since: read them
-            pass
+        except summaries.SummaryMismatch:  # rows of other scans, or changed since: read them,
+            summaries.forget_summary(index.conn)  # and no later merge adds to a summary of other rows
     peers = policy.population(index)
     # Before the findings: both read every image's scores, and the second read is free only
     # while nothing has written to the index (the findings update the stored image groups).

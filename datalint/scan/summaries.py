@@ -442,8 +442,10 @@ def forget_summary(connection: sqlite3.Connection) -> None:
 
 def keep_in_index(index_path: str | Path, merged: PopulationSummary, *, was_empty: bool) -> None:
     """After shard files were merged into an index: the summary it keeps becomes the one it kept
-    plus `merged` (the files'), so that it still covers every row. An index that held rows but no
-    summary (a single writer's) keeps none: what it holds is not known without reading it.
+    plus `merged` (the files'), so that it still covers every row; `merged` alone when the index
+    was empty (new, or cleared by a --rescan). An index that held rows but no summary (a single
+    writer's, or one whose summary was found stale) keeps none: what it holds is not known without
+    reading it.
 
     Nothing is checked here: the rows a merge replaced, or another writer's since, make the kept
     summary cover other rows than the index's, and `check_covers` refuses it where it is used."""
@@ -451,7 +453,7 @@ def keep_in_index(index_path: str | Path, merged: PopulationSummary, *, was_empt
         before = read_summary(connection)
         if before is None and not was_empty:
             return
-        write_summary(connection, merged if before is None else before.merge(merged))
+        write_summary(connection, merged if before is None or was_empty else before.merge(merged))
 
 
 def is_empty(index_path: str | Path) -> bool:

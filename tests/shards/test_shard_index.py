@@ -391,3 +391,8 @@ def test_a_later_command_judges_from_the_kept_summary_until_a_row_changes(
     # The parts found the rows are not those the summary covers: what it gave is dropped, the rows are read.
     assert sources[-1] == "index"
     assert 3 in {entry["index"] for entry in changed["samples"]}
+    # A --rescan empties the index: the summary its merge keeps covers the new rows alone.
+    sources.clear()
+    scan(pattern, db, "--shard-index", "on", "--workers", "2", "--rescan")
+    assert sources == ["summaries"]
+    assert derive_quarantine(db, kinds="all")["samples"] == document["samples"]
