@@ -26,8 +26,9 @@ a summary of as many rows, but other ones, is refused.
 
 Counts add, so summaries merge associatively and in any order. Each shard writer counts its rows
 as it writes them and keeps the summary inside its file (`write_summary`); the scanner merges
-them (`merge_all`, a tree reduce; on dask the reduce runs on the cluster); and `population`
-builds the very `Population` the policy builds from the index. The quantiles stay exact: the
+them (`merge_all`; on dask a tree reduce on the cluster) and the index keeps the result
+(`keep_in_index`), so a resumed scan or a later command finds it; and `population` builds the
+very `Population` the policy builds from the index. The quantiles stay exact: the
 histogram says which bucket holds the wanted rank and how many values lie below it, and only
 those buckets' values are read back, grouped by value and in order by SQLite (one row per
 distinct value, streamed: bounded memory however many rows a bucket holds), rather than every row
