@@ -28,6 +28,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import resource
 import sqlite3
 import tempfile
 import time
@@ -96,6 +97,7 @@ def step(name: str, index: Path, judges: int, results: Any) -> None:
     db = store.open_index(index, create=False)
     figures: dict[str, Any] = {}
     started = time.perf_counter()
+    cpu = time.process_time()
     if name == "index":
         peers = policy.population(db)
         policy.population_warnings(db, options)
@@ -117,6 +119,11 @@ def step(name: str, index: Path, judges: int, results: Any) -> None:
         found = policy._merged([policy.Finding(i, k, d, k in options.kinds) for i, k, d in found_rows])
         figures["cross_part_seconds"] = round(time.perf_counter() - at, 2)
     figures[f"{name}_seconds"] = round(time.perf_counter() - started, 2)
+    # CPU too (this process and its judges): a wall time swells when the process is stopped (SIGSTOP)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    figures[f"{name}_cpu_seconds"] = round(
+        time.process_time() - cpu + children.ru_utime + children.ru_stime, 2
+    )
     figures[f"{name}_peak_rss_mib"] = round(peak_rss_mib(), 1)
     figures[f"{name}_findings"] = len(found)
     figures[f"{name}_findings_hash"] = digest_of(found)

@@ -28,7 +28,6 @@ the index instead.
 from __future__ import annotations
 
 import hashlib
-import json
 import multiprocessing
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -238,26 +237,19 @@ _ROWS = f"SELECT {', '.join(summaries.MARKED)} FROM samples WHERE idx BETWEEN ? 
 def _read_part(db: Any, first: int, last: int) -> tuple[list[tuple[Any, ...]], int, int]:
     """(index, key, scores, content hash, width, height) of the part's ok samples with an image's
     info (what `policy.quality_rows` reads), and the count and sum of the marks of all its rows."""
-    images: list[tuple[Any, ...]] = []
+    found: list[tuple[Any, Any, str]] = []
     count = marks = 0
     for row in db.execute(_ROWS, (first, last)):
         count += 1
         marks += summaries.row_mark(*row)
         idx, key, status, _signature, _nbytes, _duration, info = row
-        if status != "ok" or info is None or ('"quality"' not in info and '"sha256"' not in info):
-            continue
-        parsed = json.loads(info)
+        if status == "ok" and info is not None and ('"quality"' in info or '"sha256"' in info):
+            found.append((idx, key, info))
+    images: list[tuple[Any, ...]] = []
+    for (idx, key, _info), parsed in zip(found, policy._parsed_scores(found), strict=True):
         if isinstance(parsed, dict):
-            images.append(
-                (
-                    idx,
-                    key,
-                    parsed.get("quality"),
-                    parsed.get("sha256"),
-                    parsed.get("width"),
-                    parsed.get("height"),
-                )
-            )
+            get = parsed.get
+            images.append((idx, key, get("quality"), get("sha256"), get("width"), get("height")))
     return images, count, marks
 
 
