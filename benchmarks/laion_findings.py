@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from laion_common import in_fresh_process, peak_rss_mib
+
 from datalint.scan import policy, store, summaries, summary_findings
 from datalint.scan.shards import merge_shard_indexes
 
@@ -135,23 +137,6 @@ def step(name: str, index: Path, judges: int, results: Any) -> None:
     results.put(figures)
 
 
-def in_fresh_process(name: str, index: Path, judges: int) -> dict[str, Any]:
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    process = context.Process(target=step, args=(name, index, judges, results))
-    process.start()
-    figures: dict[str, Any] = results.get()
-    process.join()
-    return figures
-
-
-def peak_rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -188,7 +173,7 @@ def main() -> int:
             connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         for name in args.steps.split(","):
             for judges in [int(n) for n in args.judges.split(",")] if name == "summaries" else [1]:
-                found = in_fresh_process(name, index, judges)
+                found = in_fresh_process(step, name, index, judges)
                 label = f"{name}_{judges}_judges" if name == "summaries" else name
                 figures[label] = found
                 figures["load_average_now"] = os.getloadavg()[0]

@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from laion_common import in_fresh_process, peak_rss_mib
+
 from datalint.scan import policy, store, summaries
 from datalint.scan.shards import merge_shard_indexes
 
@@ -128,23 +130,6 @@ def population_step(name: str, shards: Path, merged: Path, results: Any) -> None
     results.put(figures)
 
 
-def in_fresh_process(name: str, shards: Path, merged: Path) -> dict[str, object]:
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    process = context.Process(target=population_step, args=(name, shards, merged, results))
-    process.start()
-    figures: dict[str, object] = results.get()
-    process.join()
-    return figures
-
-
-def peak_rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def reuse(folder: Path, population: str) -> int:
     """Step 4 on the files a --keep run left: those without a summary (written before summaries
     existed) are summarised from their rows first, as a scan's merge would (the fallback), timed."""
@@ -164,7 +149,7 @@ def reuse(folder: Path, population: str) -> int:
     if missing:
         figures["summarising_them_us_per_row"] = round((time.perf_counter() - started) / rows * 1e6, 2)
     for name in population.split(","):
-        figures.update(in_fresh_process(name, shards, folder / "merged.db"))
+        figures.update(in_fresh_process(population_step, name, shards, folder / "merged.db"))
         figures["load_average_now"] = os.getloadavg()[0]
         print(json.dumps(figures, indent=1), flush=True)
     return 0
@@ -230,7 +215,7 @@ def main() -> int:
         figures["summaries_in_the_writers_cpu_seconds"] = round(summarising, 2)
         figures["summaries_in_the_writers_us_per_row"] = round(summarising / args.rows * 1e6, 2)
         for name in args.population.split(","):
-            figures.update(in_fresh_process(name, shards, folder / "merged.db"))
+            figures.update(in_fresh_process(population_step, name, shards, folder / "merged.db"))
             print(json.dumps(figures, indent=1), flush=True)
         if args.keep:
             os.rename(folder / "shards", args.keep / "shards")

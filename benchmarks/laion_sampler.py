@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import resource
 import subprocess
 import sys
 import tempfile
@@ -26,16 +25,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from laion_common import peak_rss_mib
 
 BUCKETS = 1000
-
-
-def peak_rss_mib() -> float:
-    # VmHWM belongs to this process image; ru_maxrss would keep the parent's peak across fork + exec.
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def resident_mib() -> dict[str, float]:
