@@ -1000,20 +1000,16 @@ class Module:
     def unpicklable_return(self, call: ast.Call) -> tuple[Link, str] | None:
         """For `factory()` of a function in another project file: where it is, and the unpicklable
         callable it returns ("a lambda", "the nested function `f`"); None when unknown or fine."""
-        if self.project is None or self.source_root is None:
+        qualified = self._elsewhere_in_project(call)
+        if qualified is None or self.project is None or self.source_root is None:
             return None
-        qualified = self.absolute_qualname(call.func)
-        if qualified is None or (qualified.startswith(self.qualified_prefix) and self.module_name):
-            return None  # unknown, or defined in this file (the file's own analysis covers it)
         return self.project.unpicklable_return(qualified, self.source_root)
 
     def list_return(self, call: ast.Call) -> Link | None:
         """For `helper(...)` of a function in another project file that returns a list it fills from
         what it reads: where that function is; None when unknown or not such a function."""
-        if self.project is None or self.source_root is None:
-            return None
-        qualified = self.absolute_qualname(call.func)
-        if qualified is None or (qualified.startswith(self.qualified_prefix) and self.module_name):
+        qualified = self._elsewhere_in_project(call)
+        if qualified is None or self.project is None or self.source_root is None:
             return None
         return self.project.list_return(qualified, self.source_root)
 
@@ -1022,12 +1018,21 @@ class Module:
     ) -> tuple[Link, tuple[str, ...], tuple[tuple[str, str, str], ...]] | None:
         """For `make_dataset(...)` of a function in another project file that hands its parameters
         to a Dataset constructor: where it is, its positional parameters and what it hands on."""
+        qualified = self._elsewhere_in_project(call)
+        if qualified is None or self.project is None or self.source_root is None:
+            return None
+        return self.project.dataset_forward(qualified, self.source_root)
+
+    def _elsewhere_in_project(self, call: ast.Call) -> str | None:
+        """The qualified name `call` calls when the project can say what it is: a function of another
+        of its files; None without a project, for an unknown name, or for one defined in this file
+        (the file's own analysis covers it)."""
         if self.project is None or self.source_root is None:
             return None
         qualified = self.absolute_qualname(call.func)
         if qualified is None or (qualified.startswith(self.qualified_prefix) and self.module_name):
             return None
-        return self.project.dataset_forward(qualified, self.source_root)
+        return qualified
 
     def subclassed_elsewhere(self, info: ClassInfo) -> bool:
         """Whether a class in another linted file of the project derives from `info`."""
