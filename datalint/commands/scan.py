@@ -119,13 +119,15 @@ def add_image_arguments(group: Any) -> None:
         help="an image whose header claims more pixels is a decompression bomb (default: Pillow's 89478485)",
     )
     group.add_argument(
-        "--all-frames", action="store_true", help="decode every frame / page, not only the first"
+        "--all-frames",
+        action=argparse.BooleanOptionalAction,
+        help="decode every frame / page, not only the first (--no-all-frames: the first only, the default)",
     )
     group.add_argument(
-        "--no-scores",
-        action="store_true",
-        help="skip the quality scores and perceptual hashes (no dark, blurry, near_duplicate, leak...): "
-        "a faster scan of PNG-heavy folders",
+        "--scores",
+        action=argparse.BooleanOptionalAction,
+        help="--no-scores skips the quality scores and perceptual hashes (no dark, blurry, near_duplicate, "
+        "leak...): a faster scan of PNG-heavy folders; --scores computes them (the default)",
     )
 
 
@@ -208,7 +210,7 @@ def _image_source(args: argparse.Namespace) -> Any:
         extensions=extensions or None,
         max_pixels=args.max_pixels or images.DEFAULT_MAX_PIXELS,
         all_frames=args.all_frames,
-        scores=not args.no_scores,
+        scores=args.scores,
         labels=tuple(args.label),
         image_root=args.image_root,
     )
@@ -238,15 +240,16 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
     )
     engine.add_argument("--rescan", action="store_true", help="measure every sample again, even if indexed")
     engine.add_argument(
-        "--no-incremental",
-        dest="incremental",
-        action="store_false",
-        help="refuse an index whose dataset changed instead of measuring only what changed (the default)",
+        "--incremental",
+        action=argparse.BooleanOptionalAction,
+        help="--no-incremental refuses an index whose dataset changed instead of measuring only what "
+        "changed (--incremental, the default)",
     )
     engine.add_argument(
         "--verify-content",
-        action="store_true",
-        help="also hash the files whose size, mtime and inode are unchanged (filesystems whose stat lies)",
+        action=argparse.BooleanOptionalAction,
+        help="also hash the files whose size, mtime and inode are unchanged (filesystems whose stat lies); "
+        "--no-verify-content: stat only (the default)",
     )
     engine.add_argument("--chunk-size", type=positive_int, metavar="N", help=argparse.SUPPRESS)
     engine.add_argument(

@@ -97,22 +97,26 @@ class Key:
     convert: Callable[[Any], Any]  # the file's value -> the setting (ValueError says what is allowed)
     default: Any
     unset: Any = None  # what `dest` holds when the flag was not given
-    invert: bool = False  # the flag says the opposite of the key (`scores = false` is `--no-scores`)
     verdict: bool = False  # decides verdicts only: `datalint quarantine` re-derives with it too
 
     @property
-    def flag(self) -> str:
-        return f"--no-{self.name}" if self.invert else f"--{self.name}"
+    def switch(self) -> bool:
+        """A yes/no key: its flag comes in two forms, `--scores` and `--no-scores`, so a flag can undo
+        what the file set either way."""
+        return isinstance(self.default, bool)
+
+    def flag_for(self, value: Any) -> str:
+        """The flag that gives `value` (for a switch, the form that says it)."""
+        return f"--no-{self.name}" if self.switch and not value else f"--{self.name}"
 
     def given(self, args: argparse.Namespace) -> bool:
         return getattr(args, self.dest, self.unset) != self.unset
 
     def from_flag(self, args: argparse.Namespace) -> Any:
-        value = getattr(args, self.dest)
-        return not value if self.invert else value
+        return getattr(args, self.dest)
 
     def to_dest(self, value: Any) -> Any:
-        return not value if self.invert else value
+        return value
 
 
 KEYS: dict[str, Key] = {
@@ -129,10 +133,10 @@ KEYS: dict[str, Key] = {
         Key("require", "require", _strings, [], verdict=True),
         Key("label", "label", _strings, []),
         Key("ext", "ext", _strings, None),
-        Key("all-frames", "all_frames", _boolean, False, unset=False),
-        Key("scores", "no_scores", _boolean, True, unset=False, invert=True),
-        Key("verify-content", "verify_content", _boolean, False, unset=False),
-        Key("incremental", "incremental", _boolean, True, unset=True),
+        Key("all-frames", "all_frames", _boolean, False),
+        Key("scores", "scores", _boolean, True),
+        Key("verify-content", "verify_content", _boolean, False),
+        Key("incremental", "incremental", _boolean, True),
     )
 }
 THRESHOLDS_KEY = "thresholds"
@@ -229,7 +233,11 @@ def resolve(
     """Flags over the file over the defaults, for the keys a command has (`keys`)."""
     from datalint.scan.policy import parse_thresholds
 
-    given = {name: (key.from_flag(args), key.flag) for name, key in keys.items() if key.given(args)}
+    given = {
+        name: (key.from_flag(args), key.flag_for(key.from_flag(args)))
+        for name, key in keys.items()
+        if key.given(args)
+    }
     flagged = parse_thresholds(getattr(args, "threshold", None))
     return layered(given, flagged, "--threshold", configuration_file(args, cwd), keys)
 
@@ -443,9 +451,9 @@ def as_flags(values: Mapping[str, Any], thresholds: Mapping[str, float] | None =
     flags: list[str] = []
     for name, value in values.items():
         key = KEYS[name]
-        if isinstance(key.default, bool):  # --all-frames, --no-scores, --no-incremental, ...
+        if key.switch:  # --all-frames, --no-scores, --no-incremental, ...
             if value != key.default:
-                flags.append(f"--{name}" if value else f"--no-{name}")
+                flags.append(key.flag_for(value))
         elif isinstance(value, list):
             for item in value:
                 flags += [f"--{name}", str(item)]

@@ -187,6 +187,26 @@ def test_show_settings_says_where_each_value_comes_from(
     assert document["settings"]["timeout"] == {"value": 60, "from": "default"}
 
 
+def test_a_flag_undoes_a_yes_or_no_the_file_set_either_way(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project(tmp_path / "proj", TABLE + "scores = false\nverify-content = true\nincremental = false\n")
+    monkeypatch.chdir(root)
+    table = f"{root / 'pyproject.toml'} [tool.datalint.scan]"
+    code, out, err = run_cli("scan", "--show-settings", "--scores", "--no-verify-content")
+    assert code == 0, err
+    lines = dict(line.split(": ", 1) for line in out.splitlines())
+    assert lines["scores"] == "true (--scores)" and lines["verify-content"] == "false (--no-verify-content)"
+    assert lines["incremental"] == f"false ({table})"
+    # A real scan: the file's `scores = false` leaves no image scored; `--scores` scores every one.
+    scan(folder, tmp_path / "off.db")
+    scan(folder, tmp_path / "on.db", "--scores")
+    scored = "SELECT count(*) FROM samples WHERE json_extract(info, '$.quality') IS NOT NULL"
+    with sqlite3.connect(tmp_path / "off.db") as off, sqlite3.connect(tmp_path / "on.db") as on:
+        assert off.execute(scored).fetchone()[0] == 0
+        assert on.execute(scored).fetchone()[0] == 13
+
+
 def test_a_datalint_toml_and_extend_are_read_as_check_reads_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -115,7 +115,7 @@ def test_a_watched_dataset_gets_the_same_settings_on_its_command_line(tmp_path: 
             int(value) if isinstance(value, float) and value.is_integer() else value
         )
     assert dict(watched.thresholds) == {"dark": 0.4, "tiny": 100.0}
-    assert (args.no_scores, args.incremental, args.all_frames, args.max_bytes) == (
+    assert (not args.scores, args.incremental, args.all_frames, args.max_bytes) == (
         True,
         False,
         True,
@@ -140,7 +140,8 @@ def test_a_watcher_takes_a_projects_settings_under_the_datasets(tmp_path: Path) 
     args = build_parser("watch").parse_args(command[3:])
     watched = resolve(args)
     assert watched.source is None, "the watcher reads no file itself"
-    assert (args.all_frames, args.verify_content, args.timeout) == (
+    effective = watched.values
+    assert (effective["all-frames"], effective["verify-content"], effective["timeout"]) == (
         False,
         True,
         9,
