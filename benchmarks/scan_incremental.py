@@ -210,10 +210,9 @@ for module, name, label in [
 ]:
     timed(module, name, label)
 import os
-from datalint.scan import images, sources, store
+from datalint.scan import images, store
 for module, name, label in [] if not os.environ.get("DATALINT_FINE_PHASES") else [
     (images, "list_image_files", "    listing: the walk"),
-    (sources, "fingerprint", "    the keys' fingerprint"),
     (changes, "take_recorded_states", "    recorded states"),
     (changes, "_renumber_by_rewrite", "    renumbering by rewrite"),
     (changes, "record_added_files", "    recording added files' states"),

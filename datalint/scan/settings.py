@@ -115,9 +115,6 @@ class Key:
     def from_flag(self, args: argparse.Namespace) -> Any:
         return getattr(args, self.dest)
 
-    def to_dest(self, value: Any) -> Any:
-        return value
-
 
 KEYS: dict[str, Key] = {
     key.name: key
@@ -233,11 +230,8 @@ def resolve(
     """Flags over the file over the defaults, for the keys a command has (`keys`)."""
     from datalint.scan.policy import parse_thresholds
 
-    given = {
-        name: (key.from_flag(args), key.flag_for(key.from_flag(args)))
-        for name, key in keys.items()
-        if key.given(args)
-    }
+    from_flags = {name: key.from_flag(args) for name, key in keys.items() if key.given(args)}
+    given = {name: (value, keys[name].flag_for(value)) for name, value in from_flags.items()}
     flagged = parse_thresholds(getattr(args, "threshold", None))
     return layered(given, flagged, "--threshold", configuration_file(args, cwd), keys)
 
@@ -350,7 +344,7 @@ def apply(
         value = settings.values[name]
         if settings.origins[name] == DEFAULT and value == DEFAULT:
             value = None  # `kinds` nobody set: the policy's default kinds
-        setattr(args, key.dest, key.to_dest(value))
+        setattr(args, key.dest, value)
     args.threshold = [f"{name}={value!r}" for name, value in settings.thresholds]
 
 
