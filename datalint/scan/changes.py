@@ -521,14 +521,19 @@ def drop_current(db: Any) -> None:
 Effect = Callable[[Any, Any], tuple[str, list[Any]] | None]
 
 
+def _image_fact(name: str) -> str:
+    """SQL for one fact of a row's image: at the top of its info (an image file, a Parquet value)
+    or under `image` (a webdataset sample's image member)."""
+    return f"coalesce(json_extract(s.info, '$.{name}'), json_extract(s.info, '$.image.{name}'))"
+
+
 def _pixels_effect(old: Any, new: Any) -> tuple[str, list[Any]]:
     # Only images whose pixel count lies above the lower of the two limits can change verdict.
     if old is None or new is None:
         return _EVERY_SAMPLE
     low = min(int(old), int(new))
     return (
-        "(json_extract(s.info, '$.width') * json_extract(s.info, '$.height') > ?"
-        " OR s.reported LIKE '%decompression_bomb%')",
+        f"({_image_fact('width')} * {_image_fact('height')} > ? OR s.reported LIKE '%decompression_bomb%')",
         [low],
     )
 
@@ -548,7 +553,7 @@ _EVERY_SAMPLE: tuple[str, list[Any]] = ("1", [])
 # removed files.
 OPTION_EFFECTS: dict[str, Effect] = {
     "max_pixels": _pixels_effect,
-    "all_frames": lambda old, new: ("COALESCE(json_extract(s.info, '$.frames'), 1) > 1", []),
+    "all_frames": lambda old, new: (f"COALESCE({_image_fact('frames')}, 1) > 1", []),
     "timeout": _timeout_effect,
     "labels": lambda old, new: _EVERY_SAMPLE,
     "extensions": lambda old, new: None,
