@@ -380,6 +380,9 @@ def _scan_locked(
             )
         finally:
             _record_files(index, plan)
+        if plan.follow is not None:  # the kept summary covers the index again, at the cost of the changes
+            with store.transaction(index):
+                summaries.finish_following(index.conn, plan.follow)
     changes_.drop_current(index)
     kept = lambda: _kept_rows(index_path)  # noqa: E731
     with store.reading_index(index_path, kept):  # the policy reads what the index holds, as it is
@@ -428,19 +431,38 @@ def _judged(
     index: Any, options: PolicyOptions
 ) -> tuple[policy.Population, tuple[str, ...], list[policy.Finding]]:
     """(population, population warnings, findings): from the summary the index keeps while it
-    covers every row (a sharded scan, resumed or not), judged part by part; from the index else."""
-    kept = summaries.read_summary(index.conn)
-    if kept is not None:
+    covers every row (a sharded scan, resumed or not, or an incremental one since), judged part by
+    part; from the index else."""
+    for kept in _summaries_to_judge_by(index):
         try:
             limits, findings = summary_findings.findings(index, kept, options)
             return limits.peers, policy.limit_warnings(limits.quality_limits, options), findings
         except summaries.SummaryMismatch:  # rows of other scans, or changed since: read them,
-            summaries.forget_summary(index.conn)  # and no later merge adds to a summary of other rows
+            if not kept.overflow:  # and no later merge adds to a summary of other rows
+                summaries.forget_summary(index.conn)
     peers = policy.population(index)
     # Before the findings: both read every image's scores, and the second read is free only
     # while nothing has written to the index (the findings update the stored image groups).
     warnings = policy.population_warnings(index, options)
     return peers, warnings, policy.derive_findings(index, options, peers, keep_groups=True)
+
+
+# From this many rows an index is judged from its population summary, counted again when it has
+# none or a stale one: judged whole, every image's scores and hashes are Python objects in this
+# process (~1.4 GB a million rows), from the summary ~0.2 GB (docs/distributed.md).
+JUDGED_BY_SUMMARY_FROM = shard_writers.AUTO_FROM_SAMPLES
+
+
+def _summaries_to_judge_by(index: Any) -> Iterator[summaries.PopulationSummary]:
+    """The summary the index keeps; then, for a large index whose summary is missing or was found
+    stale, one counted from its rows now (one read of the index, and kept for later scans)."""
+    kept = summaries.read_summary(index.conn)
+    if kept is not None:
+        yield kept
+        if kept.overflow:  # too many distinct values to summarise: a count of the rows would drop them too
+            return
+    if store.count_samples(index) >= JUDGED_BY_SUMMARY_FROM:
+        yield summaries.recount(index.conn)
 
 
 def _findings_of(index: Any, options: PolicyOptions) -> list[policy.Finding]:
@@ -572,6 +594,7 @@ class _Plan:
     changes: changes_.Changes | None = None
     notes: tuple[str, ...] = ()
     files: bool = False  # the current samples (with file states) are loaded for `_record_files`
+    follow: summaries.Followed | None = None  # the kept summary, less the rows measured again
 
 
 def _plan_changes(
@@ -623,6 +646,7 @@ def _plan_changes(
         changes=found,
         notes=(f"incremental: {found.describe()}",),
         files=True,
+        follow=summaries.follow_changes(index.conn, found.todo),
     )
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datalint.scan import store
+from datalint.scan import store, summaries
 
 _TABLE_NAME = "current_samples"
 _TABLE = f"temp.{_TABLE_NAME}"
@@ -360,6 +360,8 @@ def apply(db: Any, run_id: int, moved: int | None = None) -> None:
             [run_id, store.utc_now("milliseconds")],
         )
         db.conn.execute(f"DELETE FROM findings WHERE idx IN (SELECT idx FROM {_REMOVED})")
+        # The population summary the index keeps (a large scan's) loses the removed rows with them.
+        summaries.take_away(db.conn, f"WHERE idx IN (SELECT idx FROM {_REMOVED})")
         db.conn.execute(f"DELETE FROM samples WHERE idx IN (SELECT idx FROM {_REMOVED})")
         db.conn.execute(f"DELETE FROM {_REMOVED}")
         db.conn.execute(f"DELETE FROM sample_files WHERE key NOT IN (SELECT key FROM {_TABLE})")

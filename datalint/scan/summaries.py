@@ -21,19 +21,25 @@ The images' population is counted the same way (datalint/scan/summary_findings.p
 
 A part with more than MAX_DISTINCT distinct values is dropped and named in `overflow`; the
 findings are then read from the index. Each summary also carries `coverage`, the sum (mod 2^64)
-of a 64-bit hash of every row it counted (index, key, status and the columns the summary reads):
-a summary of as many rows, but other ones, is refused.
+of a 64-bit hash of every row it counted (its key, status and the columns the summary reads; not
+its position, which files inserted before it change): a summary of as many rows, but other ones,
+is refused.
 
-Counts add, so summaries merge associatively and in any order. Each shard writer counts its rows
-as it writes them and keeps the summary inside its file (`write_summary`); the scanner merges
-them (`merge_all`; on dask a tree reduce on the cluster) and the index keeps the result
-(`keep_in_index`), so a resumed scan or a later command finds it; and `population` builds the
-very `Population` the policy builds from the index. The quantiles stay exact: the
-histogram says which bucket holds the wanted rank and how many values lie below it, and only
-those buckets' values are read back, grouped by value and in order by SQLite (one row per
-distinct value, streamed: bounded memory however many rows a bucket holds), rather than every row
-sorted by signature and two whole columns in memory. A summary that does not account for every
-row of the index (rows another scan wrote, a bucket whose count differs) raises
+Counts add, so summaries merge associatively and in any order; and they subtract, so an
+incremental scan keeps the index's summary current (`follow_changes`): it takes away the rows it
+removes and the old rows of the samples it measures again, and adds the rows it writes.
+
+Each shard writer counts its rows as it writes them and keeps the summary inside its file
+(`write_summary`); the scanner merges them (`merge_all`; on dask a tree reduce on the cluster) and
+the index keeps the result (`keep_in_index`), so a resumed scan or a later command finds it; an
+index of a million rows or more that keeps none (one writer's) or a stale one gets it counted again
+once (`recount`); and `population` builds the very `Population` the policy builds from the index.
+
+The quantiles stay exact: the histogram says which bucket holds the wanted rank and how many values
+lie below it, and only those buckets' values are read back, grouped by value and in order by SQLite
+(one row per distinct value, streamed: bounded memory however many rows a bucket holds), rather
+than every row sorted by signature and two whole columns in memory. A summary that does not account
+for every row of the index (rows another scan wrote, a bucket whose count differs) raises
 `SummaryMismatch`, and the population is read from the index as before.
 """
 
@@ -54,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from datalint.scan.policy import Population
 
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 3  # 3: a row's mark leaves out its position
 SUMMARY_TABLE = "population_summary"
 MAX_DISTINCT = 1 << 20  # distinct values kept per score (and shapes); past it that part is dropped
 MASK = (1 << 64) - 1
@@ -89,6 +95,12 @@ class PopulationSummary:
 
     def merge(self, other: PopulationSummary) -> PopulationSummary:
         return merge_many([self, other])
+
+    def without(self, other: PopulationSummary) -> PopulationSummary:
+        """This summary less the rows `other` counts (rows removed from the index, or about to be
+        measured again). Counts subtract as they add; `other` counting anything this summary
+        does not hold raises SummaryMismatch."""
+        return subtract(self, other)
 
     def score_values(self, name: str) -> Pairs:
         """(value, images) of one quality score, by value."""
@@ -228,6 +240,43 @@ def _added_values(lists: Sequence[Pairs]) -> Pairs:
     return tuple(zip(unique.tolist(), totals.tolist(), strict=True))
 
 
+def subtract(whole: PopulationSummary, part: PopulationSummary) -> PopulationSummary:
+    """`whole` without the rows of `part` (`PopulationSummary.without`)."""
+
+    def less(have: Pairs, gone: Pairs, what: str) -> Pairs:
+        counts: Counter[Any] = Counter(dict(have))
+        counts.subtract(dict(gone))
+        if any(n < 0 for n in counts.values()):
+            raise SummaryMismatch(f"the rows taken away are not all in the summary ({what})")
+        return _pairs(counts)
+
+    kept_sizes = dict(whole.sizes)
+    for root, histogram in part.sizes:
+        kept_sizes[root] = less(kept_sizes.get(root, ()), histogram, "sizes")
+    gone_scores = dict(part.scores)
+    scores = tuple((name, less(pairs, gone_scores.pop(name, ()), name)) for name, pairs in whole.scores)
+    overflow = set(whole.overflow) | set(part.overflow)
+    if any(name not in overflow for name in gone_scores):
+        raise SummaryMismatch(f"the rows taken away hold scores the summary does not: {sorted(gone_scores)}")
+    counts = (whole.samples - part.samples, whole.ok - part.ok, whole.scored - part.scored)
+    if min(counts) < 0:
+        raise SummaryMismatch("more rows taken away than the summary counts")
+    return _bounded(
+        PopulationSummary(
+            samples=counts[0],
+            ok=counts[1],
+            signatures=less(whole.signatures, part.signatures, "signatures"),
+            sizes=tuple(sorted(((r, h) for r, h in kept_sizes.items() if h), key=_text_first)),
+            durations=less(whole.durations, part.durations, "durations"),
+            scored=counts[2],
+            scores=tuple((name, pairs) for name, pairs in scores if pairs),
+            shapes=() if "shapes" in overflow else less(whole.shapes, part.shapes, "shapes"),
+            coverage=(whole.coverage - part.coverage) & MASK,
+            overflow=tuple(sorted(overflow)),
+        )
+    )
+
+
 def merge_pair(first: PopulationSummary, second: PopulationSummary | None = None) -> PopulationSummary:
     return first if second is None else first.merge(second)
 
@@ -293,11 +342,10 @@ class Summarizer:
         nbytes: float | None,
         duration: float | None,
         info: str | None = None,
-        idx: int | None = None,
         key: Any = None,
     ) -> None:
         self.samples += 1
-        self.coverage = (self.coverage + row_mark(idx, key, status, signature, nbytes, duration, info)) & MASK
+        self.coverage = (self.coverage + row_mark(key, status, signature, nbytes, duration, info)) & MASK
         if status != "ok":
             return
         self.signatures[signature] += 1
@@ -345,9 +393,7 @@ class Summarizer:
     def add_values(self, rows: Iterable[Sequence[Any]]) -> None:
         """Rows as `store.sample_values` makes them (SAMPLE_COLUMNS order, JSON as text)."""
         for row in rows:
-            self.add(
-                row[_STATUS], row[_SIGNATURE], row[_NBYTES], row[_DURATION], row[_INFO], row[_IDX], row[_KEY]
-            )
+            self.add(row[_STATUS], row[_SIGNATURE], row[_NBYTES], row[_DURATION], row[_INFO], row[_KEY])
 
     def summary(self) -> PopulationSummary:
         return _bounded(
@@ -367,24 +413,27 @@ class Summarizer:
 
 
 _UNSEEN: Any = object()
-MARKED = ("idx", "key", "status", "signature", "nbytes", "duration", "info")  # what `row_mark` hashes
+MARKED = ("key", "status", "signature", "nbytes", "duration", "info")  # what `row_mark` hashes
 
 
 def _positions() -> tuple[int, ...]:
     from datalint.scan.store import SAMPLE_COLUMNS
 
     return tuple(
-        SAMPLE_COLUMNS.index(c) for c in ("status", "signature", "nbytes", "duration", "info", "idx", "key")
+        SAMPLE_COLUMNS.index(c) for c in ("status", "signature", "nbytes", "duration", "info", "key")
     )
 
 
-_STATUS, _SIGNATURE, _NBYTES, _DURATION, _INFO, _IDX, _KEY = _positions()
+_STATUS, _SIGNATURE, _NBYTES, _DURATION, _INFO, _KEY = _positions()
 
 
-def row_mark(idx: Any, key: Any, status: Any, signature: Any, nbytes: Any, duration: Any, info: Any) -> int:
-    """A 64-bit hash of one row's identity and of what the summary counts of it. Values are taken
-    as SQLite stores them (an integral float in an INTEGER column is an integer, a REAL column's
-    integer a float, a key text), so a row hashes alike before it is written and read back."""
+def row_mark(key: Any, status: Any, signature: Any, nbytes: Any, duration: Any, info: Any) -> int:
+    """A 64-bit hash of one row's identity (its key) and of what the summary counts of it. Values
+    are taken as SQLite stores them (an integral float in an INTEGER column is an integer, a REAL
+    column's integer a float, a key text), so a row hashes alike before it is written and read back.
+
+    Not its position: files inserted before a row move it (an incremental scan renumbers the rows)
+    and change nothing the summary counts, so the summary still covers the index after it."""
     if isinstance(nbytes, float) and nbytes.is_integer() and abs(nbytes) < 2**63:
         nbytes = int(nbytes)
     if isinstance(duration, int) and not isinstance(duration, bool):
@@ -392,7 +441,7 @@ def row_mark(idx: Any, key: Any, status: Any, signature: Any, nbytes: Any, durat
     if key is not None and not isinstance(key, (str, bytes)):
         key = str(key)
     # The JSON texts as they are (a repr would escape their quotes: 3x the cost), the rest by repr.
-    text = f"{idx!r}\x1f{key!r}\x1f{status!r}\x1f{signature}\x1f{nbytes!r}\x1f{duration!r}\x1f{info}"
+    text = f"{key!r}\x1f{status!r}\x1f{signature}\x1f{nbytes!r}\x1f{duration!r}\x1f{info}"
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "little")
 
@@ -420,11 +469,18 @@ def root_type(signature: str | None) -> str | None:
 
 
 def summarize(connection: sqlite3.Connection) -> PopulationSummary:
-    """The summary of every row in an index or shard file, in one read of seven columns."""
+    """The summary of every row in an index or shard file, in one read of six columns."""
+    return summarize_rows(connection)
+
+
+def summarize_rows(
+    connection: sqlite3.Connection, where: str = "", parameters: Sequence[Any] = ()
+) -> PopulationSummary:
+    """The summary of the rows `where` selects (all of them: none)."""
     counter = Summarizer()
-    cursor = connection.execute("SELECT status, signature, nbytes, duration, info, idx, key FROM samples")
-    for status, signature, nbytes, duration, info, idx, key in cursor:
-        counter.add(status, signature, nbytes, duration, info, idx, key)
+    query = f"SELECT status, signature, nbytes, duration, info, key FROM samples {where}"
+    for status, signature, nbytes, duration, info, key in connection.execute(query, parameters):
+        counter.add(status, signature, nbytes, duration, info, key)
     return counter.summary()
 
 
@@ -433,15 +489,20 @@ def write_summary(connection: sqlite3.Connection, summary: PopulationSummary) ->
     it) or the merged index (`keep_in_index`). Its version and the rows it covers (how many, and
     the sum of their marks) are columns beside it, for whoever looks at the file."""
     with connection:
-        connection.execute(f"DROP TABLE IF EXISTS {SUMMARY_TABLE}")  # one of an older layout too
-        connection.execute(
-            f"CREATE TABLE {SUMMARY_TABLE} (version INTEGER NOT NULL, samples INTEGER NOT NULL, "
-            "coverage TEXT NOT NULL, body TEXT NOT NULL)"
-        )
-        connection.execute(
-            f"INSERT INTO {SUMMARY_TABLE} (version, samples, coverage, body) VALUES (?, ?, ?, ?)",
-            (SUMMARY_VERSION, summary.samples, f"{summary.coverage:016x}", summary.to_json()),
-        )
+        _store(connection, summary)
+
+
+def _store(connection: sqlite3.Connection, summary: PopulationSummary) -> None:
+    """`write_summary` inside the caller's transaction."""
+    connection.execute(f"DROP TABLE IF EXISTS {SUMMARY_TABLE}")  # one of an older layout too
+    connection.execute(
+        f"CREATE TABLE {SUMMARY_TABLE} (version INTEGER NOT NULL, samples INTEGER NOT NULL, "
+        "coverage TEXT NOT NULL, body TEXT NOT NULL)"
+    )
+    connection.execute(
+        f"INSERT INTO {SUMMARY_TABLE} (version, samples, coverage, body) VALUES (?, ?, ?, ?)",
+        (SUMMARY_VERSION, summary.samples, f"{summary.coverage:016x}", summary.to_json()),
+    )
 
 
 def read_summary(connection: sqlite3.Connection) -> PopulationSummary | None:
@@ -473,6 +534,78 @@ def keep_in_index(index_path: str | Path, merged: PopulationSummary, *, was_empt
         if before is None and not was_empty:
             return
         write_summary(connection, merged if before is None or was_empty else before.merge(merged))
+
+
+# ----------------------------------------------------------------------------------------------
+# An incremental scan keeps the index's summary current
+
+
+@dataclass(frozen=True)
+class Followed:
+    """An incremental scan's hold on the summary the index keeps: what it is once the samples about
+    to be measured again (`positions`, in the index's new numbering) lose their old rows."""
+
+    base: PopulationSummary
+    positions: tuple[int, ...]
+
+
+def take_away(connection: sqlite3.Connection, where: str, parameters: Sequence[Any] = ()) -> None:
+    """Inside the caller's transaction, before the rows `where` selects are deleted: the kept
+    summary without them. One that does not hold them (it was stale) is dropped."""
+    kept = read_summary(connection)
+    if kept is None:
+        return
+    try:
+        _store(connection, kept.without(summarize_rows(connection, where, parameters)))
+    except SummaryMismatch:
+        connection.execute(f"DROP TABLE IF EXISTS {SUMMARY_TABLE}")
+
+
+def follow_changes(connection: sqlite3.Connection, positions: Sequence[int]) -> Followed | None:
+    """Before an incremental scan measures `positions`: the kept summary less the rows those
+    positions hold now (the old rows of changed samples; an added one holds none). None when
+    the index keeps no summary, or one that does not hold those rows."""
+    kept = read_summary(connection)
+    if kept is None:
+        return None
+    try:
+        return Followed(kept.without(summarize_positions(connection, positions)), tuple(positions))
+    except SummaryMismatch:
+        return None
+
+
+def finish_following(connection: sqlite3.Connection, followed: Followed) -> None:
+    """Inside the caller's transaction, once the scan has measured: the index keeps `followed.base`
+    plus whatever rows its positions hold now (the new ones; an old one still there if a sample was
+    not measured). The findings' pass checks it covers every row, as always: a row another writer
+    changed meanwhile is caught there."""
+    _store(connection, followed.base.merge(summarize_positions(connection, followed.positions)))
+
+
+_POSITIONS_PER_QUERY = 500
+
+
+def summarize_positions(connection: sqlite3.Connection, positions: Sequence[int]) -> PopulationSummary:
+    """The summary of the rows at `positions` (by primary key, a few hundred per query)."""
+    counter = Summarizer()
+    ordered = sorted(positions)
+    for start in range(0, len(ordered), _POSITIONS_PER_QUERY):
+        chunk = ordered[start : start + _POSITIONS_PER_QUERY]
+        query = (
+            "SELECT status, signature, nbytes, duration, info, key FROM samples "
+            f"WHERE idx IN ({', '.join('?' for _ in chunk)})"
+        )
+        for status, signature, nbytes, duration, info, key in connection.execute(query, chunk):
+            counter.add(status, signature, nbytes, duration, info, key)
+    return counter.summary()
+
+
+def recount(connection: sqlite3.Connection) -> PopulationSummary:
+    """Count the summary of every row again and keep it: one read of the index, where the summary
+    was missing or stale and the index is too large to judge whole in memory."""
+    summary = summarize(connection)
+    write_summary(connection, summary)
+    return summary
 
 
 def is_empty(index_path: str | Path) -> bool:

@@ -231,7 +231,7 @@ def judge_part(db: Any, limits: Limits, first: int, last: int) -> Part:
     )
 
 
-_ROWS = f"SELECT {', '.join(summaries.MARKED)} FROM samples WHERE idx BETWEEN ? AND ? ORDER BY idx"
+_ROWS = f"SELECT idx, {', '.join(summaries.MARKED)} FROM samples WHERE idx BETWEEN ? AND ? ORDER BY idx"
 
 
 def _read_part(db: Any, first: int, last: int) -> tuple[list[tuple[Any, ...]], int, int]:
@@ -241,7 +241,7 @@ def _read_part(db: Any, first: int, last: int) -> tuple[list[tuple[Any, ...]], i
     count = marks = 0
     for row in db.execute(_ROWS, (first, last)):
         count += 1
-        marks += summaries.row_mark(*row)
+        marks += summaries.row_mark(*row[1:])
         idx, key, status, _signature, _nbytes, _duration, info = row
         if status == "ok" and info is not None and ('"quality"' in info or '"sha256"' in info):
             found.append((idx, key, info))
