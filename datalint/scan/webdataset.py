@@ -368,7 +368,8 @@ class WebDatasetSource:
             assert self._capture is not None
             probe = probe_image_bytes(data, "." + last, self.options, self._capture)
             measured = probe.measurement()
-            info.setdefault("image", measured["info"])
+            if "file_bytes" not in info:  # the first image member's facts, where an image file's are
+                info.update(measured["info"])  # (the policy's duplicates, quality kinds and shapes read them)
             return [{"kind": f["kind"], "detail": f"{name}: {f['detail']}"} for f in measured["findings"]]
         if not data:
             return [{"kind": "empty", "detail": f"{name} is empty (0 bytes)"}]

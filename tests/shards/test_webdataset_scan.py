@@ -10,7 +10,7 @@ import pytest
 from datalint.errors import UsageError
 from datalint.scan.webdataset import expand_braces, shard_paths
 from tests.scan.scan_support import run_cli
-from tests.shards.shard_support import write_faulty_shards
+from tests.shards.shard_support import write_faulty_shards, write_shard
 
 
 def test_braces_expand_ranges_with_their_padding_and_lists() -> None:
@@ -56,3 +56,40 @@ def test_a_second_scan_of_the_same_shards_resumes_instead_of_rescanning(tmp_path
     assert first["scanned"] == 12
     assert second["scanned"] == 0 and second["resumed"] == 12
     assert second["quarantined"] == first["quarantined"] == 5
+
+
+def test_image_members_are_judged_against_the_population_as_image_files_are(tmp_path: Path) -> None:
+    """The same photo in two shards is a `duplicate`, a black one among noisy ones is `dark`, and a
+    tiny one is `tiny`: the population kinds of `--images`, from the samples' image members."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    def png(pixels: np.ndarray) -> bytes:
+        out = io.BytesIO()
+        Image.fromarray(pixels).save(out, format="PNG")
+        return out.getvalue()
+
+    rng = np.random.default_rng(18)
+    photos = [png(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)) for _ in range(12)]
+    first = [{"__key__": f"a{n}".encode(), "png": photos[n], "cls": b"1"} for n in range(6)]
+    second = [{"__key__": f"b{n}".encode(), "png": photos[6 + n], "cls": b"2"} for n in range(6)]
+    second[0]["png"] = photos[2]  # the same bytes as a2 in the other shard
+    second[1]["png"] = png(np.zeros((64, 64, 3), dtype=np.uint8))
+    second[2]["png"] = png(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8))
+    write_shard(tmp_path / "train-000000.tar", first)
+    write_shard(tmp_path / "train-000001.tar", second)
+    db = tmp_path / "shards.db"
+    pattern = str(tmp_path / "train-*.tar")
+    argv = ("scan", "--webdataset", pattern, "--db", str(db), "--format", "json", "--kinds", "all")
+    code, out, err = run_cli(*argv)
+    assert code == 1, err
+    document = json.loads(Path(json.loads(out)["quarantine"]).read_text())
+    kinds = {sample["key"]: set(sample["kinds"]) for sample in document["samples"]}
+    details = {sample["key"]: sample["detail"] for sample in document["samples"]}
+    assert "duplicate" in kinds["train-000001.tar/b0"]  # the later copy, naming the first
+    assert "train-000000.tar/a2" in details["train-000001.tar/b0"]
+    assert "dark" in kinds["train-000001.tar/b1"]
+    assert "tiny" in kinds["train-000001.tar/b2"]
+    assert "train-000000.tar/a0" not in kinds  # a noisy photo of its own: nothing to say
