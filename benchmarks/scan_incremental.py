@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/scan_incremental.py incremental --files 100000 --workers 2 [--phases]
     .venv/bin/python benchmarks/scan_incremental.py incremental --files 10000 --side 384 --format jpeg
+    .venv/bin/python benchmarks/scan_incremental.py sharded --files 200000 --per-shard 1000 --workers 2
     .venv/bin/python benchmarks/scan_incremental.py statwalk --files 1000000
     .venv/bin/python benchmarks/scan_incremental.py watch --files 1000 --drop 10000
     .venv/bin/python benchmarks/scan_incremental.py policy --db INDEX [--repeat 6]
@@ -16,6 +17,12 @@ by damaged versions and 0.1% deleted; the rerun (incremental) is timed against t
 its index and list are compared with a full scan of the changed folder into a fresh index.
 With `--phases`, DATALINT_FINE_PHASES=1 also times the steps inside the phases (the walk, the
 renumbering, recording file states, reading the scores and the stored groups, regrouping).
+
+sharded: webdataset tar shards of small PNGs scanned with per-shard index files (`--shard-index
+on`), so the index keeps a population summary; then one shard is added in the middle of the
+sorted order and one removed (each `--per-shard` samples), and the incremental rescan is timed,
+with the peak RSS of its largest process and where its findings were judged from (the summary,
+or the whole index), and compared with a full single-writer scan of the changed shards.
 
 statwalk: a folder of empty files: the listing plus one stat per file plus loading them into the
 index's table of current samples, as an incremental scan does before comparing; wall time and
@@ -282,6 +289,110 @@ def run_incremental(args: argparse.Namespace, work: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# Incremental scans of a sharded index (it keeps a population summary)
+
+
+def write_shard(path: Path, numbers: range) -> None:
+    """A webdataset tar of samples `numbers`: a 32 px PNG and a class each."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as archive:
+        for n in numbers:
+            for extension, data in (("png", png_bytes(n)), ("cls", str(n % 10).encode())):
+                info = tarfile.TarInfo(f"s{n:09d}.{extension}")
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+
+
+def make_shards(folder: Path, count: int, per_shard: int) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    folder.mkdir(parents=True, exist_ok=True)
+    starts = range(0, count, per_shard)
+    paths = [folder / f"train-{start // per_shard:06d}0.tar" for start in starts]
+    numbers = [range(start, min(count, start + per_shard)) for start in starts]
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        for _ in pool.map(write_shard, paths, numbers):
+            pass
+
+
+_SHARDED_CHILD = """
+import sys
+from datalint import cli
+from datalint.scan import summaries, summary_findings
+sources = []
+judge = summary_findings.findings
+def recorded(*args, **kwargs):
+    found = judge(*args, **kwargs)
+    sources.append("the kept summary")
+    return found
+summary_findings.findings = recorded
+sys.argv = ["datalint", *sys.argv[1:]]
+try:
+    cli.entry()
+except SystemExit:
+    pass
+print("judged from", sources[-1] if sources else "the whole index", file=sys.stderr)
+peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print("peak", int(peak.split()[1]) / 1024, file=sys.stderr)  # the scanning process's own, in MiB
+"""
+
+
+def sharded_scan(pattern: str, db: Path, workers: int, mode: str) -> tuple[float, dict[str, Any], str, float]:
+    """(wall, the scan's JSON summary, where it judged from, the scanning process's peak RSS in MiB:
+    where judging the whole index shows, the workers apart)."""
+    command = [sys.executable, "-c", _SHARDED_CHILD, "scan", "--webdataset", pattern, "--db", str(db),
+               "--workers", str(workers), "--shard-index", mode, "--format", "json",
+               "--progress", "none"]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(done.stderr)
+    lines = done.stderr.splitlines()
+    said = dict(line.split(" ", 1) for line in lines if line.startswith(("judged ", "peak ")))
+    return wall, json.loads(done.stdout), said["judged"].removeprefix("from "), float(said["peak"])
+
+
+def run_sharded(args: argparse.Namespace, work: Path) -> None:
+    folder = work / "shards"
+    started = time.perf_counter()
+    make_shards(folder, args.files, args.per_shard)
+    print(f"made {args.files:,} samples in {len(list(folder.glob('*.tar')))} shards in "
+          f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+    pattern = str(folder / "train-*.tar")
+    wall, full, judged, peak = sharded_scan(pattern, work / "a.db", args.workers, "on")
+    print(f"full scan (shard files): {wall:8.2f} s wall, {full['scanned']:,} measured, judged from "
+          f"{judged}, peak RSS {peak:.0f} MiB")  # fmt: skip
+    middle = args.files // 2 // args.per_shard
+    write_shard(folder / f"train-{middle:06d}5.tar", range(10**8, 10**8 + args.per_shard))  # sorts after it
+    (folder / f"train-{args.files // 3 // args.per_shard:06d}0.tar").unlink()
+    # The same rescan of a copy whose summary is gone: judged whole, as when a scan finds it stale.
+    shutil.copy(work / "a.db", work / "w.db")
+    with contextlib.closing(sqlite3.connect(work / "w.db")) as connection, connection:
+        connection.execute("DROP TABLE population_summary")
+    for name, db in (("kept summary", "a.db"), ("no summary", "w.db")):
+        wall, again, judged, peak = sharded_scan(pattern, work / db, args.workers, "on")
+        print(f"incremental scan, {name}: {wall:8.2f} s wall, {again['scanned']:,} measured, judged from "
+              f"{judged}, peak RSS {peak:.0f} MiB; changes {again['changes']}")  # fmt: skip
+    sys.path.insert(0, str(ROOT))  # this tree's datalint, as the scans ran it
+    with contextlib.closing(sqlite3.connect(work / "a.db")) as connection:
+        from datalint.scan import summaries
+
+        kept = summaries.read_summary(connection)
+        current = kept is not None and kept == summaries.summarize(connection)
+    print(f"  the kept summary equals a count of the index's rows: {current}")
+    wall, _, judged, peak = sharded_scan(pattern, work / "b.db", args.workers, "off")
+    print(f"full single-writer scan of the changed shards: {wall:.2f} s, judged from {judged}, "
+          f"peak RSS {peak:.0f} MiB")  # fmt: skip
+    for db in ("a", "w"):
+        same_index = index_content(work / f"{db}.db") == index_content(work / "b.db")
+        same_list = list_content(work / f"{db}.quarantine.json") == list_content(work / "b.quarantine.json")
+        print(f"  {db}.db: index identical to it: {same_index}; list identical: {same_list}")
+
+
+# ----------------------------------------------------------------------------------------------
 # The policy pass alone
 
 
@@ -452,12 +563,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("what", choices=("incremental", "statwalk", "watch", "policy"))
+    parser.add_argument("what", choices=("incremental", "sharded", "statwalk", "watch", "policy"))
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--side", type=int, default=32, help="incremental: the images' side in px")
     parser.add_argument("--format", choices=("png", "jpeg"), default="png",
                         help="incremental: png (random pixels) or jpeg (camera-like content)")  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--per-shard", type=int, default=1000, help="sharded: samples per tar shard")
     parser.add_argument("--settle", default="2s")
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--drop", type=int, default=10_000)
@@ -471,6 +583,7 @@ def main() -> None:
     try:
         commands = {
             "incremental": run_incremental,
+            "sharded": run_sharded,
             "statwalk": run_statwalk,
             "watch": run_watch,
             "policy": run_policy,

@@ -209,10 +209,14 @@ def usable_cpus(facts: HostFacts) -> int | None:
 
 def memory_budget(facts: HostFacts) -> int | None:
     """Bytes a loader can still take before the kernel (or the cgroup's OOM killer) steps in."""
+    return memory_left(facts.meminfo, facts.cgroup)
+
+
+def memory_left(meminfo: Mapping[str, int], cg: Cgroup | None) -> int | None:
+    """MemAvailable, or less where a cgroup's memory limit is nearer; None when neither is known."""
     budgets: list[int] = []
-    if "MemAvailable" in facts.meminfo:
-        budgets.append(facts.meminfo["MemAvailable"])
-    cg = facts.cgroup
+    if "MemAvailable" in meminfo:
+        budgets.append(meminfo["MemAvailable"])
     if cg and cg.memory_limit is not None:
         budgets.append(max(0, cg.memory_limit - (cg.memory_usage or 0)))
     return min(budgets) if budgets else None

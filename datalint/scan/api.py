@@ -447,22 +447,40 @@ def _judged(
     return peers, warnings, policy.derive_findings(index, options, peers, keep_groups=True)
 
 
-# From this many rows an index is judged from its population summary, counted again when it has
-# none or a stale one: judged whole, every image's scores and hashes are Python objects in this
-# process (~1.4 GB a million rows), from the summary ~0.2 GB (docs/distributed.md).
+# Judged whole, an index costs the scanner about this much memory a row: every image's scores and
+# hashes are Python objects (~1.4 GB a million rows; from the summary ~0.2 GB: docs/distributed.md).
+WHOLE_INDEX_BYTES_PER_ROW = 1500
+# Up to this many rows an index without a summary is always judged whole (it is faster there);
+# past it, only while that fits in a quarter of the memory left to this process.
 JUDGED_BY_SUMMARY_FROM = shard_writers.AUTO_FROM_SAMPLES
 
 
 def _summaries_to_judge_by(index: Any) -> Iterator[summaries.PopulationSummary]:
-    """The summary the index keeps; then, for a large index whose summary is missing or was found
-    stale, one counted from its rows now (one read of the index, and kept for later scans)."""
+    """The summary the index keeps; then, for an index too large to judge whole whose summary is
+    missing or was found stale, one counted from its rows now (one read of the index, kept for
+    later scans, which an incremental scan keeps current)."""
     kept = summaries.read_summary(index.conn)
     if kept is not None:
         yield kept
         if kept.overflow:  # too many distinct values to summarise: a count of the rows would drop them too
             return
-    if store.count_samples(index) >= JUDGED_BY_SUMMARY_FROM:
+    if _too_large_to_judge_whole(store.count_samples(index)):
         yield summaries.recount(index.conn)
+
+
+def _too_large_to_judge_whole(rows: int) -> bool:
+    if rows < JUDGED_BY_SUMMARY_FROM:
+        return False
+    left = _memory_left()
+    return left is None or rows * WHOLE_INDEX_BYTES_PER_ROW > left // 4
+
+
+def _memory_left() -> int | None:
+    """Bytes this process can still take: MemAvailable, or less under a cgroup's memory limit."""
+    from datalint.diagnosis.doctor import memory_left, read_meminfo
+    from datalint.limits import read_cgroup
+
+    return memory_left(read_meminfo(Path("/")), read_cgroup(Path("/")))
 
 
 def _findings_of(index: Any, options: PolicyOptions) -> list[policy.Finding]:

@@ -32,7 +32,7 @@ removes and the old rows of the samples it measures again, and adds the rows it 
 Each shard writer counts its rows as it writes them and keeps the summary inside its file
 (`write_summary`); the scanner merges them (`merge_all`; on dask a tree reduce on the cluster) and
 the index keeps the result (`keep_in_index`), so a resumed scan or a later command finds it; an
-index of a million rows or more that keeps none (one writer's) or a stale one gets it counted again
+index too large to judge whole that keeps none (one writer's) or a stale one gets it counted again
 once (`recount`); and `population` builds the very `Population` the policy builds from the index.
 
 The quantiles stay exact: the histogram says which bucket holds the wanted rank and how many values

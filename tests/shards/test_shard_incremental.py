@@ -100,7 +100,7 @@ def test_an_incremental_scan_keeps_the_summary_of_a_sharded_index_current(
     assert_same_as_a_full_scan(db, lowered, reference, full)
 
 
-def test_a_large_index_without_a_summary_gets_one_counted(
+def test_a_large_index_that_does_not_fit_in_memory_gets_a_summary_counted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = webdataset_folder(tmp_path / "shards")
@@ -108,8 +108,16 @@ def test_a_large_index_without_a_summary_gets_one_counted(
     reference = tmp_path / "reference.db"
     full = scan(pattern, reference, "--shard-index", "off", "--workers", "2")
     monkeypatch.setattr(api, "JUDGED_BY_SUMMARY_FROM", 10)  # the index of these shards counts as large
-    db = tmp_path / "single.db"
     sources, counted = populations(monkeypatch), recounts(monkeypatch)
+    # With memory to spare it is judged whole, as a small one is: that is faster.
+    monkeypatch.setattr(api, "_memory_left", lambda: 1 << 40)
+    roomy = scan(pattern, tmp_path / "roomy.db", "--shard-index", "off", "--workers", "2")
+    assert counted == [] and sources == ["index"]
+    assert_same_as_a_full_scan(tmp_path / "roomy.db", roomy, reference, full)
+    # Where a quarter of the memory left would not hold it, its summary is counted and judged by.
+    monkeypatch.setattr(api, "_memory_left", lambda: 4 * api.WHOLE_INDEX_BYTES_PER_ROW * full["length"] - 1)
+    sources.clear()
+    db = tmp_path / "single.db"
     summary = scan(pattern, db, "--shard-index", "off", "--workers", "2")  # one writer: it keeps no summary
     assert counted == [full["length"]] and sources == ["summaries"]
     kept, now = kept_summary(db)
