@@ -392,7 +392,7 @@ def settings_text(settings: ScanSettings) -> str:
     """`--show-settings`: one `name: value (where from)` line per setting."""
     configuration = str(settings.source) if settings.source else "none found (defaults)"
     lines = [f"configuration: {configuration}"]
-    lines += [f"{name}: {_text(value)} ({origin})" for name, value, origin in settings_rows(settings)]
+    lines += [f"{name}: {value_text(value)} ({origin})" for name, value, origin in settings_rows(settings)]
     return "".join(line + "\n" for line in lines)
 
 
@@ -404,7 +404,8 @@ def settings_document(settings: ScanSettings) -> dict[str, Any]:
     }
 
 
-def _text(value: Any) -> str:
+def value_text(value: Any) -> str:
+    """A setting's value as `--show-settings` prints it."""
     if value is None:
         return "(none)"
     if isinstance(value, list):

@@ -63,7 +63,7 @@ def render_overview(datasets: list[dict[str, Any]], running: list[dict[str, Any]
         el(
             "tr",
             el("td", el("a", d["name"], href=f"/v1/datasets/{d['name']}/report", class_="report-link")),
-            el("td", d["source"], _watching(d.get("watcher"))),
+            el("td", d["source"], _watching(d.get("watcher")), _settings(d)),
             el("td", str(d["samples"]), class_="num"),
             el("td", str(d["quarantined"]), class_="num bad" if d["quarantined"] else "num"),
             el("td", str(d["guard_failures"]), class_="num"),
@@ -176,6 +176,26 @@ def _watching(watcher: dict[str, Any] | None) -> Html | str:
     else:
         text = f"watcher down ({watcher['last_exit']}), restarting"
     return el("span", " · " + text, class_="watcher")
+
+
+def _settings(dataset: dict[str, Any]) -> Html | str:
+    """The scan settings a dataset does not take from the defaults, each with where it is set (the
+    whole table is GET /v1/datasets/NAME), or why they cannot be read now."""
+    if dataset.get("settings_error"):
+        return el("div", f"settings: {dataset['settings_error']}", class_="bad settings")
+    from datalint.scan.settings import value_text
+
+    changed = [
+        el("span", f"{name} {value_text(setting['value'])}", title=f"from {setting['from']}")
+        for name, setting in (dataset.get("settings") or {}).items()
+        if setting["from"] != "default"
+    ]
+    if not changed:
+        return ""
+    parts: list[Any] = ["settings: "]
+    for number, item in enumerate(changed):
+        parts.extend([", ", item] if number else [item])
+    return el("div", *parts, class_="muted settings")
 
 
 def _last_scan(run: dict[str, Any] | None) -> Html:

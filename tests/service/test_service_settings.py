@@ -66,6 +66,11 @@ def test_a_served_dataset_with_limits_serves_the_list_the_cli_makes(
         settings = server.request("GET", "/v1/datasets/photos", token="reader").json()["settings"]
         assert settings["thresholds.dark"] == {"value": 0.4, "from": "[[datasets]] photos"}
         assert settings["thresholds.light"]["from"] == "default"
+        # The overview names what each dataset does not take from the defaults, and where it is set.
+        page = server.request("GET", "/", token=None, cookies={"datalint_token": server.tokens["reader"]})
+        photos = page.text.split('id="dataset-photos"')[1].split("</tr>")[0]
+        assert "settings: " in photos and "thresholds.dark 0.4" in photos and "workers 1" in photos
+        assert 'title="from [[datasets]] photos"' in photos and "thresholds.light" not in photos
         settings = server.request("GET", "/v1/datasets/project", token="reader").json()["settings"]
         assert settings["thresholds.tiny"] == {
             "value": 100,
@@ -87,6 +92,8 @@ def test_a_served_dataset_with_limits_serves_the_list_the_cli_makes(
         (project / "pyproject.toml").write_text("[tool.datalint.scan.thresholds]\nnear_duplicate = 40\n")
         shown = server.request("GET", "/v1/datasets/project", token="reader").json()
         assert "near_duplicate must be a whole number from 0 to 32, got 40" in shown["settings_error"]
+        page = server.request("GET", "/", token=None, cookies={"datalint_token": server.tokens["reader"]})
+        assert "settings: " in page.text and "near_duplicate must be a whole number" in page.text
         job = server.request("POST", "/v1/datasets/project/scans").json()
         failed = server.wait_job(job["id"])
         assert failed["state"] == "failed" and "near_duplicate must be" in failed["error"], failed
