@@ -117,6 +117,9 @@ class Watchers:
         self._next_start: dict[str, float] = {}
         self._restarts: dict[str, int] = {}
         self._last_exit: dict[str, str] = {}
+        self._commands: dict[str, list[str]] = {}  # what each running watcher was started with
+        self._stamps: dict[str, tuple[int, int | None]] = {}  # its settings as last looked at
+        self._restarting: set[str] = set()  # stopped for new settings: started again at once
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -208,21 +211,52 @@ class Watchers:
         with self._lock:
             paused = set(self._paused)
         wanted = {name for name in self.registry.names() if self._watched(name) and name not in paused}
+        with self._lock:
+            running = [name for name in self._children if name in wanted and name not in self._restarting]
+        changed = {name for name in running if self._settings_changed(name)}  # reads files: unlocked
         now = time.monotonic()
         with self._lock:
             for name, child in list(self._children.items()):
                 code = child.poll()
                 if code is None and name in wanted:
+                    if name in changed:
+                        self._restarting.add(name)
+                        _signal_group(child.pid, signal.SIGTERM)  # it finishes the update it is writing
                     continue
                 if code is None:  # unregistered or no longer watched
                     _signal_group(child.pid, signal.SIGTERM)
                     continue
                 del self._children[name]
+                if name in self._restarting:  # not a death: no backoff, no restart counted
+                    self._restarting.discard(name)
+                    self._next_start[name] = now
+                    continue
                 self._died(name, code, now)
             due = [n for n in wanted if n not in self._children and self._next_start.get(n, 0.0) <= now]
         for name in sorted(due):
             if not self._stop.is_set():
                 self._launch(name)
+
+    def _settings_changed(self, name: str) -> bool:
+        """Whether the watcher should start again with other flags: the dataset was registered anew,
+        or the project file its `config` names was edited (and still reads: a broken one fails
+        the scan jobs, but the watcher keeps the settings it has)."""
+        dataset = self.registry.get(name)
+        if dataset is None:
+            return False
+        stamp = _settings_stamp(dataset)
+        if stamp == self._stamps.get(name):
+            return False
+        self._stamps[name] = stamp  # looked at once per change, not at every poll
+        command = watch_command(dataset, self.registry)
+        if command == self._commands.get(name):
+            return False
+        if "--isolated" not in command:  # the project file no longer reads
+            self._event(name, f"the settings in {dataset.scan_options.get('config')} cannot be read: "
+                        "the watcher keeps those it has")  # fmt: skip
+            return False
+        self._event(name, "the dataset's settings changed: restarting its watcher with them")
+        return True
 
     def _watched(self, name: str) -> bool:
         dataset = self.registry.get(name)
@@ -253,9 +287,10 @@ class Watchers:
             return
         self.registry.folder(name).mkdir(parents=True, exist_ok=True)
         log = (self.folder / f"{name}.log").open("ab")
+        stamp, command = _settings_stamp(dataset), watch_command(dataset, self.registry)
         try:
             child = subprocess.Popen(
-                watch_command(dataset, self.registry),
+                command,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
@@ -271,6 +306,7 @@ class Watchers:
         with self._lock:
             self._children[name] = child
             self._started[name] = time.monotonic()
+            self._commands[name], self._stamps[name] = command, stamp
         self._event(name, f"watcher started (pid {child.pid})")
 
     def _stop_orphans(self) -> None:
@@ -288,6 +324,17 @@ class Watchers:
         logger.info("dataset %s: %s", name, what)
         if self.on_event is not None:
             self.on_event(name, what)
+
+
+def _settings_stamp(dataset: DatasetConfig) -> tuple[int, int | None]:
+    """What changes when the dataset's settings may have: its registration (a new object) and the
+    modification time of the project file its `config` names."""
+    project = dataset.scan_options.get("config")
+    try:
+        mtime = os.stat(project).st_mtime_ns if project else None
+    except OSError:
+        mtime = -1
+    return id(dataset), mtime
 
 
 def _signal_group(pid: int, signum: int) -> None:

@@ -145,3 +145,38 @@ def test_a_scan_resumed_at_start_pauses_the_watcher_instead_of_meeting_the_index
         assert "lock" not in watch_log.lower(), watch_log
     finally:
         server.stop()
+
+
+def _command_line(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+
+
+def test_a_watcher_starts_again_with_its_projects_settings_once_they_are_edited(tmp_path: Path) -> None:
+    images = tmp_path / "photos"
+    images.mkdir()
+    Image.new("RGB", (16, 16), (90, 0, 0)).save(images / "ok.png")
+    project = tmp_path / "pyproject.toml"
+    project.write_text("[tool.datalint.scan.thresholds]\ndark = 0.3\n")
+    table = (
+        f'\n[[datasets]]\nname = "photos"\nimages = "{images}"\nworkers = 1\nwatch = true\n'
+        f'config = "{project}"\n'
+    )
+    server = Server(tmp_path, table, tokens=False).start()
+    try:
+        first = _wait("a running watcher", lambda: (w := _watcher(server)) and w["running"] and w, server)
+        assert "dark=0.3" in _command_line(first["pid"])
+        project.write_text("[tool.datalint.scan.thresholds]\ndark = 0.2\n")  # edited while the service runs
+        second = _wait(
+            "the watcher with the new limit",
+            lambda: (w := _watcher(server)) and w["running"] and w["pid"] != first["pid"] and w,
+            server,
+        )
+        assert "dark=0.2" in _command_line(second["pid"])
+        assert second["restarts"] == 0, "a restart for new settings is not a death"
+        # A project file broken since: the scans will say why; the watcher keeps what it has.
+        project.write_text("[tool.datalint.scan.thresholds]\ndark = 2\n")
+        _wait("the broken file noticed", lambda: "cannot be read" in server.log.read_text(), server)
+        time.sleep(1.5)
+        assert _watcher(server) == second
+    finally:
+        server.stop()
