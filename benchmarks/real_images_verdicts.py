@@ -57,7 +57,9 @@ COLUMNS = ("repo", "commit", "path", "format", "expected", "datalint", "verdict"
 COMMON = ("jpg", "jpeg", "png", "ppm", "pgm", "bmp", "gif", "tif", "tiff", "webp")
 
 
-def scan_kinds(images: Path, relpaths: Sequence[str], workers: int) -> dict[str, str]:
+def scan_kinds(
+    images: Path, relpaths: Sequence[str], workers: int, extra: Sequence[str] = ()
+) -> dict[str, str]:
     """relpath -> the damage / unsupported kinds datalint reports (comma-joined), or `ok`."""
     with tempfile.TemporaryDirectory() as tmp:
         listing = Path(tmp) / "files.txt"
@@ -65,7 +67,7 @@ def scan_kinds(images: Path, relpaths: Sequence[str], workers: int) -> dict[str,
         db = Path(tmp) / "scan.db"
         command = [
             sys.executable, "-m", "datalint", "scan", "--images", str(images), "--files", str(listing),
-            "--db", str(db), "--workers", str(workers), "--timeout", "30", "--progress", "none",
+            "--db", str(db), "--workers", str(workers), "--timeout", "30", "--progress", "none", *extra,
         ]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, env={**os.environ}, check=False)
         if done.returncode not in (0, 1):
@@ -145,6 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--update", action="store_true", help="write the datalint and verdict columns back")
+    parser.add_argument(
+        "--all-frames", action="store_true", help="scan with --all-frames (the table's past-frame-1 column)"
+    )
     args = parser.parse_args(argv)
     verdicts, prefix = CORPORA[args.corpus]
     with verdicts.open(encoding="utf-8", newline="") as handle:
@@ -155,7 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("the corpus folder is needed, unless --recorded")
     else:
         present = [row for row in rows if (args.images / row["path"].removeprefix(prefix)).is_file()]
-        said = scan_kinds(args.images, [row["path"].removeprefix(prefix) for row in present], args.workers)
+        extra = ["--all-frames"] if args.all_frames else []
+        relpaths = [row["path"].removeprefix(prefix) for row in present]
+        said = scan_kinds(args.images, relpaths, args.workers, extra)
         for row in present:
             row["datalint"] = said.get(row["path"].removeprefix(prefix), "not scanned")
     for row in present:

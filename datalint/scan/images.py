@@ -589,11 +589,58 @@ def judge_failure(message: str, fmt: str | None, data: bytes = b"") -> ImageFind
             return ImageFinding("corrupt", f"{message} (no valid file holds this value)")
         what = message if piece is None else piece.format(*([match.group(0), *match.groups()]))
         return ImageFinding(UNSUPPORTED_KIND, f"{what} [{message}]" if piece is not None else what)
+    if fmt == "TIFF" and data:
+        codec = tiff_codec_pillow_lacks(data)
+        if codec is not None:
+            return ImageFinding(UNSUPPORTED_KIND, f"{codec}, which this Pillow does not decode [{message}]")
     if fmt in ("JPEG", "MPO"):
         process = jpeg_unusual_process(data)
         if process is not None:
             return ImageFinding(UNSUPPORTED_KIND, f"{process}, which this Pillow cannot decode [{message}]")
     return ImageFinding("corrupt", message)
+
+
+# Registered TIFF compression schemes (libtiff's tiff.h, the TIFF tag registry) that Pillow has no
+# decoder for: a valid file using one is unsupported here; any other unknown number is damage.
+_TIFF_CODECS_PILLOW_LACKS: dict[int, str] = {
+    9: "JBIG (T.85) compression", 10: "JBIG (T.43) compression", 32766: "NeXT 2-bit RLE compression",
+    32895: "TIFF/IT CT padded compression", 32896: "TIFF/IT linework compression",
+    32897: "TIFF/IT monochrome picture compression", 32898: "TIFF/IT binary line art compression",
+    32908: "Pixar film compression", 32909: "Pixar log compression", 32947: "Kodak DCS compression",
+    33003: "Aperio JPEG 2000 (YCbCr) compression", 33005: "Aperio JPEG 2000 (RGB) compression",
+    34661: "JBIG compression", 34712: "JPEG 2000 compression", 34715: "JBIG2 compression",
+    34887: "LERC compression", 34892: "lossy JPEG (DNG) compression", 34933: "PNG-in-TIFF compression",
+    34934: "JPEG XR compression", 50002: "JPEG XL compression", 52546: "JPEG XL (DNG) compression",
+    65000: "Kodak DCR compression",
+}  # fmt: skip
+
+
+def tiff_codec_pillow_lacks(data: bytes) -> str | None:
+    """The compression of a classic TIFF's first image when it is a registered scheme Pillow lacks."""
+    from PIL import TiffImagePlugin
+
+    compression = tiff_first_compression(data)
+    if compression is None or compression in TiffImagePlugin.COMPRESSION_INFO:
+        return None
+    return _TIFF_CODECS_PILLOW_LACKS.get(compression)
+
+
+def tiff_first_compression(data: bytes) -> int | None:
+    """Tag 259 of a classic (not Big) TIFF's first directory, read from its bytes; 1 when absent."""
+    order = {b"II*\x00": "little", b"MM\x00*": "big"}.get(data[:4])
+    if order is None or len(data) < 8:
+        return None
+    endian: Any = order
+    start = int.from_bytes(data[4:8], endian)
+    count = int.from_bytes(data[start : start + 2], endian)
+    for entry in range(start + 2, start + 2 + 12 * min(count, 4096), 12):
+        if len(data) < entry + 12:
+            return None
+        if int.from_bytes(data[entry : entry + 2], endian) == 259:
+            kind = int.from_bytes(data[entry + 2 : entry + 4], endian)
+            value = data[entry + 8 : entry + 10] if kind == 3 else data[entry + 8 : entry + 12]
+            return int.from_bytes(value, endian)
+    return 1
 
 
 def _plausible(match: re.Match[str]) -> bool:
@@ -766,6 +813,8 @@ def _quality_scores(im: Image.Image, pixels: Any) -> dict[str, Any] | None:
         if isinstance(pixels, bytes):
             with Image.open(io.BytesIO(pixels)) as rebuilt:
                 return quality.score_pixels(_rgb_array(_thumbnail_source(rebuilt)))
+        if isinstance(pixels, Image.Image):
+            return quality.score_pixels(_rgb_array(_thumbnail_source(pixels)))
         if pixels is not None:
             return quality.score_pixels(_bgr_to_rgb(pixels) if pixels.ndim == 3 else pixels)
         return quality.score_pixels(_rgb_array(_thumbnail_source(im)))
@@ -809,7 +858,8 @@ def _decode(
 ) -> tuple[str, list[ImageFinding], Any]:
     """Decode the pixel data the cheapest way that still finds all damage; returns (decoder,
     findings, what the scores are taken from: the reduced BGR pixels of a JPEG, a PNG rebuilt from
-    the check's inflate (`check_png_keeping_pixels`), or None for `im` itself).
+    the check's inflate (`check_png_keeping_pixels`), the image libtiff decoded where Pillow's own
+    TIFF reader could not (`tiff_through_libtiff`), or None for `im` itself).
 
     JPEG and PNG each have one check that judges them completely. Pillow alone is not a fair judge of
     GIF, WebP, PNM and run-length BMP (it loads a BMP whose RLE stream is broken, a GIF with broken
@@ -823,10 +873,16 @@ def _decode(
         findings, rebuilt = check_png_keeping_pixels(data, keep=options.quality)
         return "png", findings, rebuilt
     findings = check_with_pillow(im, capture)
+    if im.format == "TIFF" and any(f.kind == "corrupt" for f in findings) and _pillow_read_raw_tiff(im):
+        findings, through_libtiff = tiff_through_libtiff(findings, data, capture)
+        if through_libtiff is not None:
+            return "pillow+libtiff", findings, through_libtiff
     if im.format == "BMP" and not any(f.kind in _DECIDED for f in findings):
         findings.extend(check_bmp_layout(im, data))
     if im.format == "ICO" and not any(f.kind in _DECIDED for f in findings):
         findings.extend(check_ico_directory(data))
+    if im.format == "GIF" and not any(f.kind in _DECIDED for f in findings):
+        findings.extend(check_gif_first_image(data))
     if im.format == "TGA" and any("buffer overrun" in f.detail for f in findings if f.kind == "corrupt"):
         findings = _judge_tga_overrun(findings, data)
     if not _second_opinion_is_fair(im, data) or any(f.kind in _DECIDED for f in findings) or _animated(im):
@@ -838,6 +894,41 @@ def _decode(
 # already settle a file.
 _SECOND_OPINION = frozenset({"BMP", "GIF", "WEBP", "PPM"})  # not DIB: a headerless BMP OpenCV cannot read
 _DECIDED = frozenset({"corrupt", UNSUPPORTED_KIND})
+
+
+def _pillow_read_raw_tiff(im: Image.Image) -> bool:
+    """Pillow decodes uncompressed TIFF data with its own reader, everything else through libtiff."""
+    from PIL import TiffImagePlugin
+
+    return not TiffImagePlugin.READ_LIBTIFF and getattr(im, "_compression", None) == "raw"
+
+
+def tiff_through_libtiff(
+    findings: list[ImageFinding], data: bytes, capture: StderrCapture
+) -> tuple[list[ImageFinding], Image.Image | None]:
+    """An uncompressed TIFF that Pillow's own reader refuses, decoded again through libtiff, the
+    format's reference decoder: libtiff reads layouts Pillow's reader mistakes (tiles stored under
+    the strip tags, as early TIFF 6 writers did). Clean there, the file is sound and the refusal is
+    information, with the decoded image for the scores; a truncated or broken file fails in libtiff
+    too and keeps its damage (None)."""
+    from PIL import Image, TiffImagePlugin
+
+    previous, TiffImagePlugin.READ_LIBTIFF = TiffImagePlugin.READ_LIBTIFF, True
+    try:
+        with Image.open(io.BytesIO(data)) as again:
+            second = check_with_pillow(again, capture)
+            decoded = again.copy() if not any(f.kind in _DECIDED for f in second) else None
+    except Exception:  # per-file boundary: libtiff refuses what Pillow's reader refused
+        return findings, None
+    finally:
+        TiffImagePlugin.READ_LIBTIFF = previous
+    if decoded is None:
+        return findings, None
+    refusal = "; ".join(f.detail for f in findings if f.kind == "corrupt")
+    note = ImageFinding(
+        "decoder_warning", f"libtiff decodes it; Pillow's own TIFF reader refuses it: {refusal}"
+    )
+    return [*(f for f in findings if f.kind != "corrupt"), *second, note], decoded
 
 
 def _judge_tga_overrun(findings: list[ImageFinding], data: bytes) -> list[ImageFinding]:
@@ -936,6 +1027,31 @@ def check_ico_directory(data: bytes) -> list[ImageFinding]:
                 )
             ]
     return []
+
+
+def check_gif_first_image(data: bytes) -> list[ImageFinding]:
+    """The first image's LZW minimum code size, from a walk over the blocks before it. 0 is none an
+    encoder writes (Pillow decodes such data into one flat colour without complaint), and from 12 on
+    the first code would be wider than the 12 bits LZW codes have. Sizes 9 to 11 break the spec's
+    limit of 8 but are real and decodable (Pillow's issue 2811), so they pass."""
+    if len(data) < 13:
+        return []
+    flags, pos = data[10], 13
+    if flags & 0x80:
+        pos += 3 << ((flags & 7) + 1)  # the global colour table
+    while pos < len(data) and data[pos] == 0x21:  # extensions: label, then sub-blocks up to a 0
+        pos += 2
+        while pos < len(data) and data[pos]:
+            pos += data[pos] + 1
+        pos += 1
+    if pos + 11 > len(data) or data[pos] != 0x2C:
+        return []  # the decoders judge a file cut or broken before its first image
+    local = data[pos + 9]
+    pos += 10 + ((3 << ((local & 7) + 1)) if local & 0x80 else 0)
+    if pos >= len(data) or 1 <= data[pos] <= 11:
+        return []
+    detail = f"the first image's LZW minimum code size is {data[pos]}: no LZW data decodes with it"
+    return [ImageFinding("corrupt", detail)]
 
 
 def opencv_second_opinion(data: bytes, fmt: str, capture: StderrCapture) -> list[ImageFinding]:
@@ -1212,19 +1328,25 @@ def check_png_keeping_pixels(data: bytes, keep: bool = True) -> tuple[list[Image
 
 def _walk_png(data: bytes, keep: bool = False) -> tuple[_ApngChunks, bytes | None]:
     inflater: _IdatInflater | None = None
-    apng = _ApngChunks()
+    apng, palette = _ApngChunks(), _PaletteRules()
     pos, idat = 8, _IdatSpan()
     while True:
         chunk_start = pos
         chunk_type, body, pos = _next_png_chunk(data, pos)
         idat.see(chunk_type, chunk_start, pos)
         if chunk_type == b"IHDR":
+            if inflater is not None:
+                raise _PngDamage(f"a second IHDR chunk at byte {chunk_start:,}")
             layout = _PngLayout.from_ihdr(body)
             stored = _StoredIdat() if keep and layout.size <= _KEEP_LIMIT else None
             inflater = _IdatInflater(layout, stored)
+            palette.colour = body[9]
+        elif chunk_type == b"PLTE":
+            palette.see(body, chunk_start, idat_seen=idat.span is not None)
         elif chunk_type == b"IDAT":
             if inflater is None:
                 raise _PngDamage("IDAT before IHDR: the chunk order is broken")
+            palette.before_image_data()
             inflater.feed(body)
         elif chunk_type == b"IEND":
             break
@@ -1239,6 +1361,33 @@ def _walk_png(data: bytes, keep: bool = False) -> tuple[_ApngChunks, bytes | Non
     stored = inflater.stored
     rebuilt = None if stored is None or idat.span is None else stored.png(data, *idat.span)
     return apng, rebuilt
+
+
+class _PaletteRules:
+    """What libpng, the reference decoder, stops on in a PNG's PLTE chunk, though Pillow reads on:
+    a second PLTE, one after the image data, an empty one, and for a palette image (colour type 3)
+    a missing one or one whose length is no whole number of colours up to 256. A suggested palette
+    of another colour type that is merely too long is skipped with a warning, so it is left alone.
+    """
+
+    def __init__(self) -> None:
+        self.colour: int | None = None
+        self._seen = False
+
+    def see(self, body: bytes, at: int, idat_seen: bool) -> None:
+        if self._seen:
+            raise _PngDamage(f"a second PLTE chunk at byte {at:,} (a PNG has at most one)")
+        self._seen = True
+        if idat_seen:
+            raise _PngDamage(f"PLTE chunk at byte {at:,} after the image data")
+        if not body:
+            raise _PngDamage(f"empty PLTE chunk at byte {at:,}: a palette of no colours")
+        if self.colour == 3 and (len(body) % 3 or len(body) > 3 * 256):
+            raise _PngDamage(f"PLTE chunk of {len(body):,} bytes: no whole number of colours up to 256")
+
+    def before_image_data(self) -> None:
+        if self.colour == 3 and not self._seen:
+            raise _PngDamage("a palette image (colour type 3) with no PLTE chunk before its image data")
 
 
 class _IdatSpan:
@@ -1791,10 +1940,7 @@ def index_findings(db: Any, thresholds: ShapeThresholds | None = None) -> list[t
     found: list[tuple[int, str, str]] = []
     for idx, width, height in db.execute(_ODD_SHAPES, [limits.min_side, limits.max_aspect]):
         found.extend((idx, f.kind, f.detail) for f in shape_findings(int(width), int(height), limits))
-    hashes = {
-        idx: (read_key(key) or f"#{idx}", digest)
-        for idx, key, digest in db.execute(_SHARED_HASHES)
-    }
+    hashes = {idx: (read_key(key) or f"#{idx}", digest) for idx, key, digest in db.execute(_SHARED_HASHES)}
     found.extend((idx, f.kind, f.detail) for idx, f in duplicate_findings(hashes).items())
     return sorted(found)
 

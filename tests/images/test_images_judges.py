@@ -374,3 +374,111 @@ def test_an_ico_entry_too_short_for_its_bitmap_is_damage_a_missing_mask_is_not(
     with Image.open(io.BytesIO(bytes(half))) as im:
         im.load()  # Pillow reads past the entry regardless
     assert "its bitmap needs" in _kinds(bytes(half), ".ico", capture)["corrupt"]
+
+
+# --------------------------------------------------------------------------- lessons of held-out corpora
+# (benchmarks/data/{pngsuite,imagetestsuite,jhove}-verdicts.csv: files no probe was tuned on)
+
+
+def _with_plte(png: bytes, plte: list[bytes]) -> bytes:
+    """`png` with its PLTE chunks replaced by `plte` (each a body), placed right after IHDR."""
+    chunks = [chunk for chunk in _chunks(png) if chunk[0] != b"PLTE"]
+    return _png_of([chunks[0], *((b"PLTE", body) for body in plte), *chunks[1:]])
+
+
+def test_png_palettes_libpng_stops_on_are_damage_a_suggested_palette_it_skips_is_not(
+    capture: StderrCapture,
+) -> None:
+    indexed = _encoded("PNG", mode="P")
+    palette = next(body for kind, body in _chunks(indexed) if kind == b"PLTE")
+    rgb = _encoded("PNG")
+    assert "corrupt" not in _kinds(indexed, ".png", capture)
+    twice = _kinds(_with_plte(indexed, [palette, palette]), ".png", capture)
+    assert "a second PLTE chunk" in twice["corrupt"]
+    assert "empty PLTE" in _kinds(_with_plte(rgb, [b""]), ".png", capture)["corrupt"]
+    assert "no PLTE chunk" in _kinds(_with_plte(indexed, []), ".png", capture)["corrupt"]
+    assert "no whole number" in _kinds(_with_plte(indexed, [palette[:-1]]), ".png", capture)["corrupt"]
+    # An RGB image's palette is only a suggestion: 257 colours there is a warning to libpng
+    too_long = _with_plte(rgb, [bytes(3 * 257)])
+    with Image.open(io.BytesIO(too_long)) as im:
+        im.load()
+    assert "corrupt" not in _kinds(too_long, ".png", capture)
+
+
+def _first_gif_image(gif: bytes) -> int:
+    """Where the first image descriptor is: after the colour table and any extensions."""
+    pos = 13 + (3 << ((gif[10] & 7) + 1) if gif[10] & 0x80 else 0)
+    while gif[pos] == 0x21:
+        pos += 2
+        while gif[pos]:
+            pos += gif[pos] + 1
+        pos += 1
+    assert gif[pos] == 0x2C
+    return pos
+
+
+def test_a_gif_whose_first_image_has_lzw_code_size_0_is_damage(capture: StderrCapture) -> None:
+    gif = _encoded("GIF", mode="P")
+    image = _first_gif_image(gif)
+    assert gif[image + 9] & 0x80 == 0  # no local colour table: the code size follows the descriptor
+    code_size = image + 10
+    zero = gif[:code_size] + b"\x00" + gif[code_size + 1 :]
+    with Image.open(io.BytesIO(zero)) as im:
+        im.load()  # Pillow alone: one flat colour, no complaint
+    assert "corrupt" not in _kinds(gif, ".gif", capture)
+    assert "LZW minimum code size is 0" in _kinds(zero, ".gif", capture)["corrupt"]
+
+
+def _tiff_with_compression(compression: int) -> bytes:
+    tiff = bytearray(_encoded("TIFF", mode="L"))
+    assert tiff[:4] == b"II*\x00"
+    start = int.from_bytes(tiff[4:8], "little")
+    for entry in range(start + 2, start + 2 + 12 * int.from_bytes(tiff[start : start + 2], "little"), 12):
+        if int.from_bytes(tiff[entry : entry + 2], "little") == 259:
+            tiff[entry + 8 : entry + 10] = compression.to_bytes(2, "little")
+            return bytes(tiff)
+    raise AssertionError("Pillow wrote no compression tag")
+
+
+def test_a_registered_tiff_compression_pillow_lacks_is_unsupported_an_unknown_number_is_damage(
+    capture: StderrCapture,
+) -> None:
+    it8 = _kinds(_tiff_with_compression(32896), ".tif", capture)  # TIFF/IT linework (prepress)
+    assert "corrupt" not in it8
+    assert "TIFF/IT linework compression" in it8["unsupported"]
+    assert "corrupt" in _kinds(_tiff_with_compression(12345), ".tif", capture)
+
+
+def _tiles_under_strip_tags(width: int = 40, height: int = 20, tile: int = 16) -> bytes:
+    """An uncompressed 8-bit grey TIFF whose tiles are listed under the strip tags (273, 279), with
+    TileWidth / TileLength set, as early TIFF 6 writers stored them: libtiff reads it. The directory
+    comes first and the tiles last, so cutting the file's end cuts the last tile."""
+    count = -(-width // tile) * -(-height // tile)
+    entries = 10
+    arrays = 8 + 2 + 12 * entries + 4
+    first_tile = arrays + 8 * count
+    tags = [
+        (256, 3, 1, width), (257, 3, 1, height), (258, 3, 1, 8), (259, 3, 1, 1), (262, 3, 1, 1),
+        (273, 4, count, arrays), (277, 3, 1, 1), (279, 4, count, arrays + 4 * count),
+        (322, 3, 1, tile), (323, 3, 1, tile),
+    ]  # fmt: skip
+    ifd = struct.pack("<H", entries)
+    for tag, kind, number, value in tags:
+        packed = struct.pack("<HH", value, 0) if kind == 3 else struct.pack("<I", value)
+        ifd += struct.pack("<HHI", tag, kind, number) + packed
+    offsets = [first_tile + n * tile * tile for n in range(count)]
+    lists = struct.pack(f"<{count}I", *offsets) + struct.pack(f"<{count}I", *[tile * tile] * count)
+    pixels = b"".join(bytes([40 * n % 256]) * tile * tile for n in range(count))
+    return b"II*\x00" + struct.pack("<I", 8) + ifd + struct.pack("<I", 0) + lists + pixels
+
+
+def test_a_tiff_pillows_own_reader_refuses_but_libtiff_decodes_is_sound_a_cut_one_is_not(
+    capture: StderrCapture,
+) -> None:
+    tiff = _tiles_under_strip_tags()
+    with Image.open(io.BytesIO(tiff)) as im, pytest.raises(OSError):
+        im.load()  # Pillow's own reader takes the tiles for strips
+    sound = _kinds(tiff, ".tif", capture)
+    assert "corrupt" not in sound
+    assert "libtiff decodes it" in sound["decoder_warning"]
+    assert "corrupt" in _kinds(tiff[:-100], ".tif", capture)  # the last tile cut short
