@@ -13,6 +13,8 @@ Held-out corpora (the repository's whole tree; the verdicts name files from its 
     python benchmarks/real_images_verdicts.py imagetestsuite /tmp/mei
     git clone https://github.com/openpreserve/jhove && cp -r jhove/test-root/corpora /tmp/jhove-corpora
     python benchmarks/real_images_verdicts.py jhove /tmp/jhove-corpora
+    git clone https://github.com/libjpeg-turbo/libjpeg-turbo /tmp/libjpeg-turbo   # its testimages/
+    python benchmarks/real_images_verdicts.py libjpeg-turbo /tmp/libjpeg-turbo
 
 `benchmarks/data/<corpus>-verdicts.csv` holds one row per file of the corpus at the commit it
 names: what the file is (`expected`, judged by hand from the corpus's own tests, documentation and
@@ -51,6 +53,7 @@ CORPORA: dict[str, tuple[Path, str]] = {
     "pngsuite": (HERE / "data" / "pngsuite-verdicts.csv", ""),
     "imagetestsuite": (HERE / "data" / "imagetestsuite-verdicts.csv", ""),
     "jhove": (HERE / "data" / "jhove-verdicts.csv", "test-root/corpora/"),
+    "libjpeg-turbo": (HERE / "data" / "libjpeg-turbo-verdicts.csv", ""),
 }
 DAMAGE = frozenset({"corrupt", "empty", "decompression_bomb", "unreadable"})
 COLUMNS = ("repo", "commit", "path", "format", "expected", "datalint", "verdict", "reason")
