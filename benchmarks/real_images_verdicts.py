@@ -15,6 +15,8 @@ Held-out corpora (the repository's whole tree; the verdicts name files from its 
     python benchmarks/real_images_verdicts.py jhove /tmp/jhove-corpora
     git clone https://github.com/libjpeg-turbo/libjpeg-turbo /tmp/libjpeg-turbo   # its testimages/
     python benchmarks/real_images_verdicts.py libjpeg-turbo /tmp/libjpeg-turbo
+    git clone https://github.com/lovell/sharp /tmp/sharp   # its test/fixtures, not expected/
+    python benchmarks/real_images_verdicts.py sharp /tmp/sharp
 
 `benchmarks/data/<corpus>-verdicts.csv` holds one row per file of the corpus at the commit it
 names: what the file is (`expected`, judged by hand from the corpus's own tests, documentation and
@@ -54,6 +56,7 @@ CORPORA: dict[str, tuple[Path, str]] = {
     "imagetestsuite": (HERE / "data" / "imagetestsuite-verdicts.csv", ""),
     "jhove": (HERE / "data" / "jhove-verdicts.csv", "test-root/corpora/"),
     "libjpeg-turbo": (HERE / "data" / "libjpeg-turbo-verdicts.csv", ""),
+    "sharp": (HERE / "data" / "sharp-verdicts.csv", ""),
 }
 DAMAGE = frozenset({"corrupt", "empty", "decompression_bomb", "unreadable"})
 COLUMNS = ("repo", "commit", "path", "format", "expected", "datalint", "verdict", "reason")
