@@ -384,7 +384,21 @@ _MAGIC: dict[str, Callable[[bytes], bool]] = {
     "HDR": lambda h: h.startswith((b"#?RADIANCE", b"#?RGBE")),
     "EXR": lambda h: h[:4] == b"\x76\x2f\x31\x01",
     "FARBFELD": lambda h: h[:8] == b"farbfeld",
+    "VIPS": lambda h: h[:4] in (b"\x08\xf2\xa6\xb6", b"\xb6\xa6\xf2\x08"),  # libvips' own .v format
 }
+
+
+_SVG_MISSING = "SVG vector image: Pillow has no reader for it (rasterise it first, e.g. with cairosvg)"
+# An SVG document: its root element, after an optional XML declaration, comments and doctype.
+_SVG_ROOT = re.compile(
+    rb"\A(?:\xef\xbb\xbf)?\s*(?:<\?xml[^>]*\?>\s*)?(?:(?:<!--.*?-->|<!DOCTYPE[^>]*>)\s*)*<svg[\s>]",
+    re.DOTALL | re.IGNORECASE,
+)
+
+
+def is_svg(head: bytes) -> bool:
+    """Whether the bytes begin an SVG document (an HTML page with inline SVG icons is not one)."""
+    return _SVG_ROOT.match(head) is not None
 
 
 def describe_non_image(head: bytes) -> str:
@@ -393,7 +407,7 @@ def describe_non_image(head: bytes) -> str:
     if text.startswith((b"<!doctype html", b"<html", b"<head", b"<body")) or b"<html" in text[:1024]:
         return "not an image: the content is an HTML page (a web error page saved under an image name?)"
     if text.startswith((b"<?xml", b"<svg")):
-        return "not an image Pillow decodes: the content is XML/SVG"
+        return "not an image: the content is XML with no SVG root element"
     if text.startswith((b"{", b"[")):
         return "not an image: the content looks like JSON"
     if head and all(32 <= b < 127 or b in b"\t\r\n" for b in head[:256]):
@@ -489,6 +503,8 @@ def _unidentified_by_content(data: bytes, extension: str) -> ImageFinding:
     without magic bytes (TGA, WAL) whose plugin can say why it refuses the file."""
     from PIL import Image
 
+    if is_svg(data[:4096]):
+        return ImageFinding(UNSUPPORTED_KIND, _SVG_MISSING)
     fmt = Image.registered_extensions().get(extension) or _PLUGIN_ONLY_EXTENSIONS.get(extension)
     if fmt is None:
         return ImageFinding("corrupt", describe_non_image(data[:2048]))
@@ -515,6 +531,7 @@ _MISSING_PLUGINS: dict[str, str] = {
     "HDR": "Radiance HDR image: Pillow has no reader for it (OpenCV and imageio read it)",
     "EXR": "OpenEXR image: Pillow has no reader for it (OpenEXR or imageio read it)",
     "FARBFELD": "farbfeld image: Pillow has no reader for it",
+    "VIPS": "libvips native image (.v): Pillow has no reader for it (pyvips reads it)",
     "HEIF": "HEIF/HEIC image: this Pillow has no HEIF plugin (pip install pillow-heif, then register it)",
     "JPEGXL": "JPEG XL image: this Pillow has no JPEG XL plugin (pip install pillow-jxl-plugin)",
 }

@@ -482,3 +482,16 @@ def test_a_tiff_pillows_own_reader_refuses_but_libtiff_decodes_is_sound_a_cut_on
     assert "corrupt" not in sound
     assert "libtiff decodes it" in sound["decoder_warning"]
     assert "corrupt" in _kinds(tiff[:-100], ".tif", capture)  # the last tile cut short
+
+
+def test_an_svg_or_libvips_image_is_unsupported_an_html_page_with_inline_svg_is_not_an_image(
+    capture: StderrCapture,
+) -> None:
+    svg = b'<?xml version="1.0"?>\n<!-- logo -->\n<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 8 8"/>'
+    page = b'<!DOCTYPE html><html><body><svg viewBox="0 0 8 8"></svg>Not Found</body></html>'
+    vips = b"\xb6\xa6\xf2\x08" + struct.pack("<iii", 8, 8, 3) + bytes(52)  # a .v header, little-endian
+    for data, extension in ((svg, ".svg"), (svg, ".png"), (vips, ".v")):
+        found = _kinds(data, extension, capture)
+        assert "corrupt" not in found
+        assert "Pillow has no reader" in found["unsupported"]
+    assert "HTML page" in _kinds(page, ".jpg", capture)["corrupt"]
