@@ -495,3 +495,19 @@ def test_an_svg_or_libvips_image_is_unsupported_an_html_page_with_inline_svg_is_
         assert "corrupt" not in found
         assert "Pillow has no reader" in found["unsupported"]
     assert "HTML page" in _kinds(page, ".jpg", capture)["corrupt"]
+
+
+@pytest.mark.parametrize("lossless", [False, True])
+def test_a_webp_cut_and_zero_filled_is_damage_though_every_decoder_reads_it(
+    lossless: bool, capture: StderrCapture
+) -> None:
+    noise = np.random.default_rng(0).integers(0, 256, (96, 128, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(noise).save(buffer, "WEBP", lossless=lossless)
+    webp = buffer.getvalue()
+    keep = len(webp) * 3 // 5
+    zero_filled = webp[:keep] + bytes(len(webp) - keep)  # the length kept, the tail lost
+    with Image.open(io.BytesIO(zero_filled)) as im:
+        im.load()  # Pillow (libwebp) decodes the zeros as picture
+    assert "corrupt" not in _kinds(webp, ".webp", capture)
+    assert "zero bytes" in _kinds(zero_filled, ".webp", capture)["corrupt"]
