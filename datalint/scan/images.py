@@ -1389,7 +1389,7 @@ def _walk_png(data: bytes, keep: bool = False) -> tuple[_ApngChunks, bytes | Non
             inflater = _IdatInflater(layout, stored)
             palette.colour = body[9]
         elif chunk_type == b"PLTE":
-            palette.see(body, chunk_start, idat_seen=idat.span is not None)
+            palette.see(body, chunk_start)
         elif chunk_type == b"IDAT":
             if inflater is None:
                 raise _PngDamage("IDAT before IHDR: the chunk order is broken")
@@ -1412,21 +1412,20 @@ def _walk_png(data: bytes, keep: bool = False) -> tuple[_ApngChunks, bytes | Non
 
 class _PaletteRules:
     """What libpng, the reference decoder, stops on in a PNG's PLTE chunk, though Pillow reads on:
-    a second PLTE, one after the image data, an empty one, and for a palette image (colour type 3)
-    a missing one or one whose length is no whole number of colours up to 256. A suggested palette
-    of another colour type that is merely too long is skipped with a warning, so it is left alone.
+    a second PLTE, an empty one, and for a palette image (colour type 3) a missing one (none before
+    the image data) or one whose length is no whole number of colours up to 256. A suggested palette
+    of another colour type that is merely too long, or comes after the image data, is skipped with
+    a warning, so it is left alone.
     """
 
     def __init__(self) -> None:
         self.colour: int | None = None
         self._seen = False
 
-    def see(self, body: bytes, at: int, idat_seen: bool) -> None:
+    def see(self, body: bytes, at: int) -> None:
         if self._seen:
             raise _PngDamage(f"a second PLTE chunk at byte {at:,} (a PNG has at most one)")
         self._seen = True
-        if idat_seen:
-            raise _PngDamage(f"PLTE chunk at byte {at:,} after the image data")
         if not body:
             raise _PngDamage(f"empty PLTE chunk at byte {at:,}: a palette of no colours")
         if self.colour == 3 and (len(body) % 3 or len(body) > 3 * 256):

@@ -398,11 +398,15 @@ def test_png_palettes_libpng_stops_on_are_damage_a_suggested_palette_it_skips_is
     assert "empty PLTE" in _kinds(_with_plte(rgb, [b""]), ".png", capture)["corrupt"]
     assert "no PLTE chunk" in _kinds(_with_plte(indexed, []), ".png", capture)["corrupt"]
     assert "no whole number" in _kinds(_with_plte(indexed, [palette[:-1]]), ".png", capture)["corrupt"]
-    # An RGB image's palette is only a suggestion: 257 colours there is a warning to libpng
+    # An RGB image's palette is only a suggestion: 257 colours, or a PLTE after the image data,
+    # is a warning to libpng
     too_long = _with_plte(rgb, [bytes(3 * 257)])
     with Image.open(io.BytesIO(too_long)) as im:
         im.load()
     assert "corrupt" not in _kinds(too_long, ".png", capture)
+    chunks = _chunks(rgb)
+    late = _png_of([*chunks[:-1], (b"PLTE", palette), chunks[-1]])  # just before IEND
+    assert "corrupt" not in _kinds(late, ".png", capture)
 
 
 def _first_gif_image(gif: bytes) -> int:
