@@ -1332,11 +1332,22 @@ def _later_frames(im: Image.Image, capture: StderrCapture) -> list[ImageFinding]
         except EOFError:
             return []
         except Exception as exc:  # per-file boundary
-            return [ImageFinding("corrupt", f"frame {frame + 1}: {_message(exc)}")]
+            return [_later_frame_refusal(exc, im.format, frame + 1)]
         damage = check_with_pillow(im, capture)
         if any(f.kind == "corrupt" for f in damage):
             return [ImageFinding(f.kind, f"frame {frame + 1}: {f.detail}") for f in damage]
         frame += 1
+
+
+def _later_frame_refusal(exc: Exception, fmt: str | None, frame: int) -> ImageFinding:
+    """Why Pillow cannot reach a later frame: damage, or, for a TIFF page in a registered
+    compression Pillow lacks (its plugin fails on the lookup, `KeyError: 32896`), unsupported."""
+    codec = exc.args[0] if fmt == "TIFF" and isinstance(exc, KeyError) and exc.args else None
+    if isinstance(codec, int) and codec in _TIFF_CODECS_PILLOW_LACKS:
+        detail = f"page {frame}: {_TIFF_CODECS_PILLOW_LACKS[codec]}, which this Pillow does not decode"
+        return ImageFinding(UNSUPPORTED_KIND, detail)
+    judged = judge_failure(_message(exc), fmt)
+    return ImageFinding(judged.kind, f"frame {frame}: {judged.detail}")
 
 
 # --------------------------------------------------------------------------- PNG

@@ -433,10 +433,14 @@ def test_a_gif_whose_first_image_has_lzw_code_size_0_is_damage(capture: StderrCa
     assert "LZW minimum code size is 0" in _kinds(zero, ".gif", capture)["corrupt"]
 
 
-def _tiff_with_compression(compression: int) -> bytes:
-    tiff = bytearray(_encoded("TIFF", mode="L"))
+def _tiff_with_compression(compression: int, tiff_bytes: bytes | None = None, page: int = 0) -> bytes:
+    """A Pillow-made TIFF with the compression tag of one page (0: the first) set to `compression`."""
+    tiff = bytearray(tiff_bytes or _encoded("TIFF", mode="L"))
     assert tiff[:4] == b"II*\x00"
     start = int.from_bytes(tiff[4:8], "little")
+    for _ in range(page):  # follow the next-directory offsets
+        count = int.from_bytes(tiff[start : start + 2], "little")
+        start = int.from_bytes(tiff[start + 2 + 12 * count : start + 6 + 12 * count], "little")
     for entry in range(start + 2, start + 2 + 12 * int.from_bytes(tiff[start : start + 2], "little"), 12):
         if int.from_bytes(tiff[entry : entry + 2], "little") == 259:
             tiff[entry + 8 : entry + 10] = compression.to_bytes(2, "little")
@@ -451,6 +455,21 @@ def test_a_registered_tiff_compression_pillow_lacks_is_unsupported_an_unknown_nu
     assert "corrupt" not in it8
     assert "TIFF/IT linework compression" in it8["unsupported"]
     assert "corrupt" in _kinds(_tiff_with_compression(12345), ".tif", capture)
+
+
+def test_a_later_tiff_page_in_a_codec_pillow_lacks_is_unsupported_with_all_frames(
+    capture: StderrCapture,
+) -> None:
+    pages = [Image.new("L", (24, 16), shade) for shade in (40, 200)]
+    buffer = io.BytesIO()
+    pages[0].save(buffer, "TIFF", save_all=True, append_images=pages[1:])
+    it8 = _tiff_with_compression(32896, buffer.getvalue(), page=1)
+    every_frame = ImageOptions(all_frames=True)
+    found = {f.kind: f.detail for f in probe_image_bytes(it8, ".tif", every_frame, capture).findings}
+    assert "corrupt" not in found
+    assert "page 2: TIFF/IT linework compression" in found["unsupported"]
+    broken = _tiff_with_compression(12345, buffer.getvalue(), page=1)
+    assert "corrupt" in {f.kind for f in probe_image_bytes(broken, ".tif", every_frame, capture).findings}
 
 
 def _tiles_under_strip_tags(width: int = 40, height: int = 20, tile: int = 16) -> bytes:
