@@ -1146,7 +1146,7 @@ def jpeg_findings_and_pixels(
     scale, or less reduced for a JPEG whose shorter `side` would then be under 32 pixels."""
     pixels, text = _opencv_decode(data, capture, color, side)
     decoded = pixels is not None
-    findings = classify_jpeg_messages(text)
+    findings = [*classify_jpeg_messages(text), *check_jpeg_zero_fill(data)]
     if decoded and opencv_flags_truncation():
         return findings, pixels
     pillow_error = _pillow_jpeg_error(data)
@@ -1161,6 +1161,42 @@ def jpeg_findings_and_pixels(
         else:
             findings.append(ImageFinding("corrupt", "OpenCV's libjpeg cannot decode it (Pillow can)"))
     return findings, None
+
+
+def check_jpeg_zero_fill(data: bytes) -> list[ImageFinding]:
+    """A JPEG whose scan data runs into a long run of zero bytes at the end of the file, with no
+    end-of-image marker after the first scan: cut and zero-filled. libjpeg decodes zeros as valid
+    codes and, at 1/8 scale, never reaches the missing marker, so no decoder warns. A valid file
+    padded with zeros after its EOI, or one whose scan data holds zeros, is left alone."""
+    if data[-_ZERO_FILL_BYTES:] != bytes(_ZERO_FILL_BYTES):
+        return []  # the common case, without copying the file
+    run_start = len(data.rstrip(b"\x00"))
+    scan = _first_jpeg_scan(data)
+    if scan is None or run_start <= scan or data.rfind(b"\xff\xd9", scan, run_start) != -1:
+        return []
+    detail = (
+        f"the image data ends in {len(data) - run_start:,} zero bytes with no end-of-image marker: "
+        "the file was cut and zero-filled"
+    )
+    return [ImageFinding("corrupt", detail)]
+
+
+def _first_jpeg_scan(data: bytes) -> int | None:
+    """Where the first scan's entropy-coded data begins, from a walk over the marker segments (an
+    EXIF thumbnail, with its own markers, lies inside a segment and is skipped)."""
+    pos = 2
+    while pos + 4 <= len(data):
+        if data[pos] != 0xFF:
+            return None
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill bytes before a marker
+            pos += 1
+            continue
+        length = int.from_bytes(data[pos + 2 : pos + 4], "big")
+        if marker == 0xDA:
+            return pos + 2 + length
+        pos += 2 + length
+    return None
 
 
 def _opencv_decode(

@@ -534,3 +534,24 @@ def test_a_webp_cut_and_zero_filled_is_damage_though_every_decoder_reads_it(
         im.load()  # Pillow (libwebp) decodes the zeros as picture
     assert "corrupt" not in _kinds(webp, ".webp", capture)
     assert "zero bytes" in _kinds(zero_filled, ".webp", capture)["corrupt"]
+
+
+def test_a_jpeg_cut_and_zero_filled_is_damage_zeros_after_its_end_marker_are_not(
+    capture: StderrCapture,
+) -> None:
+    yy, xx = np.mgrid[0:120, 0:160]
+    waves = np.stack(
+        [(xx * 0.8 + yy * 0.3) % 256, np.sin(xx / 17) * 60 + 120, np.cos(yy / 13) * 70 + 110], -1
+    )
+    noisy = waves + np.random.default_rng(2).normal(0, 12, waves.shape)
+    buffer = io.BytesIO()
+    # a comment holding the end-of-image marker's bytes, which the check must not take for it
+    photo = Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8))
+    photo.save(buffer, "JPEG", quality=95, comment=b"x\xff\xd9y")  # zeros decode quietly at this quality
+    jpeg = buffer.getvalue()
+    keep = len(jpeg) * 3 // 5
+    zero_filled = jpeg[:keep] + bytes(len(jpeg) - keep)
+    padded = jpeg + bytes(4096)  # zeros after the EOI, as some writers pad files
+    assert "corrupt" not in _kinds(jpeg, ".jpg", capture)
+    assert "corrupt" not in _kinds(padded, ".jpg", capture)
+    assert "no end-of-image marker" in _kinds(zero_filled, ".jpg", capture)["corrupt"]
