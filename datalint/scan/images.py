@@ -674,9 +674,9 @@ _JPEG_LOSSLESS_SOF = frozenset({0xC3, 0xC7, 0xCB, 0xCF})
 
 
 def jpeg_unusual_process(data: bytes) -> str | None:
-    """A lossless or other-than-8-bit JPEG, named from its frame header (SOFn); else None.
-
-    Read by walking the markers before the scan data: no pixel is decoded.
+    """A lossless or other-than-8-bit JPEG, or one whose height a DNL marker gives after the first
+    scan (its frame header says 0: valid, but libjpeg has no DNL support), named from its frame
+    header (SOFn); else None. Read by walking the markers before the scan data: no pixel is decoded.
     """
     pos = 2
     while pos + 4 <= len(data) and data[pos] == 0xFF:
@@ -689,11 +689,20 @@ def jpeg_unusual_process(data: bytes) -> str | None:
             precision = data[pos + 4] if pos + 4 < len(data) else 8
             if marker in _JPEG_LOSSLESS_SOF:
                 return f"lossless JPEG ({precision}-bit)"
-            return f"{precision}-bit JPEG" if precision != 8 else None
+            if precision != 8:
+                return f"{precision}-bit JPEG"
+            no_height = data[pos + 5 : pos + 7] == b"\x00\x00"
+            return "JPEG whose height is set by a DNL marker" if no_height and _has_dnl(data, pos) else None
         if marker == 0xDA or length < 2:
             return None
         pos += 2 + length
     return None
+
+
+def _has_dnl(data: bytes, start: int) -> bool:
+    """A DNL marker (FFDC) after `start`: in entropy-coded data a 0xFF is always followed by 0x00
+    or a restart marker, so the bytes FF DC there are the marker itself."""
+    return data.find(b"\xff\xdc", start) != -1
 
 
 def _message(exc: BaseException) -> str:
@@ -1163,12 +1172,17 @@ def jpeg_findings_and_pixels(
     return findings, None
 
 
+# A valid JPEG ends with its end-of-image marker (zeros may follow it), so a short run of zeros
+# with no marker before it is already a file cut and zero-filled.
+_JPEG_ZERO_FILL_BYTES = 16
+
+
 def check_jpeg_zero_fill(data: bytes) -> list[ImageFinding]:
-    """A JPEG whose scan data runs into a long run of zero bytes at the end of the file, with no
+    """A JPEG whose scan data runs into a run of zero bytes at the end of the file, with no
     end-of-image marker after the first scan: cut and zero-filled. libjpeg decodes zeros as valid
     codes and, at 1/8 scale, never reaches the missing marker, so no decoder warns. A valid file
     padded with zeros after its EOI, or one whose scan data holds zeros, is left alone."""
-    if data[-_ZERO_FILL_BYTES:] != bytes(_ZERO_FILL_BYTES):
+    if data[-_JPEG_ZERO_FILL_BYTES:] != bytes(_JPEG_ZERO_FILL_BYTES):
         return []  # the common case, without copying the file
     run_start = len(data.rstrip(b"\x00"))
     scan = _first_jpeg_scan(data)

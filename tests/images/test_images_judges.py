@@ -555,3 +555,16 @@ def test_a_jpeg_cut_and_zero_filled_is_damage_zeros_after_its_end_marker_are_not
     assert "corrupt" not in _kinds(jpeg, ".jpg", capture)
     assert "corrupt" not in _kinds(padded, ".jpg", capture)
     assert "no end-of-image marker" in _kinds(zero_filled, ".jpg", capture)["corrupt"]
+
+
+def test_a_jpeg_whose_height_comes_from_a_dnl_marker_is_unsupported_a_zero_height_alone_is_damage(
+    capture: StderrCapture,
+) -> None:
+    jpeg = _encoded("JPEG", size=(48, 40))
+    frame = jpeg.index(b"\xff\xc0")  # baseline frame header: length, precision, then the height
+    no_height = jpeg[: frame + 5] + b"\x00\x00" + jpeg[frame + 7 :]
+    dnl = no_height[:-2] + b"\xff\xdc\x00\x04" + (40).to_bytes(2, "big") + no_height[-2:]  # before EOI
+    later = _kinds(dnl, ".jpg", capture)
+    assert "corrupt" not in later
+    assert "DNL marker" in later["unsupported"]
+    assert "corrupt" in _kinds(no_height, ".jpg", capture)
