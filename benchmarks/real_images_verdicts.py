@@ -11,6 +11,7 @@ Held-out corpora (the repository's whole tree; the verdicts name files from its 
     python benchmarks/real_images_verdicts.py pngsuite /tmp/pngsuite
     git clone https://github.com/drewnoakes/metadata-extractor-images /tmp/mei   # its */ImageTestSuite
     python benchmarks/real_images_verdicts.py imagetestsuite /tmp/mei
+    python benchmarks/real_images_verdicts.py metadata-extractor-jpeg /tmp/mei   # its jpg/ folder
     git clone https://github.com/openpreserve/jhove && cp -r jhove/test-root/corpora /tmp/jhove-corpora
     python benchmarks/real_images_verdicts.py jhove /tmp/jhove-corpora
     git clone https://github.com/libjpeg-turbo/libjpeg-turbo /tmp/libjpeg-turbo   # its testimages/
@@ -57,6 +58,7 @@ CORPORA: dict[str, tuple[Path, str]] = {
     "jhove": (HERE / "data" / "jhove-verdicts.csv", "test-root/corpora/"),
     "libjpeg-turbo": (HERE / "data" / "libjpeg-turbo-verdicts.csv", ""),
     "sharp": (HERE / "data" / "sharp-verdicts.csv", ""),
+    "metadata-extractor-jpeg": (HERE / "data" / "metadata-extractor-jpeg-verdicts.csv", ""),
 }
 DAMAGE = frozenset({"corrupt", "empty", "decompression_bomb", "unreadable"})
 COLUMNS = ("repo", "commit", "path", "format", "expected", "datalint", "verdict", "reason")
