@@ -384,7 +384,21 @@ _MAGIC: dict[str, Callable[[bytes], bool]] = {
     "HDR": lambda h: h.startswith((b"#?RADIANCE", b"#?RGBE")),
     "EXR": lambda h: h[:4] == b"\x76\x2f\x31\x01",
     "FARBFELD": lambda h: h[:8] == b"farbfeld",
+    "VIPS": lambda h: h[:4] in (b"\x08\xf2\xa6\xb6", b"\xb6\xa6\xf2\x08"),  # libvips' own .v format
 }
+
+
+_SVG_MISSING = "SVG vector image: Pillow has no reader for it (rasterise it first, e.g. with cairosvg)"
+# An SVG document: its root element, after an optional XML declaration, comments and doctype.
+_SVG_ROOT = re.compile(
+    rb"\A(?:\xef\xbb\xbf)?\s*(?:<\?xml[^>]*\?>\s*)?(?:(?:<!--.*?-->|<!DOCTYPE[^>]*>)\s*)*<svg[\s>]",
+    re.DOTALL | re.IGNORECASE,
+)
+
+
+def is_svg(head: bytes) -> bool:
+    """Whether the bytes begin an SVG document (an HTML page with inline SVG icons is not one)."""
+    return _SVG_ROOT.match(head) is not None
 
 
 def describe_non_image(head: bytes) -> str:
@@ -393,7 +407,7 @@ def describe_non_image(head: bytes) -> str:
     if text.startswith((b"<!doctype html", b"<html", b"<head", b"<body")) or b"<html" in text[:1024]:
         return "not an image: the content is an HTML page (a web error page saved under an image name?)"
     if text.startswith((b"<?xml", b"<svg")):
-        return "not an image Pillow decodes: the content is XML/SVG"
+        return "not an image: the content is XML with no SVG root element"
     if text.startswith((b"{", b"[")):
         return "not an image: the content looks like JSON"
     if head and all(32 <= b < 127 or b in b"\t\r\n" for b in head[:256]):
@@ -489,6 +503,8 @@ def _unidentified_by_content(data: bytes, extension: str) -> ImageFinding:
     without magic bytes (TGA, WAL) whose plugin can say why it refuses the file."""
     from PIL import Image
 
+    if is_svg(data[:4096]):
+        return ImageFinding(UNSUPPORTED_KIND, _SVG_MISSING)
     fmt = Image.registered_extensions().get(extension) or _PLUGIN_ONLY_EXTENSIONS.get(extension)
     if fmt is None:
         return ImageFinding("corrupt", describe_non_image(data[:2048]))
@@ -515,6 +531,7 @@ _MISSING_PLUGINS: dict[str, str] = {
     "HDR": "Radiance HDR image: Pillow has no reader for it (OpenCV and imageio read it)",
     "EXR": "OpenEXR image: Pillow has no reader for it (OpenEXR or imageio read it)",
     "FARBFELD": "farbfeld image: Pillow has no reader for it",
+    "VIPS": "libvips native image (.v): Pillow has no reader for it (pyvips reads it)",
     "HEIF": "HEIF/HEIC image: this Pillow has no HEIF plugin (pip install pillow-heif, then register it)",
     "JPEGXL": "JPEG XL image: this Pillow has no JPEG XL plugin (pip install pillow-jxl-plugin)",
 }
@@ -589,11 +606,58 @@ def judge_failure(message: str, fmt: str | None, data: bytes = b"") -> ImageFind
             return ImageFinding("corrupt", f"{message} (no valid file holds this value)")
         what = message if piece is None else piece.format(*([match.group(0), *match.groups()]))
         return ImageFinding(UNSUPPORTED_KIND, f"{what} [{message}]" if piece is not None else what)
+    if fmt == "TIFF" and data:
+        codec = tiff_codec_pillow_lacks(data)
+        if codec is not None:
+            return ImageFinding(UNSUPPORTED_KIND, f"{codec}, which this Pillow does not decode [{message}]")
     if fmt in ("JPEG", "MPO"):
         process = jpeg_unusual_process(data)
         if process is not None:
             return ImageFinding(UNSUPPORTED_KIND, f"{process}, which this Pillow cannot decode [{message}]")
     return ImageFinding("corrupt", message)
+
+
+# Registered TIFF compression schemes (libtiff's tiff.h, the TIFF tag registry) that Pillow has no
+# decoder for: a valid file using one is unsupported here; any other unknown number is damage.
+_TIFF_CODECS_PILLOW_LACKS: dict[int, str] = {
+    9: "JBIG (T.85) compression", 10: "JBIG (T.43) compression", 32766: "NeXT 2-bit RLE compression",
+    32895: "TIFF/IT CT padded compression", 32896: "TIFF/IT linework compression",
+    32897: "TIFF/IT monochrome picture compression", 32898: "TIFF/IT binary line art compression",
+    32908: "Pixar film compression", 32909: "Pixar log compression", 32947: "Kodak DCS compression",
+    33003: "Aperio JPEG 2000 (YCbCr) compression", 33005: "Aperio JPEG 2000 (RGB) compression",
+    34661: "JBIG compression", 34712: "JPEG 2000 compression", 34715: "JBIG2 compression",
+    34887: "LERC compression", 34892: "lossy JPEG (DNG) compression", 34933: "PNG-in-TIFF compression",
+    34934: "JPEG XR compression", 50002: "JPEG XL compression", 52546: "JPEG XL (DNG) compression",
+    65000: "Kodak DCR compression",
+}  # fmt: skip
+
+
+def tiff_codec_pillow_lacks(data: bytes) -> str | None:
+    """The compression of a classic TIFF's first image when it is a registered scheme Pillow lacks."""
+    from PIL import TiffImagePlugin
+
+    compression = tiff_first_compression(data)
+    if compression is None or compression in TiffImagePlugin.COMPRESSION_INFO:
+        return None
+    return _TIFF_CODECS_PILLOW_LACKS.get(compression)
+
+
+def tiff_first_compression(data: bytes) -> int | None:
+    """Tag 259 of a classic (not Big) TIFF's first directory, read from its bytes; 1 when absent."""
+    order = {b"II*\x00": "little", b"MM\x00*": "big"}.get(data[:4])
+    if order is None or len(data) < 8:
+        return None
+    endian: Any = order
+    start = int.from_bytes(data[4:8], endian)
+    count = int.from_bytes(data[start : start + 2], endian)
+    for entry in range(start + 2, start + 2 + 12 * min(count, 4096), 12):
+        if len(data) < entry + 12:
+            return None
+        if int.from_bytes(data[entry : entry + 2], endian) == 259:
+            kind = int.from_bytes(data[entry + 2 : entry + 4], endian)
+            value = data[entry + 8 : entry + 10] if kind == 3 else data[entry + 8 : entry + 12]
+            return int.from_bytes(value, endian)
+    return 1
 
 
 def _plausible(match: re.Match[str]) -> bool:
@@ -610,9 +674,9 @@ _JPEG_LOSSLESS_SOF = frozenset({0xC3, 0xC7, 0xCB, 0xCF})
 
 
 def jpeg_unusual_process(data: bytes) -> str | None:
-    """A lossless or other-than-8-bit JPEG, named from its frame header (SOFn); else None.
-
-    Read by walking the markers before the scan data: no pixel is decoded.
+    """A lossless or other-than-8-bit JPEG, or one whose height a DNL marker gives after the first
+    scan (its frame header says 0: valid, but libjpeg has no DNL support), named from its frame
+    header (SOFn); else None. Read by walking the markers before the scan data: no pixel is decoded.
     """
     pos = 2
     while pos + 4 <= len(data) and data[pos] == 0xFF:
@@ -625,11 +689,20 @@ def jpeg_unusual_process(data: bytes) -> str | None:
             precision = data[pos + 4] if pos + 4 < len(data) else 8
             if marker in _JPEG_LOSSLESS_SOF:
                 return f"lossless JPEG ({precision}-bit)"
-            return f"{precision}-bit JPEG" if precision != 8 else None
+            if precision != 8:
+                return f"{precision}-bit JPEG"
+            no_height = data[pos + 5 : pos + 7] == b"\x00\x00"
+            return "JPEG whose height is set by a DNL marker" if no_height and _has_dnl(data, pos) else None
         if marker == 0xDA or length < 2:
             return None
         pos += 2 + length
     return None
+
+
+def _has_dnl(data: bytes, start: int) -> bool:
+    """A DNL marker (FFDC) after `start`: in entropy-coded data a 0xFF is always followed by 0x00
+    or a restart marker, so the bytes FF DC there are the marker itself."""
+    return data.find(b"\xff\xdc", start) != -1
 
 
 def _message(exc: BaseException) -> str:
@@ -766,6 +839,8 @@ def _quality_scores(im: Image.Image, pixels: Any) -> dict[str, Any] | None:
         if isinstance(pixels, bytes):
             with Image.open(io.BytesIO(pixels)) as rebuilt:
                 return quality.score_pixels(_rgb_array(_thumbnail_source(rebuilt)))
+        if isinstance(pixels, Image.Image):
+            return quality.score_pixels(_rgb_array(_thumbnail_source(pixels)))
         if pixels is not None:
             return quality.score_pixels(_bgr_to_rgb(pixels) if pixels.ndim == 3 else pixels)
         return quality.score_pixels(_rgb_array(_thumbnail_source(im)))
@@ -809,7 +884,8 @@ def _decode(
 ) -> tuple[str, list[ImageFinding], Any]:
     """Decode the pixel data the cheapest way that still finds all damage; returns (decoder,
     findings, what the scores are taken from: the reduced BGR pixels of a JPEG, a PNG rebuilt from
-    the check's inflate (`check_png_keeping_pixels`), or None for `im` itself).
+    the check's inflate (`check_png_keeping_pixels`), the image libtiff decoded where Pillow's own
+    TIFF reader could not (`tiff_through_libtiff`), or None for `im` itself).
 
     JPEG and PNG each have one check that judges them completely. Pillow alone is not a fair judge of
     GIF, WebP, PNM and run-length BMP (it loads a BMP whose RLE stream is broken, a GIF with broken
@@ -823,10 +899,18 @@ def _decode(
         findings, rebuilt = check_png_keeping_pixels(data, keep=options.quality)
         return "png", findings, rebuilt
     findings = check_with_pillow(im, capture)
+    if im.format == "TIFF" and any(f.kind == "corrupt" for f in findings) and _pillow_read_raw_tiff(im):
+        findings, through_libtiff = tiff_through_libtiff(findings, data, capture)
+        if through_libtiff is not None:
+            return "pillow+libtiff", findings, through_libtiff
     if im.format == "BMP" and not any(f.kind in _DECIDED for f in findings):
         findings.extend(check_bmp_layout(im, data))
     if im.format == "ICO" and not any(f.kind in _DECIDED for f in findings):
         findings.extend(check_ico_directory(data))
+    if im.format == "GIF" and not any(f.kind in _DECIDED for f in findings):
+        findings.extend(check_gif_first_image(data))
+    if im.format == "WEBP" and not any(f.kind in _DECIDED for f in findings):
+        findings.extend(check_webp_zero_fill(data))
     if im.format == "TGA" and any("buffer overrun" in f.detail for f in findings if f.kind == "corrupt"):
         findings = _judge_tga_overrun(findings, data)
     if not _second_opinion_is_fair(im, data) or any(f.kind in _DECIDED for f in findings) or _animated(im):
@@ -838,6 +922,41 @@ def _decode(
 # already settle a file.
 _SECOND_OPINION = frozenset({"BMP", "GIF", "WEBP", "PPM"})  # not DIB: a headerless BMP OpenCV cannot read
 _DECIDED = frozenset({"corrupt", UNSUPPORTED_KIND})
+
+
+def _pillow_read_raw_tiff(im: Image.Image) -> bool:
+    """Pillow decodes uncompressed TIFF data with its own reader, everything else through libtiff."""
+    from PIL import TiffImagePlugin
+
+    return not TiffImagePlugin.READ_LIBTIFF and getattr(im, "_compression", None) == "raw"
+
+
+def tiff_through_libtiff(
+    findings: list[ImageFinding], data: bytes, capture: StderrCapture
+) -> tuple[list[ImageFinding], Image.Image | None]:
+    """An uncompressed TIFF that Pillow's own reader refuses, decoded again through libtiff, the
+    format's reference decoder: libtiff reads layouts Pillow's reader mistakes (tiles stored under
+    the strip tags, as early TIFF 6 writers did). Clean there, the file is sound and the refusal is
+    information, with the decoded image for the scores; a truncated or broken file fails in libtiff
+    too and keeps its damage (None)."""
+    from PIL import Image, TiffImagePlugin
+
+    previous, TiffImagePlugin.READ_LIBTIFF = TiffImagePlugin.READ_LIBTIFF, True
+    try:
+        with Image.open(io.BytesIO(data)) as again:
+            second = check_with_pillow(again, capture)
+            decoded = again.copy() if not any(f.kind in _DECIDED for f in second) else None
+    except Exception:  # per-file boundary: libtiff refuses what Pillow's reader refused
+        return findings, None
+    finally:
+        TiffImagePlugin.READ_LIBTIFF = previous
+    if decoded is None:
+        return findings, None
+    refusal = "; ".join(f.detail for f in findings if f.kind == "corrupt")
+    note = ImageFinding(
+        "decoder_warning", f"libtiff decodes it; Pillow's own TIFF reader refuses it: {refusal}"
+    )
+    return [*(f for f in findings if f.kind != "corrupt"), *second, note], decoded
 
 
 def _judge_tga_overrun(findings: list[ImageFinding], data: bytes) -> list[ImageFinding]:
@@ -938,6 +1057,59 @@ def check_ico_directory(data: bytes) -> list[ImageFinding]:
     return []
 
 
+def check_gif_first_image(data: bytes) -> list[ImageFinding]:
+    """The first image's LZW minimum code size, from a walk over the blocks before it. 0 is none an
+    encoder writes (Pillow decodes such data into one flat colour without complaint), and from 12 on
+    the first code would be wider than the 12 bits LZW codes have. Sizes 9 to 11 break the spec's
+    limit of 8 but are real and decodable (Pillow's issue 2811), so they pass."""
+    if len(data) < 13:
+        return []
+    flags, pos = data[10], 13
+    if flags & 0x80:
+        pos += 3 << ((flags & 7) + 1)  # the global colour table
+    while pos < len(data) and data[pos] == 0x21:  # extensions: label, then sub-blocks up to a 0
+        pos += 2
+        while pos < len(data) and data[pos]:
+            pos += data[pos] + 1
+        pos += 1
+    if pos + 11 > len(data) or data[pos] != 0x2C:
+        return []  # the decoders judge a file cut or broken before its first image
+    local = data[pos + 9]
+    pos += 10 + ((3 << ((local & 7) + 1)) if local & 0x80 else 0)
+    if pos >= len(data) or 1 <= data[pos] <= 11:
+        return []
+    detail = f"the first image's LZW minimum code size is {data[pos]}: no LZW data decodes with it"
+    return [ImageFinding("corrupt", detail)]
+
+
+# Zero bytes at the end of a WebP's image data past which it is a file cut and zero-filled (an
+# interrupted download into a preallocated file, blocks lost in a crash). Compressed image data
+# holds no such run (2,048 zero bits): the valid WebPs of six test suites end in at most 7 zeros.
+_ZERO_FILL_BYTES = 256
+_WEBP_IMAGE_CHUNKS = frozenset({b"VP8 ", b"VP8L", b"ALPH", b"ANMF"})
+
+
+def check_webp_zero_fill(data: bytes) -> list[ImageFinding]:
+    """A WebP whose image data ends in a long run of zero bytes: libwebp decodes the zeros into the
+    picture without complaint, and neither Pillow nor OpenCV notices (raw formats such as BMP or
+    PPM cannot tell such zeros from black pixels; compressed TIFF, JPEG, PNG and GIF fail on them)."""
+    if data[-_ZERO_FILL_BYTES:] != bytes(_ZERO_FILL_BYTES):
+        return []  # the common case, without copying the file
+    run_start = len(data.rstrip(b"\x00"))
+    pos = 12
+    while pos + 8 <= len(data):  # the RIFF chunks, to find the one where the zeros begin
+        size = int.from_bytes(data[pos + 4 : pos + 8], "little")
+        end = pos + 8 + size + (size & 1)
+        if run_start < end:
+            if data[pos : pos + 4] not in _WEBP_IMAGE_CHUNKS:
+                return []
+            zeros = len(data) - run_start
+            detail = f"the image data ends in {zeros:,} zero bytes: the file was cut and zero-filled"
+            return [ImageFinding("corrupt", detail)]
+        pos = end
+    return []
+
+
 def opencv_second_opinion(data: bytes, fmt: str, capture: StderrCapture) -> list[ImageFinding]:
     """`corrupt` when OpenCV refuses pixel data that Pillow accepted; nothing when it decodes them.
 
@@ -983,7 +1155,7 @@ def jpeg_findings_and_pixels(
     scale, or less reduced for a JPEG whose shorter `side` would then be under 32 pixels."""
     pixels, text = _opencv_decode(data, capture, color, side)
     decoded = pixels is not None
-    findings = classify_jpeg_messages(text)
+    findings = [*classify_jpeg_messages(text), *check_jpeg_zero_fill(data)]
     if decoded and opencv_flags_truncation():
         return findings, pixels
     pillow_error = _pillow_jpeg_error(data)
@@ -998,6 +1170,47 @@ def jpeg_findings_and_pixels(
         else:
             findings.append(ImageFinding("corrupt", "OpenCV's libjpeg cannot decode it (Pillow can)"))
     return findings, None
+
+
+# A valid JPEG ends with its end-of-image marker (zeros may follow it), so a short run of zeros
+# with no marker before it is already a file cut and zero-filled.
+_JPEG_ZERO_FILL_BYTES = 16
+
+
+def check_jpeg_zero_fill(data: bytes) -> list[ImageFinding]:
+    """A JPEG whose scan data runs into a run of zero bytes at the end of the file, with no
+    end-of-image marker after the first scan: cut and zero-filled. libjpeg decodes zeros as valid
+    codes and, at 1/8 scale, never reaches the missing marker, so no decoder warns. A valid file
+    padded with zeros after its EOI, or one whose scan data holds zeros, is left alone."""
+    if data[-_JPEG_ZERO_FILL_BYTES:] != bytes(_JPEG_ZERO_FILL_BYTES):
+        return []  # the common case, without copying the file
+    run_start = len(data.rstrip(b"\x00"))
+    scan = _first_jpeg_scan(data)
+    if scan is None or run_start <= scan or data.rfind(b"\xff\xd9", scan, run_start) != -1:
+        return []
+    detail = (
+        f"the image data ends in {len(data) - run_start:,} zero bytes with no end-of-image marker: "
+        "the file was cut and zero-filled"
+    )
+    return [ImageFinding("corrupt", detail)]
+
+
+def _first_jpeg_scan(data: bytes) -> int | None:
+    """Where the first scan's entropy-coded data begins, from a walk over the marker segments (an
+    EXIF thumbnail, with its own markers, lies inside a segment and is skipped)."""
+    pos = 2
+    while pos + 4 <= len(data):
+        if data[pos] != 0xFF:
+            return None
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill bytes before a marker
+            pos += 1
+            continue
+        length = int.from_bytes(data[pos + 2 : pos + 4], "big")
+        if marker == 0xDA:
+            return pos + 2 + length
+        pos += 2 + length
+    return None
 
 
 def _opencv_decode(
@@ -1169,11 +1382,22 @@ def _later_frames(im: Image.Image, capture: StderrCapture) -> list[ImageFinding]
         except EOFError:
             return []
         except Exception as exc:  # per-file boundary
-            return [ImageFinding("corrupt", f"frame {frame + 1}: {_message(exc)}")]
+            return [_later_frame_refusal(exc, im.format, frame + 1)]
         damage = check_with_pillow(im, capture)
         if any(f.kind == "corrupt" for f in damage):
             return [ImageFinding(f.kind, f"frame {frame + 1}: {f.detail}") for f in damage]
         frame += 1
+
+
+def _later_frame_refusal(exc: Exception, fmt: str | None, frame: int) -> ImageFinding:
+    """Why Pillow cannot reach a later frame: damage, or, for a TIFF page in a registered
+    compression Pillow lacks (its plugin fails on the lookup, `KeyError: 32896`), unsupported."""
+    codec = exc.args[0] if fmt == "TIFF" and isinstance(exc, KeyError) and exc.args else None
+    if isinstance(codec, int) and codec in _TIFF_CODECS_PILLOW_LACKS:
+        detail = f"page {frame}: {_TIFF_CODECS_PILLOW_LACKS[codec]}, which this Pillow does not decode"
+        return ImageFinding(UNSUPPORTED_KIND, detail)
+    judged = judge_failure(_message(exc), fmt)
+    return ImageFinding(judged.kind, f"frame {frame}: {judged.detail}")
 
 
 # --------------------------------------------------------------------------- PNG
@@ -1212,19 +1436,25 @@ def check_png_keeping_pixels(data: bytes, keep: bool = True) -> tuple[list[Image
 
 def _walk_png(data: bytes, keep: bool = False) -> tuple[_ApngChunks, bytes | None]:
     inflater: _IdatInflater | None = None
-    apng = _ApngChunks()
+    apng, palette = _ApngChunks(), _PaletteRules()
     pos, idat = 8, _IdatSpan()
     while True:
         chunk_start = pos
         chunk_type, body, pos = _next_png_chunk(data, pos)
         idat.see(chunk_type, chunk_start, pos)
         if chunk_type == b"IHDR":
+            if inflater is not None:
+                raise _PngDamage(f"a second IHDR chunk at byte {chunk_start:,}")
             layout = _PngLayout.from_ihdr(body)
             stored = _StoredIdat() if keep and layout.size <= _KEEP_LIMIT else None
             inflater = _IdatInflater(layout, stored)
+            palette.colour = body[9]
+        elif chunk_type == b"PLTE":
+            palette.see(body, chunk_start)
         elif chunk_type == b"IDAT":
             if inflater is None:
                 raise _PngDamage("IDAT before IHDR: the chunk order is broken")
+            palette.before_image_data()
             inflater.feed(body)
         elif chunk_type == b"IEND":
             break
@@ -1239,6 +1469,32 @@ def _walk_png(data: bytes, keep: bool = False) -> tuple[_ApngChunks, bytes | Non
     stored = inflater.stored
     rebuilt = None if stored is None or idat.span is None else stored.png(data, *idat.span)
     return apng, rebuilt
+
+
+class _PaletteRules:
+    """What libpng, the reference decoder, stops on in a PNG's PLTE chunk, though Pillow reads on:
+    a second PLTE, an empty one, and for a palette image (colour type 3) a missing one (none before
+    the image data) or one whose length is no whole number of colours up to 256. A suggested palette
+    of another colour type that is merely too long, or comes after the image data, is skipped with
+    a warning, so it is left alone.
+    """
+
+    def __init__(self) -> None:
+        self.colour: int | None = None
+        self._seen = False
+
+    def see(self, body: bytes, at: int) -> None:
+        if self._seen:
+            raise _PngDamage(f"a second PLTE chunk at byte {at:,} (a PNG has at most one)")
+        self._seen = True
+        if not body:
+            raise _PngDamage(f"empty PLTE chunk at byte {at:,}: a palette of no colours")
+        if self.colour == 3 and (len(body) % 3 or len(body) > 3 * 256):
+            raise _PngDamage(f"PLTE chunk of {len(body):,} bytes: no whole number of colours up to 256")
+
+    def before_image_data(self) -> None:
+        if self.colour == 3 and not self._seen:
+            raise _PngDamage("a palette image (colour type 3) with no PLTE chunk before its image data")
 
 
 class _IdatSpan:
@@ -1791,10 +2047,7 @@ def index_findings(db: Any, thresholds: ShapeThresholds | None = None) -> list[t
     found: list[tuple[int, str, str]] = []
     for idx, width, height in db.execute(_ODD_SHAPES, [limits.min_side, limits.max_aspect]):
         found.extend((idx, f.kind, f.detail) for f in shape_findings(int(width), int(height), limits))
-    hashes = {
-        idx: (read_key(key) or f"#{idx}", digest)
-        for idx, key, digest in db.execute(_SHARED_HASHES)
-    }
+    hashes = {idx: (read_key(key) or f"#{idx}", digest) for idx, key, digest in db.execute(_SHARED_HASHES)}
     found.extend((idx, f.kind, f.detail) for idx, f in duplicate_findings(hashes).items())
     return sorted(found)
 

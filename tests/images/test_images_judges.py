@@ -374,3 +374,197 @@ def test_an_ico_entry_too_short_for_its_bitmap_is_damage_a_missing_mask_is_not(
     with Image.open(io.BytesIO(bytes(half))) as im:
         im.load()  # Pillow reads past the entry regardless
     assert "its bitmap needs" in _kinds(bytes(half), ".ico", capture)["corrupt"]
+
+
+# --------------------------------------------------------------------------- lessons of held-out corpora
+# (benchmarks/data/{pngsuite,imagetestsuite,jhove}-verdicts.csv: files no probe was tuned on)
+
+
+def _with_plte(png: bytes, plte: list[bytes]) -> bytes:
+    """`png` with its PLTE chunks replaced by `plte` (each a body), placed right after IHDR."""
+    chunks = [chunk for chunk in _chunks(png) if chunk[0] != b"PLTE"]
+    return _png_of([chunks[0], *((b"PLTE", body) for body in plte), *chunks[1:]])
+
+
+def test_png_palettes_libpng_stops_on_are_damage_a_suggested_palette_it_skips_is_not(
+    capture: StderrCapture,
+) -> None:
+    indexed = _encoded("PNG", mode="P")
+    palette = next(body for kind, body in _chunks(indexed) if kind == b"PLTE")
+    rgb = _encoded("PNG")
+    assert "corrupt" not in _kinds(indexed, ".png", capture)
+    twice = _kinds(_with_plte(indexed, [palette, palette]), ".png", capture)
+    assert "a second PLTE chunk" in twice["corrupt"]
+    assert "empty PLTE" in _kinds(_with_plte(rgb, [b""]), ".png", capture)["corrupt"]
+    assert "no PLTE chunk" in _kinds(_with_plte(indexed, []), ".png", capture)["corrupt"]
+    assert "no whole number" in _kinds(_with_plte(indexed, [palette[:-1]]), ".png", capture)["corrupt"]
+    # An RGB image's palette is only a suggestion: 257 colours, or a PLTE after the image data,
+    # is a warning to libpng
+    too_long = _with_plte(rgb, [bytes(3 * 257)])
+    with Image.open(io.BytesIO(too_long)) as im:
+        im.load()
+    assert "corrupt" not in _kinds(too_long, ".png", capture)
+    chunks = _chunks(rgb)
+    late = _png_of([*chunks[:-1], (b"PLTE", palette), chunks[-1]])  # just before IEND
+    assert "corrupt" not in _kinds(late, ".png", capture)
+
+
+def _first_gif_image(gif: bytes) -> int:
+    """Where the first image descriptor is: after the colour table and any extensions."""
+    pos = 13 + (3 << ((gif[10] & 7) + 1) if gif[10] & 0x80 else 0)
+    while gif[pos] == 0x21:
+        pos += 2
+        while gif[pos]:
+            pos += gif[pos] + 1
+        pos += 1
+    assert gif[pos] == 0x2C
+    return pos
+
+
+def test_a_gif_whose_first_image_has_lzw_code_size_0_is_damage(capture: StderrCapture) -> None:
+    gif = _encoded("GIF", mode="P")
+    image = _first_gif_image(gif)
+    assert gif[image + 9] & 0x80 == 0  # no local colour table: the code size follows the descriptor
+    code_size = image + 10
+    zero = gif[:code_size] + b"\x00" + gif[code_size + 1 :]
+    with Image.open(io.BytesIO(zero)) as im:
+        im.load()  # Pillow alone: one flat colour, no complaint
+    assert "corrupt" not in _kinds(gif, ".gif", capture)
+    assert "LZW minimum code size is 0" in _kinds(zero, ".gif", capture)["corrupt"]
+
+
+def _tiff_with_compression(compression: int, tiff_bytes: bytes | None = None, page: int = 0) -> bytes:
+    """A Pillow-made TIFF with the compression tag of one page (0: the first) set to `compression`."""
+    tiff = bytearray(tiff_bytes or _encoded("TIFF", mode="L"))
+    assert tiff[:4] == b"II*\x00"
+    start = int.from_bytes(tiff[4:8], "little")
+    for _ in range(page):  # follow the next-directory offsets
+        count = int.from_bytes(tiff[start : start + 2], "little")
+        start = int.from_bytes(tiff[start + 2 + 12 * count : start + 6 + 12 * count], "little")
+    for entry in range(start + 2, start + 2 + 12 * int.from_bytes(tiff[start : start + 2], "little"), 12):
+        if int.from_bytes(tiff[entry : entry + 2], "little") == 259:
+            tiff[entry + 8 : entry + 10] = compression.to_bytes(2, "little")
+            return bytes(tiff)
+    raise AssertionError("Pillow wrote no compression tag")
+
+
+def test_a_registered_tiff_compression_pillow_lacks_is_unsupported_an_unknown_number_is_damage(
+    capture: StderrCapture,
+) -> None:
+    it8 = _kinds(_tiff_with_compression(32896), ".tif", capture)  # TIFF/IT linework (prepress)
+    assert "corrupt" not in it8
+    assert "TIFF/IT linework compression" in it8["unsupported"]
+    assert "corrupt" in _kinds(_tiff_with_compression(12345), ".tif", capture)
+
+
+def test_a_later_tiff_page_in_a_codec_pillow_lacks_is_unsupported_with_all_frames(
+    capture: StderrCapture,
+) -> None:
+    pages = [Image.new("L", (24, 16), shade) for shade in (40, 200)]
+    buffer = io.BytesIO()
+    pages[0].save(buffer, "TIFF", save_all=True, append_images=pages[1:])
+    it8 = _tiff_with_compression(32896, buffer.getvalue(), page=1)
+    every_frame = ImageOptions(all_frames=True)
+    found = {f.kind: f.detail for f in probe_image_bytes(it8, ".tif", every_frame, capture).findings}
+    assert "corrupt" not in found
+    assert "page 2: TIFF/IT linework compression" in found["unsupported"]
+    broken = _tiff_with_compression(12345, buffer.getvalue(), page=1)
+    assert "corrupt" in {f.kind for f in probe_image_bytes(broken, ".tif", every_frame, capture).findings}
+
+
+def _tiles_under_strip_tags(width: int = 40, height: int = 20, tile: int = 16) -> bytes:
+    """An uncompressed 8-bit grey TIFF whose tiles are listed under the strip tags (273, 279), with
+    TileWidth / TileLength set, as early TIFF 6 writers stored them: libtiff reads it. The directory
+    comes first and the tiles last, so cutting the file's end cuts the last tile."""
+    count = -(-width // tile) * -(-height // tile)
+    entries = 10
+    arrays = 8 + 2 + 12 * entries + 4
+    first_tile = arrays + 8 * count
+    tags = [
+        (256, 3, 1, width), (257, 3, 1, height), (258, 3, 1, 8), (259, 3, 1, 1), (262, 3, 1, 1),
+        (273, 4, count, arrays), (277, 3, 1, 1), (279, 4, count, arrays + 4 * count),
+        (322, 3, 1, tile), (323, 3, 1, tile),
+    ]  # fmt: skip
+    ifd = struct.pack("<H", entries)
+    for tag, kind, number, value in tags:
+        packed = struct.pack("<HH", value, 0) if kind == 3 else struct.pack("<I", value)
+        ifd += struct.pack("<HHI", tag, kind, number) + packed
+    offsets = [first_tile + n * tile * tile for n in range(count)]
+    lists = struct.pack(f"<{count}I", *offsets) + struct.pack(f"<{count}I", *[tile * tile] * count)
+    pixels = b"".join(bytes([40 * n % 256]) * tile * tile for n in range(count))
+    return b"II*\x00" + struct.pack("<I", 8) + ifd + struct.pack("<I", 0) + lists + pixels
+
+
+def test_a_tiff_pillows_own_reader_refuses_but_libtiff_decodes_is_sound_a_cut_one_is_not(
+    capture: StderrCapture,
+) -> None:
+    tiff = _tiles_under_strip_tags()
+    with Image.open(io.BytesIO(tiff)) as im, pytest.raises(OSError):
+        im.load()  # Pillow's own reader takes the tiles for strips
+    sound = _kinds(tiff, ".tif", capture)
+    assert "corrupt" not in sound
+    assert "libtiff decodes it" in sound["decoder_warning"]
+    assert "corrupt" in _kinds(tiff[:-100], ".tif", capture)  # the last tile cut short
+
+
+def test_an_svg_or_libvips_image_is_unsupported_an_html_page_with_inline_svg_is_not_an_image(
+    capture: StderrCapture,
+) -> None:
+    svg = b'<?xml version="1.0"?>\n<!-- logo -->\n<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 8 8"/>'
+    page = b'<!DOCTYPE html><html><body><svg viewBox="0 0 8 8"></svg>Not Found</body></html>'
+    vips = b"\xb6\xa6\xf2\x08" + struct.pack("<iii", 8, 8, 3) + bytes(52)  # a .v header, little-endian
+    for data, extension in ((svg, ".svg"), (svg, ".png"), (vips, ".v")):
+        found = _kinds(data, extension, capture)
+        assert "corrupt" not in found
+        assert "Pillow has no reader" in found["unsupported"]
+    assert "HTML page" in _kinds(page, ".jpg", capture)["corrupt"]
+
+
+@pytest.mark.parametrize("lossless", [False, True])
+def test_a_webp_cut_and_zero_filled_is_damage_though_every_decoder_reads_it(
+    lossless: bool, capture: StderrCapture
+) -> None:
+    noise = np.random.default_rng(0).integers(0, 256, (96, 128, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(noise).save(buffer, "WEBP", lossless=lossless)
+    webp = buffer.getvalue()
+    keep = len(webp) * 3 // 5
+    zero_filled = webp[:keep] + bytes(len(webp) - keep)  # the length kept, the tail lost
+    with Image.open(io.BytesIO(zero_filled)) as im:
+        im.load()  # Pillow (libwebp) decodes the zeros as picture
+    assert "corrupt" not in _kinds(webp, ".webp", capture)
+    assert "zero bytes" in _kinds(zero_filled, ".webp", capture)["corrupt"]
+
+
+def test_a_jpeg_cut_and_zero_filled_is_damage_zeros_after_its_end_marker_are_not(
+    capture: StderrCapture,
+) -> None:
+    yy, xx = np.mgrid[0:120, 0:160]
+    waves = np.stack(
+        [(xx * 0.8 + yy * 0.3) % 256, np.sin(xx / 17) * 60 + 120, np.cos(yy / 13) * 70 + 110], -1
+    )
+    noisy = waves + np.random.default_rng(2).normal(0, 12, waves.shape)
+    buffer = io.BytesIO()
+    # a comment holding the end-of-image marker's bytes, which the check must not take for it
+    photo = Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8))
+    photo.save(buffer, "JPEG", quality=95, comment=b"x\xff\xd9y")  # zeros decode quietly at this quality
+    jpeg = buffer.getvalue()
+    keep = len(jpeg) * 3 // 5
+    zero_filled = jpeg[:keep] + bytes(len(jpeg) - keep)
+    padded = jpeg + bytes(4096)  # zeros after the EOI, as some writers pad files
+    assert "corrupt" not in _kinds(jpeg, ".jpg", capture)
+    assert "corrupt" not in _kinds(padded, ".jpg", capture)
+    assert "no end-of-image marker" in _kinds(zero_filled, ".jpg", capture)["corrupt"]
+
+
+def test_a_jpeg_whose_height_comes_from_a_dnl_marker_is_unsupported_a_zero_height_alone_is_damage(
+    capture: StderrCapture,
+) -> None:
+    jpeg = _encoded("JPEG", size=(48, 40))
+    frame = jpeg.index(b"\xff\xc0")  # baseline frame header: length, precision, then the height
+    no_height = jpeg[: frame + 5] + b"\x00\x00" + jpeg[frame + 7 :]
+    dnl = no_height[:-2] + b"\xff\xdc\x00\x04" + (40).to_bytes(2, "big") + no_height[-2:]  # before EOI
+    later = _kinds(dnl, ".jpg", capture)
+    assert "corrupt" not in later
+    assert "DNL marker" in later["unsupported"]
+    assert "corrupt" in _kinds(no_height, ".jpg", capture)
