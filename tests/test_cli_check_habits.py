@@ -295,6 +295,24 @@ def test_ipython_syntax_is_set_aside_and_a_cell_that_is_not_python_costs_only_it
     assert "cell 5 (syntax error: invalid syntax); only this cell was skipped" in lines[0]
 
 
+def test_a_cell_its_metadata_declares_another_language_is_not_python(tmp_path: Path) -> None:
+    def code(language: str | None, *lines: str) -> dict[str, object]:
+        metadata = {"vscode": {"languageId": language}} if language else {}
+        return {"cell_type": "code", "metadata": metadata, "source": [line + "\n" for line in lines]}
+
+    cells = [
+        code("shellscript", "python -u run.py \\", "  --data ETTh1"),  # a shell cell, as VS Code marks it
+        code("plaintext", "Epoch: 1 | loss: 0.47", ">>>> testing : ETTh1 <<<<"),  # a pasted log
+        code(None, "from torch.utils.data import DataLoader"),
+        code("python", "loader = DataLoader(ds, prefetch_factor=2)"),
+        code(None, "with open(path):", "", "...", ""),  # the kernel's own language, and not Python
+    ]
+    (tmp_path / "nb.ipynb").write_text(json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5}))
+    lines = datalint("check", "nb.ipynb", cwd=tmp_path).stdout.splitlines()
+    findings = [line.split(" [")[0] for line in lines if line.startswith("nb.ipynb")]
+    assert findings == ["nb.ipynb:cell 4:1:10: DL001", "nb.ipynb:cell 5:3:1: DL000"]
+
+
 # ---- datalint rule ------------------------------------------------------------------------------
 
 

@@ -4,8 +4,10 @@ Cells are linted together, as the kernel runs them (an import in cell 1 is known
 and every finding is reported at its cell and the line inside that cell. IPython syntax that
 is not Python (`%magic`, `!shell`, `x = !ls`, `obj?`, a `%%cell` magic's whole cell, a magic
 continued over `\\` lines, an automagic such as `ls -l`) becomes `pass` or a placeholder of the
-same indentation, so line numbers stay put and nothing shifts. A cell that still does not parse
-is left out on its own (the kernel compiles each cell apart too), and named in `skipped`.
+same indentation, so line numbers stay put and nothing shifts. A code cell whose metadata says
+it is another language (VS Code's `vscode.languageId`, Polyglot Notebooks' kernel name: a shell
+command, a pasted log marked `plaintext`) is left blank like a `%%bash` cell. A cell that still does
+not parse is left out on its own (the kernel compiles each cell apart too), and named in `skipped`.
 """
 
 from __future__ import annotations
@@ -86,12 +88,30 @@ def notebook_code(document: str) -> NotebookCode:
         if cell.get("cell_type") != "code":
             continue
         cell_lines = _source(cell).splitlines()
-        python, problem = _python_cell(cell_lines)
+        if _declared_language(cell) in (None, "python"):
+            python, problem = _python_cell(cell_lines)
+        else:  # another language, by the editor's own record: left blank, as a `%%bash` cell
+            python, problem = [""] * len(cell_lines), None
         if problem is not None:
             skipped.append(SkippedCell(number, *problem))
         lines.extend(python)
         origins.extend((number, index) for index in range(1, len(cell_lines) + 1))
     return NotebookCode("\n".join(lines) + "\n" if lines else "", tuple(origins), tuple(skipped))
+
+
+def _declared_language(cell: dict[str, object]) -> str | None:
+    """The language a cell's metadata names, lower-cased, or None where it names none: VS Code
+    writes `{"vscode": {"languageId": "shellscript"}}` when a cell's language is changed, Polyglot
+    Notebooks `{"polyglot_notebook": {"kernelName": "pwsh"}}` (`dotnet_interactive.language`
+    before it). A Jupyter cell without them runs in the notebook's kernel."""
+    metadata = cell.get("metadata")
+    if not isinstance(metadata, dict):
+        return None
+    for editor, key in (("vscode", "languageId"), ("polyglot_notebook", "kernelName"), ("dotnet_interactive", "language")):
+        entry = metadata.get(editor)
+        if isinstance(entry, dict) and isinstance(entry.get(key), str):
+            return str(entry[key]).lower()
+    return None
 
 
 def _python_cell(cell_lines: list[str]) -> tuple[list[str], tuple[int, int, str] | None]:
