@@ -27,6 +27,14 @@ _AUTOMAGIC = re.compile(
 )
 
 
+# Where editors record a cell's own language in its metadata: (metadata key, field).
+_LANGUAGE_KEYS = (
+    ("vscode", "languageId"),
+    ("polyglot_notebook", "kernelName"),
+    ("dotnet_interactive", "language"),
+)
+
+
 class NotebookError(ValueError):
     """A file named .ipynb that is not a notebook datalint can read; the message says why."""
 
@@ -107,7 +115,7 @@ def _declared_language(cell: dict[str, object]) -> str | None:
     metadata = cell.get("metadata")
     if not isinstance(metadata, dict):
         return None
-    for editor, key in (("vscode", "languageId"), ("polyglot_notebook", "kernelName"), ("dotnet_interactive", "language")):
+    for editor, key in _LANGUAGE_KEYS:
         entry = metadata.get(editor)
         if isinstance(entry, dict) and isinstance(entry.get(key), str):
             return str(entry[key]).lower()
