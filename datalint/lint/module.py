@@ -799,12 +799,20 @@ class Module:
 
         True when the file builds loaders of `info` and every one certainly has `num_workers=0`:
         then nothing is pickled and nothing crosses a process boundary. No loader in the file, or
-        one with unknown workers, is False: each rule documents what it does on that unknown.
+        one with unknown workers, is False: each rule documents what it does on that unknown. So is
+        a class that another file of the project imports by name (or whose module it imports
+        whole): the file's own loaders, often a smoke run under `__main__`, are not all its loaders.
         """
         loaders = self.loaders_of(info)
         if loaders:
-            return all(loader.workers_known_zero for loader in loaders)
+            return all(loader.workers_known_zero for loader in loaders) and not self._named_elsewhere(info)
         return self._used_only_in_process(info)
+
+    def _named_elsewhere(self, info: ClassInfo) -> bool:
+        if self.project is None:
+            return False  # one file alone: its loaders are all there is
+        project = self.project
+        return any(project.is_named(f"{name}.{info.name}", name) for name in project.import_names(Path(self.path)))
 
     def _used_only_in_process(self, info: ClassInfo) -> bool:
         """The file builds `info` and only iterates, indexes or measures the objects itself, and no

@@ -234,14 +234,16 @@ def known_dataset_bases() -> Mapping[str, DatasetKind]:
 
 
 def find_root(paths: Iterable[Path | str]) -> Path | None:
-    """The nearest folder above (or at) the first path that holds a project marker."""
+    """The nearest folder above (or at) the first path that holds a project marker; with no marker
+    above it (a tree exported without `.git`, a folder of scripts), the folder given, or the file's
+    own folder: `check .` there reads that folder as the project."""
     for given in paths:
         start = Path(given).resolve()
         folder = start if start.is_dir() else start.parent
         for candidate in (folder, *folder.parents):
             if any((candidate / marker).exists() for marker in ROOT_MARKERS):
                 return candidate
-        return None
+        return folder
     return None
 
 
@@ -821,6 +823,23 @@ class Project:
                     break
         self._files[key] = found
         return found
+
+    def import_names(self, path: Path) -> tuple[str, ...]:
+        """The dotted names other files of the project may import `path` by: its package name, and
+        its path from the project root or `src/` through folders without `__init__.py` (a
+        namespace package: `from data_utils.reader import Reader` for data_utils/reader.py)."""
+        resolved, module, _root, is_package = self.name_of(path)
+        names = [module] if module else []
+        if self.root is not None:
+            for folder in (self.root, self.root / "src"):
+                try:
+                    parts = resolved.relative_to(folder).with_suffix("").parts
+                except ValueError:
+                    continue
+                parts = parts[:-1] if is_package else parts
+                if parts and all(part.isidentifier() for part in parts):
+                    names.append(".".join(parts))
+        return tuple(dict.fromkeys(names))
 
     def _inside(self, folder: Path) -> bool:
         if self.root is None:

@@ -132,6 +132,15 @@ def test_the_root_is_the_nearest_folder_with_a_project_marker(tmp_path: Path) ->
     assert find_root([PROJECTS / "siblings" / "pairs.py"]) == (PROJECTS / "siblings").resolve()
 
 
+def test_a_tree_without_a_marker_is_the_project_given(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "sets.py").write_text("", encoding="utf-8")
+    assert find_root([tmp_path]) == tmp_path.resolve()
+    assert find_root([tmp_path / "data" / "sets.py"]) == (tmp_path / "data").resolve()
+    project = Project.for_paths([tmp_path])
+    assert project.import_names(tmp_path / "data" / "sets.py") == ("sets", "data.sets")
+
+
 VIDEO_READERS = """
 from torch.utils.data import Dataset
 
