@@ -811,8 +811,8 @@ class Module:
     def _named_elsewhere(self, info: ClassInfo) -> bool:
         if self.project is None:
             return False  # one file alone: its loaders are all there is
-        project = self.project
-        return any(project.is_named(f"{name}.{info.name}", name) for name in project.import_names(Path(self.path)))
+        names = self.project.import_names(Path(self.path))
+        return any(self.project.is_named(f"{name}.{info.name}", name) for name in names)
 
     def _used_only_in_process(self, info: ClassInfo) -> bool:
         """The file builds `info` and only iterates, indexes or measures the objects itself, and no
