@@ -82,6 +82,9 @@ def python_objects_copy_on_read(
         assignments = self_assignments(module, info)
         for attr in sorted(_attrs_indexed_per_sample(module, info)):
             mine = [a for a in assignments if a.attr == attr]
+            # `self.mix = self.mix + other.mix` (an `__add__` joining two sets) is what it extends.
+            grown = [a for a in mine if not _extends_itself(a)]
+            mine = grown or mine
             kinds = [_assignment_kind(module, info, a, builders) for a in mine]
             # `self.paths = paths` of a parameter defaulting to None, beside a branch that builds the
             # list when it is None: the default path builds it (a list the caller hands is the call's).
@@ -97,6 +100,17 @@ def python_objects_copy_on_read(
                 fields = {"attr": attr, "kind": (kinds[0] or "").lstrip("?")}
                 yield Match(mine[0].statement, fields, related=related)
     yield from _lists_handed_to_datasets(module, builders)
+
+
+def _extends_itself(assignment: SelfAssignment) -> bool:
+    """`self.x = self.x + y` or `self.x = y + self.x`: a concatenation succeeds only with another
+    of the same kind, so the result is whatever `self.x` already is."""
+    value = assignment.value
+    return (
+        isinstance(value, ast.BinOp)
+        and isinstance(value.op, ast.Add)
+        and any(is_self_attribute(side, assignment.attr) for side in (value.left, value.right))
+    )
 
 
 def _optional_parameter(assignment: SelfAssignment) -> bool:
@@ -226,13 +240,35 @@ def _assignment_kind(
     """The container kind of one assignment: its value, or, for `self.a, self.b = self._load()`,
     the matching element of every tuple the in-file helper returns."""
     if assignment.value is not None:
-        return _container_kind(module, info, assignment.method, assignment.value, builders, 0)
+        kind = _container_kind(module, info, assignment.method, assignment.value, builders, 0)
+        if kind is None and isinstance(assignment.statement, ast.AnnAssign):
+            return _annotated_kind(module, assignment.statement.annotation)
+        return kind
     unpacked = _unpacked_from_helper(module, info, assignment)
     if unpacked is None:
         return None
     helper, elements = unpacked
     kinds = [_container_kind(module, info, helper, element, builders, 1) for element in elements]
     return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
+
+
+# Items of these types are mostly small shared ints (or floats packed by nothing): a list of them is
+# not one object per sample worth reporting from its annotation alone.
+_SCALAR_ITEMS = frozenset({"int", "bool", "float"})
+
+
+def _annotated_kind(module: Module, annotation: ast.expr) -> str | None:
+    """`self.clips: List[ClipInfo] = sampler(...)`: what the author declares the value to be, when
+    the value itself cannot be followed; `List[int]` and unsubscripted names say too little."""
+    if not isinstance(annotation, ast.Subscript):
+        return None
+    container = (module.qualname(annotation.value) or "").rpartition(".")[2].lower()
+    if container not in {"list", "dict"}:
+        return None
+    items = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
+    if container == "list" and all(isinstance(i, ast.Name) and i.id in _SCALAR_ITEMS for i in items):
+        return None
+    return container
 
 
 def _unpacked_from_helper(
@@ -387,6 +423,8 @@ def _collect_indexed(
     """Attributes `self.x` subscripted by an expression computed from the sample index."""
     tainted = set(tainted)
     aliases: dict[str, str] = {}
+    keys: set[str] = set()  # names holding this sample's entry of the per-sample key list
+    key_lists = _key_lists(module, info)
     for node in sorted(walk_scope(function), key=_position):
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
@@ -395,14 +433,90 @@ def _collect_indexed(
             elif isinstance(target, ast.Name) and is_self_attribute(node.value):
                 assert isinstance(node.value, ast.Attribute)
                 aliases[target.id] = node.value.attr
+            elif isinstance(target, ast.Name) and _sample_key(module, node.value, tainted, maps, key_lists):
+                keys.add(target.id)
+        elif isinstance(node, ast.For) and isinstance(node.target, ast.Name) and is_self_attribute(node.iter):
+            assert isinstance(node.iter, ast.Attribute)
+            aliases[node.target.id] = node.iter.attr  # `for src in self.sources: src[idx]`
         elif isinstance(node, ast.While) and _compares_index(module, node.test, tainted, maps):
             tainted |= _stepped_names(node)  # `while offsets[i] > index: i -= 1` finds the sample's slot
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
             attr = _subscripted_attr(node, aliases)
-            if attr is not None and _index_derived(module, node.slice, tainted, maps):
+            if attr is not None and (
+                _index_derived(module, node.slice, tainted, maps)
+                or (isinstance(node.slice, ast.Name) and node.slice.id in keys)
+                or _sample_key(module, node.slice, tainted, maps, key_lists)
+            ):
                 found.add(attr)
         elif isinstance(node, ast.Call) and depth < 3 and is_self_attribute(node.func):
             _follow_call(module, info, node, tainted, found, depth, maps)
+
+
+KEY_CONVERSIONS = frozenset({"list", "sorted", "tuple"})
+
+
+def _key_lists(module: Module, info: ClassInfo) -> frozenset[str]:
+    """The attributes `__len__` measures (`len(self.ids)`) that hold a mapping's keys
+    (`list(infos.keys())`, `sorted(a.keys() & b.keys())`): one unique key per sample. A list of
+    labels is measured by `__len__` too, but its entries key a table of classes."""
+    method = module.method(info, "__len__")
+    if method is None:
+        return frozenset()
+    measured = {
+        node.args[0].attr
+        for node in walk_scope(method)
+        if isinstance(node, ast.Call)
+        and module.qualname(node.func) == "len"
+        and len(node.args) == 1
+        and is_self_attribute(node.args[0])
+        and isinstance(node.args[0], ast.Attribute)
+    }
+    values: dict[str, list[ast.expr | None]] = {}
+    for assignment in self_assignments(module, info):
+        if assignment.attr in measured:
+            values.setdefault(assignment.attr, []).append(assignment.value)
+    return frozenset(
+        attr
+        for attr, found in values.items()
+        if all(v is not None and _mapping_keys(module, v, 0) for v in found)
+    )
+
+
+def _mapping_keys(module: Module, expr: ast.expr, depth: int) -> bool:
+    """`list(d.keys())`, `sorted(a.keys() & b.keys())`, or a name bound to one of those."""
+    if depth > 3:
+        return False
+    if isinstance(expr, ast.Name):
+        resolved = module.resolve(expr)
+        if resolved is expr or not isinstance(resolved, ast.expr):
+            return False
+        return _mapping_keys(module, resolved, depth + 1)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitAnd | ast.BitOr | ast.Sub):
+        return _mapping_keys(module, expr.left, depth + 1) and _mapping_keys(module, expr.right, depth + 1)
+    if not isinstance(expr, ast.Call):
+        return False
+    if isinstance(expr.func, ast.Attribute) and expr.func.attr == "keys" and not expr.args:
+        return depth > 0  # the keys view itself is not a list: a conversion made it one
+    return (
+        module.qualname(expr.func) in KEY_CONVERSIONS
+        and len(expr.args) == 1
+        and _mapping_keys(module, expr.args[0], depth + 1)
+    )
+
+
+def _sample_key(
+    module: Module, expr: ast.expr, tainted: set[str], maps: frozenset[str], key_lists: frozenset[str]
+) -> bool:
+    """`self.keys[idx]` itself, of a list `__len__` measures: the sample's own key, so a dict looked
+    up with it (`self.files[key]`) holds one entry per sample. A field of the entry
+    (`self.rows[idx][0]`, a category) may key a small table, and is not followed."""
+    return (
+        isinstance(expr, ast.Subscript)
+        and isinstance(expr.value, ast.Attribute)
+        and is_self_attribute(expr.value)
+        and expr.value.attr in key_lists
+        and _index_derived(module, expr.slice, tainted, maps)
+    )
 
 
 def _compares_index(module: Module, test: ast.expr, tainted: set[str], maps: frozenset[str]) -> bool:
