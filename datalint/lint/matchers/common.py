@@ -89,6 +89,18 @@ def walk_scope(node: ast.AST) -> Iterator[ast.AST]:
             stack.extend(ast.iter_child_nodes(child))
 
 
+def parameter_defaults(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> dict[str, ast.expr]:
+    """Each parameter's default value, by name (positional and keyword-only)."""
+    arguments = function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    with_defaults = positional[len(positional) - len(arguments.defaults) :]
+    defaults = {a.arg: d for a, d in zip(with_defaults, arguments.defaults, strict=True)}
+    defaults.update(
+        {a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if d is not None}
+    )
+    return defaults
+
+
 def is_self_attribute(node: ast.AST, attr: str | None = None) -> bool:
     return (
         isinstance(node, ast.Attribute)

@@ -19,6 +19,7 @@ from datalint.lint.matchers.common import (
     in_file_callee,
     is_self_attribute,
     names_in,
+    parameter_defaults,
     qualified_in,
     self_assignments,
     unwrap_iterable,
@@ -118,14 +119,7 @@ def _optional_parameter(assignment: SelfAssignment) -> bool:
     value = assignment.value
     if not isinstance(value, ast.Name):
         return False
-    arguments = assignment.method.args
-    positional = [*arguments.posonlyargs, *arguments.args]
-    with_defaults = positional[len(positional) - len(arguments.defaults) :]
-    defaults = {a.arg: d for a, d in zip(with_defaults, arguments.defaults, strict=True)}
-    defaults.update(
-        {a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if d is not None}
-    )
-    default = defaults.get(value.id)
+    default = parameter_defaults(assignment.method).get(value.id)
     return isinstance(default, ast.Constant) and default.value is None
 
 

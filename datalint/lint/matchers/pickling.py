@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from datalint.lint.matchers.common import dotted, walk_scope
+from datalint.lint.matchers.common import FunctionDef, dotted, parameter_defaults, walk_scope
 from datalint.lint.matchers.loader_usage import (
     assigned_name,
     call_name,
@@ -251,12 +251,32 @@ def unpicklable_dataset_attribute(
             if module.in_worker_code(method):
                 continue  # set inside a worker: it never has to be pickled
             for attribute, value, statement in self_attribute_writes(method):
-                what = stored_unpicklable(module, value, storing_calls)
+                what = stored_unpicklable(module, value, storing_calls) or _unpicklable_default(
+                    module, method, value, storing_calls
+                )
                 if what:
                     where = f"`self.{attribute} = ...` in `{info.name}.{method.name}`"
                     related = factory_places(module, value, storing_calls)
                     yield Match(statement, {"where": where, "what": what}, related=related)
     yield from _constructor_arguments(module, storing_calls, stored_keywords)
+
+
+def _unpicklable_default(
+    module: Module, method: FunctionDef, value: ast.expr, storing_calls: Sequence[str]
+) -> str:
+    """`self.augment = augment` of a parameter defaulting to `lambda audio: audio`: every caller
+    that leaves the argument out stores that lambda."""
+    if not isinstance(value, ast.Name):
+        return ""
+    default = parameter_defaults(method).get(value.id)
+    rebound = any(
+        isinstance(node, ast.Name) and node.id == value.id and not isinstance(node.ctx, ast.Load)
+        for node in walk_scope(method)
+    )
+    if default is None or rebound:
+        return ""  # no default, or the name is rebound in the method: the default may not be what is kept
+    what = stored_unpicklable(module, default, storing_calls)
+    return f"{what} (the default of `{value.id}`)" if what else ""
 
 
 def _dataset_holders(module: Module, storing_calls: Sequence[str]) -> list[ClassInfo]:
