@@ -127,7 +127,7 @@ def excessive_workers(
             continue
         value = _number(arg.value) if arg.is_literal else None
         if value is not None:
-            if value >= threshold:
+            if value >= threshold and not _in_test_function(module, loader.node):
                 reason = f"is tuned for one machine: {threshold} or more worker processes rarely help"
                 yield Match(loader.node, {"value": module.segment(arg.node), "reason": reason})
             continue
@@ -138,6 +138,17 @@ def excessive_workers(
                 "under a container quota, SLURM or taskset"
             )
             yield Match(loader.node, {"value": module.segment(arg.node), "reason": reason})
+
+
+def _in_test_function(module: Module, node: ast.AST) -> bool:
+    """Inside a `test_*` function or method (pytest, unittest): a literal count there is the
+    case under test (more workers than shards, say), not a setting tuned for one machine."""
+    function = module.enclosing_function(node)
+    while function is not None:
+        if getattr(function, "name", "").startswith("test"):
+            return True
+        function = module.enclosing_function(function)
+    return False
 
 
 def _uncapped_cpu_count(
