@@ -151,6 +151,8 @@ def handle_opened_in_init(
         init = info.methods.get("__init__")
         if init is None or any(module.method(info, hook) for hook in STATE_HOOKS):
             continue
+        if module.read_only_without_workers(info):
+            continue  # no worker ever receives the handle: it stays in the process that opened it
         init_methods = _init_methods(module, info, init)
         for method in init_methods:
             for attribute, value, statement in self_attribute_writes(method):
