@@ -63,6 +63,7 @@ class Builders:
     calls: frozenset[str]  # json.load, glob.glob, os.listdir ...: always fresh per-sample objects
     conversions: frozenset[str]  # list, sorted, dict ...: as per-sample as what they convert
     methods: frozenset[str]  # .tolist(), .readlines() ...
+    tables: frozenset[str] = frozenset()  # pandas.read_csv ...: object columns when they hold text
 
 
 def python_objects_copy_on_read(
@@ -71,9 +72,16 @@ def python_objects_copy_on_read(
     builder_calls: Sequence[str] = (),
     conversion_calls: Sequence[str] = (),
     builder_methods: Sequence[str] = (),
+    table_reads: Sequence[str] = (),
+    path_calls: Sequence[str] = (),
 ) -> Iterator[Match]:
     """`self.x = <list/dict of Python objects>` in a dataset, subscripted by the sample index."""
-    builders = Builders(frozenset(builder_calls), frozenset(conversion_calls), frozenset(builder_methods))
+    builders = Builders(
+        frozenset(builder_calls),
+        frozenset(conversion_calls),
+        frozenset(builder_methods),
+        frozenset(table_reads),
+    )
     reported: set[ast.AST] = set()  # a subclass must not report its in-file base's assignment again
     candidates: list[tuple[ClassInfo, tuple[Related, ...]]] = [(info, ()) for info in module.dataset_classes]
     candidates += [(info, (held,)) for info, held in module.classes_indexed_by_datasets]
@@ -96,6 +104,8 @@ def python_objects_copy_on_read(
             mine, kinds = [a for a, _ in kept], [k for _, k in kept]
             if any(kind.startswith("?") for kind in kinds if kind) and not _sized_by(module, info, attr):
                 continue  # `tuple(transforms)`: a conversion of unknown size, and not the dataset's length
+            if TABLE in kinds and not _opens_what_it_reads(module, info, attr, frozenset(path_calls)):
+                continue  # a table read from a file may be all numbers: only paths opened per sample tell
             if mine[0].statement not in reported:
                 reported.add(mine[0].statement)
                 fields = {"attr": attr, "kind": (kinds[0] or "").lstrip("?")}
@@ -105,8 +115,11 @@ def python_objects_copy_on_read(
 
 def _extends_itself(assignment: SelfAssignment) -> bool:
     """`self.x = self.x + y` or `self.x = y + self.x`: a concatenation succeeds only with another
-    of the same kind, so the result is whatever `self.x` already is."""
+    of the same kind, so the result is whatever `self.x` already is; so is a selection of its own
+    entries (`self.rows = self.rows[:n]`, `self.frame = self.frame[self.frame["length"] > n]`)."""
     value = assignment.value
+    if isinstance(value, ast.Subscript):
+        return is_self_attribute(value.value, assignment.attr)
     return (
         isinstance(value, ast.BinOp)
         and isinstance(value.op, ast.Add)
@@ -576,6 +589,8 @@ def _subscripted_attr(node: ast.Subscript, aliases: dict[str, str]) -> str | Non
     base: ast.expr = node.value
     while isinstance(base, ast.Subscript):
         base = base.value
+    if isinstance(base, ast.Attribute) and base.attr in TABLE_ACCESSORS and not is_self_attribute(base):
+        base = base.value  # `self.frame.iloc[idx]`: the frame's row
     if isinstance(base, ast.Attribute) and is_self_attribute(base):
         return base.attr
     if isinstance(base, ast.Name):
@@ -634,6 +649,8 @@ def _container_kind(
         return None if _literal_items(value) else _filled_in_parent(module, info, function, value)
     if isinstance(value, ast.Subscript):  # json.load(f)["annotations"]
         inner = _container_kind(module, info, function, value.value, builders, depth + 1)
+        if inner == TABLE:
+            return TABLE  # a column of the table: text only if opened as a path
         return "container" if inner and not inner.startswith("?") else None
     if isinstance(value, ast.Name):
         # Every assignment of the name in its scope (if/else branches): all the same kind, or unknown.
@@ -719,6 +736,8 @@ def _call_kind(
     qualified = module.qualname(call.func)
     if qualified == "pandas.Series":
         return "object-dtype Series" if _series_of_names(module, call) else None
+    if qualified in builders.tables and not any(k.arg in ("dtype", "dtype_backend") for k in call.keywords):
+        return TABLE  # reported only where a sample's entry is opened as a path (`_opens_what_it_reads`)
     if qualified is not None and qualified in builders.calls | builders.conversions:
         if not call.args and not call.keywords:
             # `list()`, `OrderedDict()`: empty, like `[]`; what fills it, and where, decides.
@@ -742,6 +761,40 @@ def _call_kind(
     if helper is None and module.list_return(call) is not None:
         return "list"  # a helper of another project file that returns the list it fills
     return None
+
+
+TABLE = "table of strings (pandas object dtype)"
+TABLE_ACCESSORS = frozenset({"iloc", "loc", "iat", "at"})
+
+
+def _opens_what_it_reads(module: Module, info: ClassInfo, attr: str, path_calls: frozenset[str]) -> bool:
+    """A sample method hands a value read from `self.<attr>` to a call that takes a path
+    (`sf.read(row["mixture_path"])`, `Image.open(str(self.images.iloc[idx]))`): the column holds
+    strings, so the table's column has the object dtype, one Python str per sample."""
+    for name, method in info.methods.items():
+        if name == "__init__":
+            continue
+        derived: set[str] = set()
+        for node in sorted(walk_scope(method), key=_position):
+            if isinstance(node, ast.Assign) and _reads_attr(node.value, attr, derived):
+                derived.update(*(names_in(target) for target in node.targets))
+            elif isinstance(node, ast.For) and _reads_attr(node.iter, attr, derived):
+                derived |= names_in(node.target)
+            elif (
+                isinstance(node, ast.Call)
+                and module.qualname(node.func) in path_calls
+                and node.args
+                and _reads_attr(node.args[0], attr, derived)
+            ):
+                return True
+    return False
+
+
+def _reads_attr(expr: ast.expr, attr: str, derived: set[str]) -> bool:
+    return any(
+        is_self_attribute(node, attr) or (isinstance(node, ast.Name) and node.id in derived)
+        for node in ast.walk(expr)
+    )
 
 
 def _series_of_names(module: Module, call: ast.Call) -> bool:
