@@ -259,8 +259,8 @@ def _assignment_kind(
     return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
 
 
-# Items of these types are mostly small shared ints (or floats packed by nothing): a list of them is
-# not one object per sample worth reporting from its annotation alone.
+# A list annotated as holding numbers (mostly small ints, which CPython shares) is reported only
+# where its value shows it: the annotation alone says too little.
 _SCALAR_ITEMS = frozenset({"int", "bool", "float"})
 
 
