@@ -524,8 +524,9 @@ Effect = Callable[[Any, Any], tuple[str, list[Any]] | None]
 
 
 def _image_fact(name: str) -> str:
-    """SQL for one fact of a row's image: at the top of its info (an image file, a Parquet value)
-    or under `image` (a webdataset sample's image member)."""
+    """SQL for one fact of a row's image: at the top of its info (an image file, a Parquet value, a
+    webdataset sample's first image member) or under `image`, where webdataset samples measured
+    before their image facts became their info keep them."""
     return f"coalesce(json_extract(s.info, '$.{name}'), json_extract(s.info, '$.image.{name}'))"
 
 
