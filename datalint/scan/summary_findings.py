@@ -16,8 +16,9 @@ is the memory of the whole index in Python objects. Here the work is split as th
    its own read-only connection, or one after the other.
 3. The parent finds what crosses parts (`cross_part_findings`): exact duplicates (a 64-bit prefix
    seen twice; only those images' full digests and keys are read, to confirm and to name them) and
-   near-duplicate groups (the components over all perceptual hashes: genuinely global, so the
-   hashes are held as one uint64 array, 8 bytes an image; keys are read for the members only).
+   near-duplicate groups (the components over all perceptual hashes; keys are read for the members
+   only). The hashes are gathered as the parts come in (`hash_partitions`): in arrays for a few
+   million images, in partition files beside the index past that, each partition grouped alone.
 
 The findings are `policy.derive_findings`'s, kind by kind and detail for detail
 (tests/shards/test_summary_findings.py). A summary that does not cover the index's rows, or that
@@ -35,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datalint.scan import policy, quality, store, summaries
+from datalint.scan import hash_partitions, policy, quality, store, summaries
+from datalint.scan.hash_partitions import GatheredHashes
 from datalint.scan.images import ShapeThresholds, duplicate_findings, shape_findings
 from datalint.scan.policy import Finding, PolicyOptions, Population
 from datalint.scan.summaries import Pairs, PopulationSummary, SummaryMismatch, check_covers
@@ -77,18 +79,25 @@ def findings(
     *,
     workers: int = 0,
     part_rows: int = PART_ROWS,
+    partition_rows: int = hash_partitions.PARTITION_ROWS,
 ) -> tuple[Limits, list[Finding]]:
     """The limits and every finding of the index `db`, from the summary of all its rows: equal to
     `policy.derive_findings(db, options)`. Raises SummaryMismatch when the summary is not the index's.
 
     The coverage is checked by the parts, in the pass that judges them: a summary of other rows is
-    refused once they are judged (the common case, a summary that covers, costs no pass of its own)."""
+    refused once they are judged (the common case, a summary that covers, costs no pass of its own).
+    Past `partition_rows` undamaged samples the images' hashes go to partition files beside the
+    index as the parts come in (datalint/scan/hash_partitions.py), so memory stays bounded."""
     limits = limits_of(db, summary, options, checked=True)
     ranges = list(part_ranges(db, part_rows))
-    parts = list(_judged_parts(db, limits, ranges, workers))
-    _check_parts_cover(parts, summary)
-    found = [finding for part in parts for finding in part.findings]
-    found.extend(cross_part_findings(db, parts, options))
+    with hash_partitions.gathered_hashes(_folder_of(db), summary.ok, partition_rows) as hashes:
+        found, rows, marks = [], 0, 0
+        for part in _judged_parts(db, limits, ranges, workers):
+            found.extend(part.findings)
+            rows, marks = rows + part.rows, marks + part.marks
+            hashes.add(part.digest_rows, part.digests, part.phash_rows, part.phashes)
+        summaries.raise_unless_covers(summary, rows, marks & summaries.MASK)
+        found.extend(cross_part_findings(db, hashes, options))
     if options.against:  # the other split's images against all of ours (its own index, read whole)
         found.extend(policy._leaks(db, options.against, policy.quality_thresholds(options).near_duplicate))
     return limits, policy._merged(
@@ -253,12 +262,6 @@ def _read_part(db: Any, first: int, last: int) -> tuple[list[tuple[Any, ...]], i
     return images, count, marks
 
 
-def _check_parts_cover(parts: Sequence[Part], summary: PopulationSummary) -> None:
-    rows = sum(part.rows for part in parts)
-    marks = sum(part.marks for part in parts) & summaries.MASK
-    summaries.raise_unless_covers(summary, rows, marks)
-
-
 def _sample_findings(db: Any, limits: Limits, first: int, last: int) -> Iterator[tuple[int, str, str]]:
     """The per-sample pass of `policy.derive_findings`, over one part."""
     options, peers = limits.options, limits.peers
@@ -346,47 +349,44 @@ def _judge_part_of(task: tuple[str, Limits, int, int]) -> Part:
 # 3. What crosses parts
 
 
-def cross_part_findings(db: Any, parts: Sequence[Part], options: PolicyOptions) -> list[tuple[int, str, str]]:
+def cross_part_findings(
+    db: Any, hashes: GatheredHashes, options: PolicyOptions
+) -> list[tuple[int, str, str]]:
     radius = policy.quality_thresholds(options).near_duplicate
-    return [*duplicates(db, parts), *near_duplicates(db, parts, radius)]
+    return [*duplicates(db, hashes), *near_duplicates(db, hashes, radius)]
 
 
-def duplicates(db: Any, parts: Sequence[Part]) -> list[tuple[int, str, str]]:
+def duplicates(db: Any, hashes: GatheredHashes) -> list[tuple[int, str, str]]:
     """`duplicate` over all parts: only images whose 64-bit prefix is seen twice are read again."""
-    import numpy as np
-
-    prefixes = np.concatenate([part.digests for part in parts] or [np.zeros(0, np.uint64)])
-    rows = np.concatenate([part.digest_rows for part in parts] or [np.zeros(0, np.int64)])
-    unique, counts = np.unique(prefixes, return_counts=True)
-    candidates = rows[np.isin(prefixes, unique[counts > 1])].tolist()
-    read = _rows_by_index(db, "key, json_extract(info, '$.sha256')", candidates)
+    read = _rows_by_index(db, "key, json_extract(info, '$.sha256')", hashes.duplicate_candidates())
     seen = Counter(digest for _key, digest in read.values())
-    hashes = {
+    named = {
         idx: (store.read_key(key) or f"#{idx}", digest)
         for idx, (key, digest) in read.items()
         if seen[digest] > 1
     }
-    return [(idx, f.kind, f.detail) for idx, f in duplicate_findings(hashes).items()]
+    return [(idx, f.kind, f.detail) for idx, f in duplicate_findings(named).items()]
 
 
-def near_duplicates(db: Any, parts: Sequence[Part], radius: int) -> list[tuple[int, str, str]]:
+def near_duplicates(db: Any, hashes: GatheredHashes, radius: int) -> list[tuple[int, str, str]]:
     """`near_duplicate` over all parts: the groups are the components over every perceptual hash,
     whatever order they come in; each group is ordered by key, as `quality.near_duplicate_findings`
     orders them, once its members' keys are read."""
-    import numpy as np
-
-    values = np.concatenate([part.phashes for part in parts] or [np.zeros(0, np.uint64)])
-    rows = np.concatenate([part.phash_rows for part in parts] or [np.zeros(0, np.int64)])
-    if not len(values):
-        return []
-    groups = quality.HashIndex(values, radius).groups()
-    members = [int(rows[m]) for group in groups for m in group]
+    groups = hashes.near_groups(radius)
+    members = [idx for group in groups for idx in group.indices]
     keys = {idx: policy._image_key(idx, key) for idx, (key,) in _rows_by_index(db, "key", members).items()}
     found: list[tuple[int, str, str]] = []
     for group in groups:
-        named = sorted((keys[int(rows[m])], int(rows[m]), int(values[m])) for m in group)
+        pairs = zip(group.indices, group.hashes, strict=True)
+        named = sorted((keys[idx], idx, value) for idx, value in pairs)
         found.extend(quality.group_findings([(idx, key, value) for key, idx, value in named]))
     return found
+
+
+def _folder_of(db: Any) -> Path | None:
+    """Where partition files go: beside the index (None: an index in memory keeps them in memory)."""
+    path = store.index_path(db)
+    return None if path == ":memory:" else Path(path).parent
 
 
 def _rows_by_index(db: Any, columns: str, indices: Sequence[int]) -> dict[int, tuple[Any, ...]]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from datalint.scan import policy, store, summaries, summary_findings
+from datalint.scan import hash_partitions, policy, store, summaries, summary_findings
 from datalint.scan.shards import merge_shard_indexes
 from tests.shards.test_shard_summaries import SIGNATURES, shard_file
 
@@ -277,3 +277,64 @@ def test_the_summary_round_trips_through_json(sharded: tuple[list[Path], Path]) 
     assert summaries.PopulationSummary.from_json(summary.to_json()) == summary
     assert summary.scored and summary.shapes and summary.coverage
     assert json.loads(summary.to_json())["version"] == summaries.SUMMARY_VERSION
+
+
+@pytest.mark.parametrize(
+    "partition_rows",
+    [64, pytest.param(16, marks=pytest.mark.slow)],  # 66 passes of two blocks
+    ids=["one-block-passes", "two-block-passes"],
+)
+def test_hashes_grouped_in_small_partitions_give_the_same_findings(
+    sharded: tuple[list[Path], Path], partition_rows: int
+) -> None:
+    """Partition files of a few dozen hashes: every duplicate and near-duplicate group crosses
+    partitions (and parts, shards): the findings stay the policy's, detail for detail."""
+    files, merged = sharded
+    summary = merged_summary(files)
+    with hash_partitions.gathered_hashes(merged.parent, summary.ok, partition_rows) as gathered:
+        assert isinstance(gathered, hash_partitions.PartitionedHashes) and gathered.bits >= 4
+    plan = hash_partitions.pigeonhole_plan(summary.scored, 10, partition_rows)
+    assert plan.k == (1 if partition_rows == 64 else 2)
+    db = store.open_index(merged)
+    try:
+        options = policy.PolicyOptions(kinds=("duplicate", "near_duplicate"))
+        _, found = summary_findings.findings(
+            db, summary, options, part_rows=200, partition_rows=partition_rows
+        )
+        reference = policy.derive_findings(db, options)
+        assert found == reference
+        near = [f for f in reference if f.kind == "near_duplicate"]
+        assert len({f.detail.split(":")[0] for f in near}) > 1 and len(near) > 20
+    finally:
+        db.close()
+    assert not list(merged.parent.glob(".datalint-hashes-*"))  # the partition files are gone
+
+
+@pytest.mark.parametrize("radius", [0, 3, 10, pytest.param(20, marks=pytest.mark.slow)])
+def test_partitioned_groups_are_the_hash_index_groups(tmp_path: Path, radius: int) -> None:
+    """Clusters of near copies, exact copies and a run of one blank hash long enough for a pass's
+    HashIndex: the partition files' groups are those of one HashIndex over every hash."""
+    import numpy as np
+
+    rng = np.random.default_rng(radius)
+    centres = rng.integers(0, 2**63, 40, dtype=np.int64).astype(np.uint64) << np.uint64(1)
+    flips = rng.integers(0, 64, (3000, 3))
+    flipped = np.bitwise_or.reduce(np.uint64(1) << flips.astype(np.uint64), 1)
+    near = centres[rng.integers(0, 40, 3000)] ^ flipped
+    blank = np.full(hash_partitions.SHORT_RUN + 5, 7, np.uint64)  # one hash, more images than a short run
+    values = np.concatenate([rng.integers(0, 2**63, 3000, dtype=np.int64).astype(np.uint64), near, blank])
+    indices = rng.permutation(len(values)).astype(np.int64) * 3
+    expected = {
+        tuple(sorted(indices[m].tolist())) for m in policy.quality.HashIndex(values, radius).groups()
+    }
+    with hash_partitions.PartitionedHashes(tmp_path, len(values), partition_rows=400) as partitioned:
+        for chunk in np.array_split(np.arange(len(values)), 7):  # parts in any order
+            partitioned.add(indices[chunk], values[chunk], indices[chunk], values[chunk])
+        groups = partitioned.near_groups(radius)
+        assert {group.indices for group in groups} == expected
+        hash_of = dict(zip(indices.tolist(), values.tolist(), strict=True))
+        assert all(hash_of[i] == h for g in groups for i, h in zip(g.indices, g.hashes, strict=True))
+        assert sorted(partitioned.duplicate_candidates()) == sorted(
+            indices[np.isin(values, [v for v, n in Counter(values.tolist()).items() if n > 1])].tolist()
+        )
+    assert not list(tmp_path.iterdir())
