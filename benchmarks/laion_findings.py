@@ -14,10 +14,12 @@ Steps:
 2. the files are merged (`merge_shard_indexes`) and the index keeps their merged summary;
 3. in a fresh process each: `index` (population, warnings and findings read from the merged index
    by the policy) and `summaries` (the limits, the parts judged with `--judges` processes, which
-   also check the coverage as they read, and what crosses parts); the findings of both are
-   compared (count and hash).
+   also check the coverage as they read, and what crosses parts, its hashes in memory or in
+   partition files of `--partition-rows` hashes: the peak RSS of that step alone is reported);
+   the findings of all are compared (count and hash).
 
     .venv/bin/python benchmarks/laion_findings.py [--rows 1000000] [--shards 100] [--workers 2]
+        [--judges 1,2] [--partition-rows 0,262144] [--steps summaries,index]
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import Any
 
 from laion_common import in_fresh_process, peak_rss_mib
 
-from datalint.scan import policy, store, summaries, summary_findings
+from datalint.scan import hash_partitions, policy, store, summaries, summary_findings
 from datalint.scan.shards import merge_shard_indexes
 
 SIGNATURE = json.dumps({"type": "dict", "fields": {
@@ -89,12 +91,32 @@ def write_shards(job: tuple[Path, list[tuple[int, int]]]) -> float:
     return counting
 
 
+def gathered(folder: Path, images: int, partition_rows: int) -> Any:
+    """The hashes in memory (`partition_rows` 0), or in partitions of that many in `folder`."""
+    if partition_rows == 0:
+        return hash_partitions.InMemoryHashes()
+    return hash_partitions.PartitionedHashes(folder, images, partition_rows)
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def reset_peak_rss() -> None:
+    """VmHWM back to the current RSS (Linux: 5 > clear_refs), so the next peak is a step's own."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
 def digest_of(found: list[policy.Finding]) -> str:
     text = "\n".join(f"{f.idx}\t{f.kind}\t{f.detail}\t{int(f.quarantine)}" for f in found)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def step(name: str, index: Path, judges: int, results: Any) -> None:
+def step(name: str, index: Path, judges: int, partition_rows: int, results: Any) -> None:
     options = policy.PolicyOptions(timeout=60.0)
     db = store.open_index(index, create=False)
     figures: dict[str, Any] = {}
@@ -111,15 +133,19 @@ def step(name: str, index: Path, judges: int, results: Any) -> None:
         at = time.perf_counter()
         figures["limits_seconds"] = round(at - started, 2)
         ranges = list(summary_findings.part_ranges(db))
-        parts = list(summary_findings._judged_parts(db, limits, ranges, judges))
-        summary_findings._check_parts_cover(parts, kept)  # the coverage, from the parts' own pass
-        figures["parts"] = len(ranges)
-        figures["parts_seconds"] = round(time.perf_counter() - at, 2)
-        at = time.perf_counter()
-        found_rows = [finding for part in parts for finding in part.findings]
-        found_rows.extend(summary_findings.cross_part_findings(db, parts, options))
+        with gathered(index.parent, kept.ok, partition_rows) as hashes:
+            # the parts' findings; their hashes gathered as they come, and the coverage checked
+            found_rows = summary_findings.judge_parts(db, kept, limits, ranges, hashes, judges)
+            figures["parts"] = len(ranges)
+            figures["parts_seconds"] = round(time.perf_counter() - at, 2)
+            figures["gathered_rss_mib"] = round(rss_mib(), 1)
+            figures["gathered_peak_rss_mib"] = round(peak_rss_mib(), 1)
+            reset_peak_rss()
+            at = time.perf_counter()
+            found_rows.extend(summary_findings.cross_part_findings(db, hashes, options))
+            figures["cross_part_seconds"] = round(time.perf_counter() - at, 2)
+            figures["cross_part_peak_rss_mib"] = round(peak_rss_mib(), 1)
         found = policy._merged([policy.Finding(i, k, d, k in options.kinds) for i, k, d in found_rows])
-        figures["cross_part_seconds"] = round(time.perf_counter() - at, 2)
     figures[f"{name}_seconds"] = round(time.perf_counter() - started, 2)
     # CPU too (this process and its judges): a wall time swells when the process is stopped (SIGSTOP)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -143,6 +169,11 @@ def main() -> int:
     parser.add_argument("--shards", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2, help="processes writing the shard files")
     parser.add_argument("--judges", default="1", help="processes judging the parts, e.g. 1,2")
+    parser.add_argument(
+        "--partition-rows",
+        default="0",
+        help="hashes per partition file for the cross-part findings, e.g. 0,262144 (0: in memory)",
+    )
     parser.add_argument("--steps", default="summaries,index")
     parser.add_argument("--folder", type=Path, default=None, help="where the files go (default: a temp dir)")
     args = parser.parse_args()
@@ -172,9 +203,16 @@ def main() -> int:
         with contextlib.closing(sqlite3.connect(index)) as connection:
             connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         for name in args.steps.split(","):
-            for judges in [int(n) for n in args.judges.split(",")] if name == "summaries" else [1]:
-                found = in_fresh_process(step, name, index, judges)
-                label = f"{name}_{judges}_judges" if name == "summaries" else name
+            variants = [
+                (int(judges), int(rows))
+                for judges in (args.judges.split(",") if name == "summaries" else ["1"])
+                for rows in (args.partition_rows.split(",") if name == "summaries" else ["0"])
+            ]
+            for judges, partition_rows in variants:
+                found = in_fresh_process(step, name, index, judges, partition_rows)
+                label = (
+                    f"{name}_{judges}_judges_{partition_rows}_partition_rows" if name == "summaries" else name
+                )
                 figures[label] = found
                 figures["load_average_now"] = os.getloadavg()[0]
                 print(json.dumps(figures, indent=1), flush=True)

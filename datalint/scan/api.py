@@ -386,7 +386,7 @@ def _scan_locked(
     changes_.drop_current(index)
     kept = lambda: _kept_rows(index_path)  # noqa: E731
     with store.reading_index(index_path, kept):  # the policy reads what the index holds, as it is
-        peers, warnings, findings = _judged(index, options.policy)
+        peers, warnings, findings = _judged(index, options.policy, workers)
     store.write_findings(index, (f.to_row() for f in findings))
     run = store.latest_run(index)
     if run is not None and run.finished is not None:  # nothing measured: the findings are re-judged
@@ -428,14 +428,14 @@ def _scan_locked(
 
 
 def _judged(
-    index: Any, options: PolicyOptions
+    index: Any, options: PolicyOptions, workers: int = 0
 ) -> tuple[policy.Population, tuple[str, ...], list[policy.Finding]]:
     """(population, population warnings, findings): from the summary the index keeps while it
     covers every row (a sharded scan, resumed or not, or an incremental one since), judged part by
-    part; from the index else."""
+    part in `workers` processes (one part after the other for 0 or 1); from the index else."""
     for kept in _summaries_to_judge_by(index):
         try:
-            limits, findings = summary_findings.findings(index, kept, options)
+            limits, findings = summary_findings.findings(index, kept, options, workers=workers)
             return limits.peers, policy.limit_warnings(limits.quality_limits, options), findings
         except summaries.SummaryMismatch:  # rows of other scans, or changed since: read them,
             if not kept.overflow:  # and no later merge adds to a summary of other rows

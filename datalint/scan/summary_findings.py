@@ -78,25 +78,23 @@ def findings(
     options: PolicyOptions,
     *,
     workers: int = 0,
-    part_rows: int = PART_ROWS,
-    partition_rows: int = hash_partitions.PARTITION_ROWS,
+    part_rows: int | None = None,
+    partition_rows: int | None = None,
 ) -> tuple[Limits, list[Finding]]:
     """The limits and every finding of the index `db`, from the summary of all its rows: equal to
     `policy.derive_findings(db, options)`. Raises SummaryMismatch when the summary is not the index's.
 
-    The coverage is checked by the parts, in the pass that judges them: a summary of other rows is
-    refused once they are judged (the common case, a summary that covers, costs no pass of its own).
+    The parts (`part_rows` indices each, PART_ROWS by default) go to `workers` forked processes
+    when there are several. The coverage is checked by the parts, in the pass that judges them: a
+    summary of other rows is refused once they are judged (the common case, a summary that covers,
+    costs no pass of its own).
     Past `partition_rows` undamaged samples the images' hashes go to partition files beside the
     index as the parts come in (datalint/scan/hash_partitions.py), so memory stays bounded."""
     limits = limits_of(db, summary, options, checked=True)
-    ranges = list(part_ranges(db, part_rows))
+    ranges = list(part_ranges(db, part_rows or PART_ROWS))
+    partition_rows = partition_rows or hash_partitions.PARTITION_ROWS
     with hash_partitions.gathered_hashes(_folder_of(db), summary.ok, partition_rows) as hashes:
-        found, rows, marks = [], 0, 0
-        for part in _judged_parts(db, limits, ranges, workers):
-            found.extend(part.findings)
-            rows, marks = rows + part.rows, marks + part.marks
-            hashes.add(part.digest_rows, part.digests, part.phash_rows, part.phashes)
-        summaries.raise_unless_covers(summary, rows, marks & summaries.MASK)
+        found = judge_parts(db, summary, limits, ranges, hashes, workers)
         found.extend(cross_part_findings(db, hashes, options))
     if options.against:  # the other split's images against all of ours (its own index, read whole)
         found.extend(policy._leaks(db, options.against, policy.quality_thresholds(options).near_duplicate))
@@ -209,6 +207,26 @@ def part_ranges(db: Any, part_rows: int = PART_ROWS) -> Iterator[tuple[int, int]
         return
     for start in range(first, last + 1, part_rows):
         yield start, min(last, start + part_rows - 1)
+
+
+def judge_parts(
+    db: Any,
+    summary: PopulationSummary,
+    limits: Limits,
+    ranges: Sequence[tuple[int, int]],
+    hashes: GatheredHashes,
+    workers: int = 0,
+) -> list[tuple[int, str, str]]:
+    """Every part's findings; their images' hashes go to `hashes` as each part comes in. Raises
+    SummaryMismatch once all are read when the summary is not of these rows."""
+    found: list[tuple[int, str, str]] = []
+    rows = marks = 0
+    for part in _judged_parts(db, limits, list(ranges), workers):
+        found.extend(part.findings)
+        rows, marks = rows + part.rows, marks + part.marks
+        hashes.add(part.digest_rows, part.digests, part.phash_rows, part.phashes)
+    summaries.raise_unless_covers(summary, rows, marks & summaries.MASK)
+    return found
 
 
 def judge_part(db: Any, limits: Limits, first: int, last: int) -> Part:

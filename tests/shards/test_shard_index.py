@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from datalint.scan import dask_backend, policy, shard_writers, summaries
+from datalint.scan import dask_backend, policy, shard_writers, summaries, summary_findings
 from datalint.scan.sources import SourceDescription
 from datalint.scan.webdataset import webdataset_description
 from tests.scan.scan_support import rows, run_cli, start_cli
@@ -396,3 +396,29 @@ def test_a_later_command_judges_from_the_kept_summary_until_a_row_changes(
     scan(pattern, db, "--shard-index", "on", "--workers", "2", "--rescan")
     assert sources == ["summaries"]
     assert derive_quarantine(db, kinds="all")["samples"] == document["samples"]
+
+
+def test_a_scan_judges_its_parts_in_worker_processes(
+    faulty: tuple[str, Path, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--workers 2`: the parts of a sharded scan's index are judged by forked processes (a part
+    of 4 rows here), and the findings and the list are the single writer's."""
+    pattern, single, single_summary = faulty
+    judged_by = tmp_path / "judged-by"
+    judge = summary_findings.judge_part
+
+    def recorded(*args: Any) -> summary_findings.Part:
+        with judged_by.open("a") as out:  # appended by whichever process judges the part
+            out.write(f"{os.getpid()}\n")
+        return judge(*args)
+
+    monkeypatch.setattr(summary_findings, "PART_ROWS", 4)
+    monkeypatch.setattr(summary_findings, "judge_part", recorded)
+    sources = populations(monkeypatch)
+    db = tmp_path / "sharded.db"
+    summary = scan(pattern, db, "--shard-index", "on", "--workers", "2")
+    assert sources == ["summaries"]
+    pids = judged_by.read_text().split()
+    assert len(pids) == -(-summary["length"] // 4) > 2  # every part judged once
+    assert str(os.getpid()) not in pids and len(set(pids)) <= 2
+    assert_same_scan(db, summary, single, single_summary)

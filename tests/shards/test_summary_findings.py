@@ -324,9 +324,7 @@ def test_partitioned_groups_are_the_hash_index_groups(tmp_path: Path, radius: in
     blank = np.full(hash_partitions.SHORT_RUN + 5, 7, np.uint64)  # one hash, more images than a short run
     values = np.concatenate([rng.integers(0, 2**63, 3000, dtype=np.int64).astype(np.uint64), near, blank])
     indices = rng.permutation(len(values)).astype(np.int64) * 3
-    expected = {
-        tuple(sorted(indices[m].tolist())) for m in policy.quality.HashIndex(values, radius).groups()
-    }
+    expected = {tuple(sorted(indices[m].tolist())) for m in policy.quality.HashIndex(values, radius).groups()}
     with hash_partitions.PartitionedHashes(tmp_path, len(values), partition_rows=400) as partitioned:
         for chunk in np.array_split(np.arange(len(values)), 7):  # parts in any order
             partitioned.add(indices[chunk], values[chunk], indices[chunk], values[chunk])
