@@ -98,6 +98,12 @@ def gathered(folder: Path, images: int, partition_rows: int) -> Any:
     return hash_partitions.PartitionedHashes(folder, images, partition_rows)
 
 
+def cpu_seconds() -> float:
+    """This process's CPU and that of its children that ended (the judges, HashIndex's pool)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def rss_mib() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -121,7 +127,7 @@ def step(name: str, index: Path, judges: int, partition_rows: int, results: Any)
     db = store.open_index(index, create=False)
     figures: dict[str, Any] = {}
     started = time.perf_counter()
-    cpu = time.process_time()
+    cpu = cpu_seconds()
     if name == "index":
         peers = policy.population(db)
         policy.population_warnings(db, options)
@@ -141,17 +147,15 @@ def step(name: str, index: Path, judges: int, partition_rows: int, results: Any)
             figures["gathered_rss_mib"] = round(rss_mib(), 1)
             figures["gathered_peak_rss_mib"] = round(peak_rss_mib(), 1)
             reset_peak_rss()
-            at = time.perf_counter()
+            at, cpu_at = time.perf_counter(), cpu_seconds()
             found_rows.extend(summary_findings.cross_part_findings(db, hashes, options))
             figures["cross_part_seconds"] = round(time.perf_counter() - at, 2)
+            figures["cross_part_cpu_seconds"] = round(cpu_seconds() - cpu_at, 2)
             figures["cross_part_peak_rss_mib"] = round(peak_rss_mib(), 1)
         found = policy._merged([policy.Finding(i, k, d, k in options.kinds) for i, k, d in found_rows])
     figures[f"{name}_seconds"] = round(time.perf_counter() - started, 2)
     # CPU too (this process and its judges): a wall time swells when the process is stopped (SIGSTOP)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    figures[f"{name}_cpu_seconds"] = round(
-        time.process_time() - cpu + children.ru_utime + children.ru_stime, 2
-    )
+    figures[f"{name}_cpu_seconds"] = round(cpu_seconds() - cpu, 2)
     figures[f"{name}_peak_rss_mib"] = round(peak_rss_mib(), 1)
     figures[f"{name}_findings"] = len(found)
     figures[f"{name}_findings_hash"] = digest_of(found)
