@@ -16,7 +16,7 @@ one partition at a time:
   bits are joined by a HashIndex and its components are the edges of that pass. Every pair
   within the radius shares some pass's bits, so it is an edge of a component there, and the
   union of the passes' components (a union-find over the images with an edge, few) is the graph's.
-  k is the least that keeps a partition under `partition_rows` hashes (1 up to 2^30 images of
+  k is the least that keeps a partition under `partition_rows` hashes (1 up to 2^27 images of
   the default at radius 10).
 
 Both give the same candidates and groups, whatever order the parts come in
