@@ -299,7 +299,7 @@ def test_hashes_grouped_in_small_partitions_give_the_same_findings(
     try:
         options = policy.PolicyOptions(kinds=("duplicate", "near_duplicate"))
         _, found = summary_findings.findings(
-            db, summary, options, part_rows=200, partition_rows=partition_rows
+            db, summary, options, part_rows=200, partition_rows=partition_rows, workers=2
         )
         reference = policy.derive_findings(db, options)
         assert found == reference
