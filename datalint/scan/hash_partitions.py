@@ -165,10 +165,14 @@ def gathered_hashes(
     folder: Path | None, images: int, partition_rows: int = PARTITION_ROWS
 ) -> InMemoryHashes | PartitionedHashes:
     """Where the hashes of about `images` images go: partition files in `folder` past
-    `partition_rows` of them (in memory when there is no folder, an index in memory)."""
+    `partition_rows` of them (in memory when there is no folder, an index in memory), or in the
+    system's temporary folder where `folder` cannot be written (a read-only index's)."""
     if folder is None or images <= partition_rows:
         return InMemoryHashes()
-    return PartitionedHashes(folder, images, partition_rows)
+    try:
+        return PartitionedHashes(folder, images, partition_rows)
+    except OSError:
+        return PartitionedHashes(Path(tempfile.gettempdir()), images, partition_rows)
 
 
 # ----------------------------------------------------------------------------------------------

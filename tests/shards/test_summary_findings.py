@@ -336,3 +336,19 @@ def test_partitioned_groups_are_the_hash_index_groups(tmp_path: Path, radius: in
             indices[np.isin(values, [v for v, n in Counter(values.tolist()).items() if n > 1])].tolist()
         )
     assert not list(tmp_path.iterdir())
+
+
+def test_partition_files_go_to_the_temporary_folder_where_the_index_folder_cannot_take_them(
+    tmp_path: Path,
+) -> None:
+    """A folder that cannot hold the partition files (here not a folder at all: root writes
+    read-only ones) costs nothing but their place."""
+    import numpy as np
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    with hash_partitions.gathered_hashes(blocked, 1000, partition_rows=10) as gathered:
+        assert isinstance(gathered, hash_partitions.PartitionedHashes)
+        values = np.array([5, 5, 9], np.uint64)
+        gathered.add(np.arange(3), values, np.arange(3), values)
+        assert sorted(gathered.duplicate_candidates()) == [0, 1]
