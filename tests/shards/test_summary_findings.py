@@ -310,18 +310,32 @@ def test_hashes_grouped_in_small_partitions_give_the_same_findings(
     assert not list(merged.parent.glob(".datalint-hashes-*"))  # the partition files are gone
 
 
-@pytest.mark.parametrize("radius", [0, 3, 10, pytest.param(20, marks=pytest.mark.slow)])
-def test_partitioned_groups_are_the_hash_index_groups(tmp_path: Path, radius: int) -> None:
+@pytest.mark.parametrize(
+    ("radius", "short_run"),
+    [
+        (0, 1024),
+        (3, 1024),
+        (10, 1024),
+        pytest.param(10, 8, marks=pytest.mark.slow),  # 704 runs joined by a HashIndex each
+        pytest.param(20, 1024, marks=pytest.mark.slow),
+    ],
+)
+def test_partitioned_groups_are_the_hash_index_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, radius: int, short_run: int
+) -> None:
     """Clusters of near copies, exact copies and a run of one blank hash long enough for a pass's
-    HashIndex: the partition files' groups are those of one HashIndex over every hash."""
+    HashIndex (every run of more than 8 hashes, for `short_run` 8): the partition files' groups
+    are those of one HashIndex over every hash."""
     import numpy as np
+
+    monkeypatch.setattr(hash_partitions, "SHORT_RUN", short_run)
 
     rng = np.random.default_rng(radius)
     centres = rng.integers(0, 2**63, 40, dtype=np.int64).astype(np.uint64) << np.uint64(1)
     flips = rng.integers(0, 64, (3000, 3))
     flipped = np.bitwise_or.reduce(np.uint64(1) << flips.astype(np.uint64), 1)
     near = centres[rng.integers(0, 40, 3000)] ^ flipped
-    blank = np.full(hash_partitions.SHORT_RUN + 5, 7, np.uint64)  # one hash, more images than a short run
+    blank = np.full(1029, 7, np.uint64)  # one hash, more images than a short run
     values = np.concatenate([rng.integers(0, 2**63, 3000, dtype=np.int64).astype(np.uint64), near, blank])
     indices = rng.permutation(len(values)).astype(np.int64) * 3
     expected = {tuple(sorted(indices[m].tolist())) for m in policy.quality.HashIndex(values, radius).groups()}
