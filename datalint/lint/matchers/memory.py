@@ -7,7 +7,7 @@ The queries this family shares with the randomness and contract families live in
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -358,13 +358,19 @@ def _index_maps(module: Module, info: ClassInfo) -> frozenset[str]:
     """Attributes every assignment of which is an index map (`np.flatnonzero(mask)`,
     `list(range(n))`, `[i for i, r in enumerate(rows) if r.ok]`): subscripting one with the
     sample index gives another index (`self.rows[self._raw_idx[idx]]`)."""
+    return _always_assigned(module, info, lambda value: _is_index_map(module, value, 0))
+
+
+def _always_assigned(
+    module: Module, info: ClassInfo, holds: Callable[[ast.expr], bool], among: Container[str] | None = None
+) -> frozenset[str]:
+    """The attributes (of `among`, when given) every assignment of which is a value that `holds`."""
     values: dict[str, list[ast.expr | None]] = {}
     for assignment in self_assignments(module, info):
-        values.setdefault(assignment.attr, []).append(assignment.value)
+        if among is None or assignment.attr in among:
+            values.setdefault(assignment.attr, []).append(assignment.value)
     return frozenset(
-        attr
-        for attr, found in values.items()
-        if all(v is not None and _is_index_map(module, v, 0) for v in found)
+        attr for attr, found in values.items() if all(v is not None and holds(v) for v in found)
     )
 
 
@@ -478,15 +484,7 @@ def _key_lists(module: Module, info: ClassInfo) -> frozenset[str]:
         and is_self_attribute(node.args[0])
         and isinstance(node.args[0], ast.Attribute)
     }
-    values: dict[str, list[ast.expr | None]] = {}
-    for assignment in self_assignments(module, info):
-        if assignment.attr in measured:
-            values.setdefault(assignment.attr, []).append(assignment.value)
-    return frozenset(
-        attr
-        for attr, found in values.items()
-        if all(v is not None and _mapping_keys(module, v, 0) for v in found)
-    )
+    return _always_assigned(module, info, lambda value: _mapping_keys(module, value, 0), among=measured)
 
 
 def _mapping_keys(module: Module, expr: ast.expr, depth: int) -> bool:
