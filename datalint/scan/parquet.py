@@ -43,6 +43,9 @@ class ParquetPart:
 
 
 def _open(path: str) -> Any:
+    """The file for reading, to use in a `with`: its descriptor is closed on leaving it, not when
+    pyarrow's reader is collected (its read-ahead can hold it past the sample that opened it, which
+    the scan would report as that sample's `fd_leak`)."""
     import pyarrow.parquet as pq
 
     return pq.ParquetFile(path, page_checksum_verification=True)
@@ -50,7 +53,8 @@ def _open(path: str) -> Any:
 
 def read_part(path: str, name: str) -> ParquetPart:
     try:
-        metadata = _open(path).metadata
+        with _open(path) as opened:
+            metadata = opened.metadata
     except Exception as exc:  # per-file boundary: pyarrow raises ArrowInvalid, OSError, ...
         return ParquetPart(path, name, damage=f"is not a readable Parquet file ({type(exc).__name__}: {exc})")
     return ParquetPart(
@@ -95,7 +99,8 @@ class ParquetSource:
     def _check_column(self) -> None:
         for part in self.parts:
             if part.damage is None:
-                names = _open(part.path).schema_arrow.names
+                with _open(part.path) as opened:
+                    names = opened.schema_arrow.names
                 for wanted in filter(None, (self.column, self.key_column)):
                     if wanted not in names:
                         raise UsageError(
@@ -109,7 +114,8 @@ class ParquetSource:
                 keys.append(part.name)
                 continue
             try:
-                values = _open(part.path).read(columns=[self.key_column]).column(0).to_pylist()
+                with _open(part.path) as opened:
+                    values = opened.read(columns=[self.key_column]).column(0).to_pylist()
             except Exception:  # a damaged key column: fall back to row numbers for this file
                 values = [None] * part.rows
             keys.extend(f"{part.name}#{row}" if v is None else str(v) for row, v in enumerate(values))
@@ -159,7 +165,8 @@ class ParquetSource:
     def _row_group(self, number: int, group: int) -> Any:
         if self._group is None or self._group[:2] != (number, group):
             try:
-                table = _open(self.parts[number].path).read_row_group(group, columns=[self.column])
+                with _open(self.parts[number].path) as opened:
+                    table = opened.read_row_group(group, columns=[self.column])
                 values: Any = table.column(0).to_pylist()
             except Exception as exc:  # per-row-group boundary: a corrupt page loses this group only
                 values = exc
