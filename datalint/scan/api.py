@@ -484,11 +484,16 @@ def _memory_left() -> int | None:
 
 
 def _findings_of(index: Any, options: PolicyOptions) -> list[policy.Finding]:
-    """The findings under `options`, from the summary the index keeps while it covers every row."""
+    """The findings under `options`, from the summary the index keeps while it covers every row;
+    for an index too large to judge whole without one, from a summary counted now (in memory:
+    nothing is written to the index); from the index else."""
     kept = summaries.read_summary(index.conn)
     if kept is not None:
         with contextlib.suppress(summaries.SummaryMismatch):
             return summary_findings.findings(index, kept, options)[1]
+    if (kept is None or not kept.overflow) and _too_large_to_judge_whole(store.count_samples(index)):
+        with contextlib.suppress(summaries.SummaryMismatch):
+            return summary_findings.findings(index, summaries.summarize(index.conn), options)[1]
     return policy.derive_findings(index, options)
 
 
