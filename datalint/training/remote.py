@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import http.client
 import json
 import logging
 import os
@@ -234,12 +235,18 @@ def failure_document(failure: Any, run: str | None) -> dict[str, Any]:
 def post_failures(
     url: str, documents: Sequence[dict[str, Any]], *, token: str | None, timeout: float = TIMEOUT_S
 ) -> None:
-    """POST one batch; returns only when the service acknowledged it (committed), raises otherwise."""
+    """POST one batch; returns only when the service acknowledged it (committed), raises OSError
+    otherwise (a response cut off by a service that died while answering included: http.client
+    raises those as its own errors, which a caller catching network errors would miss)."""
     body = json.dumps({"failures": list(documents)}).encode()
     headers = {**_headers(token), "Content-Type": "application/json"}
     request = urllib.request.Request(failures_url(url), data=body, headers=headers, method="POST")
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        response.read()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read()
+    except http.client.HTTPException as exc:  # IncompleteRead, BadStatusLine: the answer broke off
+        broke = f"{type(exc).__name__}: {exc}"
+        raise ConnectionError(f"{failures_url(url)}: the answer broke off ({broke})") from exc
 
 
 class Spool:

@@ -93,6 +93,44 @@ def test_failures_from_two_training_processes_with_two_workers_each_all_arrive_o
         server.stop()
 
 
+def test_an_answer_cut_off_mid_response_is_an_oserror_so_the_batch_is_spooled(tmp_path: Path) -> None:
+    """A service killed while it answers leaves a response shorter than its Content-Length; the
+    client must see a network error (OSError), not http.client's own exception, so a sender that
+    spools on network errors keeps the batch."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def answer_half() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            received = b""
+            while b"\r\n\r\n" not in received:
+                received += connection.recv(65536)
+            head, _, body = received.partition(b"\r\n\r\n")
+            fields = dict(line.lower().split(b":", 1) for line in head.split(b"\r\n")[1:])
+            length = int(fields[b"content-length"])
+            while len(body) < length:  # the whole request read: the close below is a clean end
+                body += connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 32\r\n\r\n{")  # then gone
+            connection.shutdown(socket.SHUT_WR)
+
+    thread = threading.Thread(target=answer_half)
+    thread.start()
+    spool = remote.Spool(tmp_path / "spool.jsonl")
+    batch = [{"index": 1, "key": "k1", "error_type": "OSError", "message": "m", "id": "f1"}]
+    try:
+        remote.post_failures(f"http://127.0.0.1:{port}/v1/datasets/train", batch, token=None, timeout=5)
+    except OSError as exc:
+        assert "the answer broke off" in str(exc)
+        spool.append(batch)
+    finally:
+        thread.join(timeout=10)
+        listener.close()
+    assert spool.pending(), "the cut-off answer was taken for an acknowledgement"
+
+
 @pytest.mark.slow
 def test_the_service_sigkilled_mid_ingest_loses_no_acknowledged_failure_and_the_spool_replays_the_rest(
     tmp_path: Path,
