@@ -455,17 +455,18 @@ WHOLE_INDEX_BYTES_PER_ROW = 1500
 JUDGED_BY_SUMMARY_FROM = shard_writers.AUTO_FROM_SAMPLES
 
 
-def _summaries_to_judge_by(index: Any) -> Iterator[summaries.PopulationSummary]:
+def _summaries_to_judge_by(index: Any, *, keep: bool = True) -> Iterator[summaries.PopulationSummary]:
     """The summary the index keeps; then, for an index too large to judge whole whose summary is
-    missing or was found stale, one counted from its rows now (one read of the index, kept for
-    later scans, which an incremental scan keeps current)."""
+    missing or was found stale, one counted from its rows now (one read of the index): kept for
+    later scans, which an incremental scan keeps current, or (`keep` False: `datalint quarantine`,
+    which writes nothing) held in memory for this judgement only."""
     kept = summaries.read_summary(index.conn)
     if kept is not None:
         yield kept
         if kept.overflow:  # too many distinct values to summarise: a count of the rows would drop them too
             return
     if _too_large_to_judge_whole(store.count_samples(index)):
-        yield summaries.recount(index.conn)
+        yield summaries.recount(index.conn) if keep else summaries.summarize(index.conn)
 
 
 def _too_large_to_judge_whole(rows: int) -> bool:
@@ -487,13 +488,9 @@ def _findings_of(index: Any, options: PolicyOptions) -> list[policy.Finding]:
     """The findings under `options`, from the summary the index keeps while it covers every row;
     for an index too large to judge whole without one, from a summary counted now (in memory:
     nothing is written to the index); from the index else."""
-    kept = summaries.read_summary(index.conn)
-    if kept is not None:
+    for summary in _summaries_to_judge_by(index, keep=False):
         with contextlib.suppress(summaries.SummaryMismatch):
-            return summary_findings.findings(index, kept, options)[1]
-    if (kept is None or not kept.overflow) and _too_large_to_judge_whole(store.count_samples(index)):
-        with contextlib.suppress(summaries.SummaryMismatch):
-            return summary_findings.findings(index, summaries.summarize(index.conn), options)[1]
+            return summary_findings.findings(index, summary, options)[1]
     return policy.derive_findings(index, options)
 
 
