@@ -87,3 +87,34 @@ def test_a_missing_attribute_suggests_only_what_could_be_a_dataset(attribute, su
 def test_an_owner_with_nothing_dataset_like_says_so() -> None:
     with pytest.raises(SpecError, match="nothing there looks like a dataset"):
         resolve_spec(spec("suggestions.py:NAME.upperr"))
+
+
+class _Keyed:
+    """A source of `n` keys, one of them a name that is not UTF-8 (a surrogate-escaped byte)."""
+
+    def __init__(self, n: int, odd: str = "caf\udce9.png") -> None:
+        self.keys = [f"d{i % 7}/{i:07d}.png" for i in range(n)]
+        self.keys[n // 2] = odd
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def key(self, index: int) -> str:
+        return self.keys[index]
+
+
+def test_the_fingerprint_is_the_same_read_a_block_at_a_time_as_key_by_key() -> None:
+    """The scan hashes keys a block at a time; the preflight (which names a key that hangs) and
+    the staleness check read them one by one: every way must give one fingerprint, or a fresh
+    quarantine list would be refused as stale."""
+    from datalint.scan.sources import fingerprint
+
+    source = _Keyed(20_000)  # more than two blocks
+    seen: list[int] = []
+    by_key = fingerprint(source, on_key=seen.append)
+    assert seen[-1] == len(source) - 1
+    assert fingerprint(source) == by_key
+    assert fingerprint(_Keyed(20_000, odd="cafe.png")) != by_key  # one key differs: another fingerprint
+    shorter = _Keyed(20_000)
+    shorter.keys.pop()
+    assert fingerprint(shorter) != by_key
