@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from datalint.scan.images import list_image_files, normalize_extensions, read_file_list
 
 
@@ -38,3 +40,23 @@ def test_a_file_list_skips_blank_lines_and_comments(tmp_path: Path) -> None:
     listing = tmp_path / "files.txt"
     listing.write_text("# exported 2026-11-30\nimages/1.jpg\n\n  images/2.png  \n")
     assert read_file_list(listing) == ("images/1.jpg", "images/2.png")
+
+
+@pytest.mark.parametrize(
+    "relative",
+    ["a.JPG", "d/a.png", "d.x/a", "d.x/.hidden", ".png", "..", "d/...png", "a..jpg", "d/.a.webp", "a.",
+     "d/b/c.tar.gz", "noext", "d/..png", "é/ünï.PNG", "x/.y.z/w"],
+)  # fmt: skip
+def test_the_extension_is_the_one_os_path_splitext_gives(relative: str) -> None:
+    """The listing's own extension test (hot: every incremental scan lists the whole folder)
+    keeps splitext's rules: a name of dots before its last dot has no extension."""
+    import os
+
+    from datalint.scan.images import _has_extension, file_extension
+
+    expected = os.path.splitext(relative)[1].lower()
+    assert file_extension(relative) == expected
+    # as `normalize_extensions` makes them: never the empty extension
+    sets = [{".jpg", ".png", ".webp"}, {".gz", ".tar.gz"}, {expected} - {""}]
+    for wanted in map(frozenset, sets):
+        assert _has_extension(relative, wanted) == (expected in wanted)
