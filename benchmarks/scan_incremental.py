@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/scan_incremental.py statwalk --files 1000000
     .venv/bin/python benchmarks/scan_incremental.py watch --files 1000 --drop 10000
     .venv/bin/python benchmarks/scan_incremental.py policy --db INDEX [--repeat 6]
+    .venv/bin/python benchmarks/scan_incremental.py floor --folder DIR [--full-seconds S]
 
 incremental: a folder of small real PNG files (every one decoded by the scan) is scanned in full;
 with `--side 384 --format jpeg`, of photo-sized JPEGs of camera-like content instead (smooth
@@ -31,6 +32,12 @@ the peak RSS of the process doing it (with the RSS after the listing alone, for 
 policy: the policy pass a scan makes after measuring (population, quality limits, every finding,
 near-duplicate groups updated from the stored ones), alone, on a copy of an index (`--db`, e.g.
 one `incremental --keep` left): the CPU time of each pass, least and median of `--repeat`.
+
+floor: what any incremental scan of a folder must pay that stats every file and measures what
+changed, whatever it does with its index: the interpreter and datalint's imports, the listing, one
+stat per file, and measuring 1.1% of the files (as many as `incremental` adds and replaces: a scan
+of a folder holding only those, its measuring phase). Least of `--repeat` runs each; with
+`--full-seconds` (a full scan of the folder), each as a share of it.
 
 watch: `datalint watch` as a child process: the time from the last write of a damaged file to its
 key in the list (several trials), then `--drop` files copied in at once: time until every one has
@@ -435,6 +442,76 @@ def run_policy(args: argparse.Namespace, work: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# The floor: what an incremental scan pays before it touches its index
+
+
+_START_CHILD = "import datalint.cli, datalint.commands.scan, datalint.scan.api"
+
+
+def run_floor(args: argparse.Namespace, work: Path) -> None:
+    """The least an incremental scan of `--folder` costs that stats every file and measures the
+    changed ones (1.1% of them), as shares of a full scan (`--full-seconds`)."""
+    from datalint.scan import changes
+    from datalint.scan.images import list_image_files
+
+    if args.folder is None:
+        raise SystemExit("floor: pass --folder, a folder of images (incremental --keep leaves one)")
+    repeat = max(1, args.repeat)
+    start = _least(repeat, lambda: _timed_run([sys.executable, "-c", _START_CHILD]))
+    listing_seconds = _least(repeat, lambda: _timed(lambda: list_image_files(args.folder)))
+    files = list_image_files(args.folder).files
+    stat_seconds = _least(repeat, lambda: _timed(lambda: list(changes.current_rows(files, args.folder))))
+    changed = max(1, round(len(files) * 0.011))
+    step = max(1, len(files) // changed)
+    part = work / "changed"
+    for relative in files[::step][:changed]:
+        (part / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(args.folder / relative, part / relative)
+    measuring = _least(repeat, lambda: _measuring_seconds(part, work / "changed.db", args.workers))
+    parts = [
+        ("interpreter start and imports", start),
+        (f"listing {len(files):,} files", listing_seconds),
+        (f"one stat per file ({len(files):,})", stat_seconds),
+        (f"measuring {changed:,} files ({args.workers} workers, pool start included)", measuring),
+    ]
+    total = sum(seconds for _label, seconds in parts)
+    for label, seconds in [*parts, ("the floor", total)]:
+        share = f" ({seconds / args.full_seconds:.1%} of the full scan)" if args.full_seconds else ""
+        print(f"  {label}: {seconds:.2f} s{share}")
+
+
+def _least(repeat: int, measure: Any) -> float:
+    return min(measure() for _ in range(repeat))
+
+
+def _timed(work: Any) -> float:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+def _timed_run(command: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, cwd=ROOT, check=True)
+    return time.perf_counter() - started
+
+
+def _measuring_seconds(folder: Path, db: Path, workers: int) -> float:
+    """The measuring phase's wall time of a fresh scan of `folder` (`_PHASES_CHILD`'s timer)."""
+    for stale in db.parent.glob(db.name + "*"):
+        stale.unlink()
+    command = [sys.executable, "-c", _PHASES_CHILD, "scan", "--images", str(folder), "--db", str(db),
+               "--workers", str(workers), "--format", "json", "--progress", "none"]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode not in (0, 1):
+        raise SystemExit(done.stderr)
+    for line in done.stderr.splitlines():
+        if line.strip().startswith("measuring (workers)"):
+            return float(line.split("measuring (workers)")[1].split()[0])
+    raise SystemExit(f"no measuring phase in:\n{done.stderr}")
+
+
+# ----------------------------------------------------------------------------------------------
 # The stat walk
 
 
@@ -563,7 +640,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("what", choices=("incremental", "sharded", "statwalk", "watch", "policy"))
+    parser.add_argument("what", choices=("incremental", "sharded", "statwalk", "watch", "policy", "floor"))
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--side", type=int, default=32, help="incremental: the images' side in px")
     parser.add_argument("--format", choices=("png", "jpeg"), default="png",
@@ -576,7 +653,9 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     parser.add_argument("--phases", action="store_true", help="time each phase of the incremental scan")
     parser.add_argument("--db", type=Path, help="policy: the index to judge (it is copied, never written)")
-    parser.add_argument("--repeat", type=int, default=6, help="policy: passes to time")
+    parser.add_argument("--repeat", type=int, default=6, help="policy: passes; floor: runs of each part")
+    parser.add_argument("--folder", type=Path, help="floor: the folder of images")
+    parser.add_argument("--full-seconds", type=float, help="floor: a full scan's wall time, for the shares")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="datalint-incremental-"))
     print(f"load average {os.getloadavg()[0]:.1f}; scratch {work}")
@@ -587,6 +666,7 @@ def main() -> None:
             "statwalk": run_statwalk,
             "watch": run_watch,
             "policy": run_policy,
+            "floor": run_floor,
         }
         commands[args.what](args, work)
     finally:
