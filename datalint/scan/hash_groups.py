@@ -10,8 +10,8 @@ group label; `hash_group_radius`: the radius they hold for), and each scan updat
   is still one group;
 - a group that lost a member (removed, or its hash changed) is split again from the pairs among
   its remaining members;
-- each new or changed image is compared with every image (one vectorised pass) and joins the
-  groups it is within the radius of.
+- each new or changed image is compared with the images it could be within the radius of (those
+  sharing a block of its hash bits, or nearly: `_pairs_with`) and joins their groups.
 
 The result is the components a full pass finds, so the findings are those of a full rescan
 (tests/scan/test_scan_incremental_population.py compares them). The table is derived state: a
