@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from datalint.commands.arguments import add_format, add_output_file, positive_int, size
+from datalint.commands.arguments import add_format, add_output_file, count, positive_int, size
 from datalint.commands.scan import (
     KIND_HELP,
     add_configuration_arguments,
@@ -51,6 +51,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-bytes", type=size, metavar="SIZE", help="override the scan's --max-bytes")
     parser.add_argument("--require", action="append", metavar="FIELD", help="override the scan's --require")
     add_quality_arguments(parser)
+    parser.add_argument(
+        "--workers",
+        type=count,
+        metavar="N",
+        help="processes that judge an index judged from its population summary (past a million rows), "
+        "part by part (default: the CPUs this process may use; 0 or 1: one part after the other)",
+    )
     add_configuration_arguments(parser)
     parser.add_argument(
         "--show-settings",
@@ -82,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         require=tuple(args.require) if args.require else None,
         thresholds=policy.parse_thresholds(args.threshold) or None,
         against=against_index(args.against),
+        workers=args.workers,
     )
     target = None if args.output_file is None else Path(args.output_file)
     written = _write(document, _chosen_format(args.format, target), target)

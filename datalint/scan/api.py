@@ -484,13 +484,13 @@ def _memory_left() -> int | None:
     return memory_left(read_meminfo(Path("/")), read_cgroup(Path("/")))
 
 
-def _findings_of(index: Any, options: PolicyOptions) -> list[policy.Finding]:
-    """The findings under `options`, from the summary the index keeps while it covers every row;
-    for an index too large to judge whole without one, from a summary counted now (in memory:
-    nothing is written to the index); from the index else."""
+def _findings_of(index: Any, options: PolicyOptions, workers: int = 0) -> list[policy.Finding]:
+    """The findings under `options`, from the summary the index keeps while it covers every row
+    (its parts judged in `workers` processes); for an index too large to judge whole without one,
+    from a summary counted now (in memory: nothing is written to the index); from the index else."""
     for summary in _summaries_to_judge_by(index, keep=False):
         with contextlib.suppress(summaries.SummaryMismatch):
-            return summary_findings.findings(index, summary, options)[1]
+            return summary_findings.findings(index, summary, options, workers=workers)[1]
     return policy.derive_findings(index, options)
 
 
@@ -1088,13 +1088,18 @@ def _environment() -> dict[str, Any]:
 
 
 def derive_quarantine(
-    index_path: str | os.PathLike[str], *, kinds: str | Sequence[str] | None = None, **overrides: Any
+    index_path: str | os.PathLike[str],
+    *,
+    kinds: str | Sequence[str] | None = None,
+    workers: int | None = None,
+    **overrides: Any,
 ) -> dict[str, Any]:
     """The quarantine document for an index under another policy, without rescanning or writing to it.
 
     Thresholds default to those the last scan used; `overrides` replace any `PolicyOptions` field
     (num_classes, ignore_index, max_bytes, require, ...), except `thresholds`, laid over the scan's
-    kind by kind.
+    kind by kind. `workers`: the processes that judge an index judged from its population summary,
+    part by part (default: the CPUs this process may use).
     """
     index = store.open_index(Path(index_path), create=False)
     with contextlib.closing(index), store.reading_index(Path(index_path)):
@@ -1109,7 +1114,7 @@ def derive_quarantine(
         if kinds is not None:
             stored["kinds"] = policy.parse_kinds(kinds)
         options = PolicyOptions.from_dict(stored)
-        findings = _findings_of(index, options)
+        findings = _findings_of(index, options, effective_cpu_count() if workers is None else workers)
         keys = sample_keys(index, {f.idx for f in findings if f.kind in options.kinds})
         entries = policy.quarantine_entries(findings, keys, options.kinds)
         return policy.quarantine_document(

@@ -372,6 +372,38 @@ def test_a_terminated_sharded_scan_merges_what_its_writers_finished(
     assert_same_scan(db, resumed, single, single_summary)
 
 
+def test_datalint_quarantine_judges_the_parts_in_the_workers_it_is_given(
+    faulty: tuple[str, Path, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`datalint quarantine --workers N` judges an index kept with a summary part by part in N
+    processes (default: the CPUs it may use), and the list is the same whatever N, and the same as
+    the single writer's index gives."""
+    pattern, single, _ = faulty
+    db = tmp_path / "kept.db"
+    scan(pattern, db, "--shard-index", "on", "--workers", "2")
+    judged_with: list[int] = []
+    real = summary_findings._judged_parts
+
+    def spy(db: Any, limits: Any, ranges: Any, workers: int) -> Any:
+        judged_with.append(workers)
+        return real(db, limits, ranges, workers)
+
+    monkeypatch.setattr(summary_findings, "_judged_parts", spy)
+    monkeypatch.setattr(summary_findings, "PART_ROWS", 4)  # several parts to hand out
+    documents = {}
+    for workers in ("0", "2", None):
+        flags = ["--workers", workers] if workers is not None else []
+        code, out, err = run_cli("quarantine", str(db), "--kinds", "all", *flags)
+        assert code == 0, err
+        documents[workers] = json.loads(out)["samples"]
+    from datalint.limits import effective_cpu_count
+
+    assert judged_with == [0, 2, effective_cpu_count()]
+    code, out, _ = run_cli("quarantine", str(single), "--kinds", "all", "--workers", "2")
+    assert documents["0"] == documents["2"] == documents[None] == json.loads(out)["samples"]
+    assert documents["0"]  # the faulty shards quarantine something
+
+
 def test_a_later_command_judges_from_the_kept_summary_until_a_row_changes(
     faulty: tuple[str, Path, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
