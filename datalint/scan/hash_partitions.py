@@ -28,7 +28,10 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import os
+import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -83,12 +86,14 @@ class InMemoryHashes:
 
 class PartitionedHashes:
     """Every image's hashes in partition files in `folder` (a temporary folder made there, removed
-    on exit), for about `images` images."""
+    on exit), for about `images` images. The folders a killed judgement left there are removed
+    first (`remove_abandoned`)."""
 
     def __init__(self, folder: Path, images: int, partition_rows: int = PARTITION_ROWS) -> None:
         self.partition_rows = max(1, partition_rows)
         self.bits = _bits_for(images, self.partition_rows, MAX_FILE_BITS)
-        self._root = Path(tempfile.mkdtemp(prefix=".datalint-hashes-", dir=folder))
+        remove_abandoned(folder)
+        self._root = Path(tempfile.mkdtemp(prefix=_own_prefix(), dir=folder))
         self._digest_files = [(self._root / f"digests-{n:03x}.bin").open("ab") for n in range(1 << self.bits)]
         self._phash_file = (self._root / "phashes.bin").open("ab")
         self.phashes = 0
@@ -159,6 +164,47 @@ class PartitionedHashes:
 
 
 GatheredHashes = InMemoryHashes | PartitionedHashes
+
+FOLDER_PREFIX = ".datalint-hashes-"
+
+
+def _own_prefix() -> str:
+    """`.datalint-hashes-<host>-<pid>-`: whose partition folder it is, so that a later judgement on
+    this host can tell one whose process died (SIGKILL, the OOM killer, a SIGTERM mid-judgement)
+    from one a running judgement holds, and leaves other hosts' alone (an index on a shared disk)."""
+    return f"{FOLDER_PREFIX}{_host()}-{os.getpid()}-"
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:64] or "host"
+
+
+def remove_abandoned(folder: Path) -> list[Path]:
+    """Remove the partition folders in `folder` that a judgement on this host left when its process
+    died (no process has their pid now); returns them. A live process's, an other host's, and a
+    folder of another form stay."""
+    prefix = f"{FOLDER_PREFIX}{_host()}-"
+    removed: list[Path] = []
+    try:
+        candidates = [path for path in folder.iterdir() if path.name.startswith(prefix)]
+    except OSError:  # a folder that cannot be listed: nothing to clean, the judgement goes on
+        return removed
+    for path in candidates:
+        pid = path.name[len(prefix) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)) and path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def gathered_hashes(

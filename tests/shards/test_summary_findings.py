@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import sqlite3
 from collections import Counter
@@ -366,3 +367,36 @@ def test_partition_files_go_to_the_temporary_folder_where_the_index_folder_canno
         values = np.array([5, 5, 9], np.uint64)
         gathered.add(np.arange(3), values, np.arange(3), values)
         assert sorted(gathered.duplicate_candidates()) == [0, 1]
+
+
+def test_partition_folders_a_killed_judgement_left_are_removed_by_the_next(tmp_path: Path) -> None:
+    """A judgement killed while it holds partition files (SIGKILL: nothing of its own runs) leaves
+    its folder beside the index; the next judgement on this host removes it, and leaves alone a
+    live process's folder and another host's (an index on a shared disk)."""
+    import signal
+    import subprocess
+    import sys
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys, time; from pathlib import Path; from datalint.scan import hash_partitions\n"
+            "held = hash_partitions.PartitionedHashes(Path(sys.argv[1]), 10**7, 64)\n"
+            "print('holding', flush=True); time.sleep(60)"
+        ), str(tmp_path)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "holding"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    (left,) = tmp_path.glob(".datalint-hashes-*")
+    live = tmp_path / f"{left.name.rsplit('-', 2)[0]}-{os.getpid()}-live"  # this test's own process
+    elsewhere = tmp_path / f".datalint-hashes-another.host-{child.pid}-x"
+    live.mkdir()
+    elsewhere.mkdir()
+    with hash_partitions.PartitionedHashes(tmp_path, 10**7, 64) as hashes:
+        names = {path.name for path in tmp_path.glob(".datalint-hashes-*")}
+        assert left.name not in names
+        assert {live.name, elsewhere.name, hashes._root.name} <= names
+    assert {path.name for path in tmp_path.glob(".datalint-hashes-*")} == {live.name, elsewhere.name}
