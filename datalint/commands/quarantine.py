@@ -70,6 +70,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from datalint.scan import policy
+    from datalint.limits import effective_cpu_count
     from datalint.scan.api import check_output_path, derive_quarantine
     from datalint.scan.settings import apply, resolve, verdict_keys
 
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         require=tuple(args.require) if args.require else None,
         thresholds=policy.parse_thresholds(args.threshold) or None,
         against=against_index(args.against),
-        workers=args.workers,
+        workers=effective_cpu_count() if args.workers is None else args.workers,
     )
     target = None if args.output_file is None else Path(args.output_file)
     written = _write(document, _chosen_format(args.format, target), target)

@@ -1091,15 +1091,15 @@ def derive_quarantine(
     index_path: str | os.PathLike[str],
     *,
     kinds: str | Sequence[str] | None = None,
-    workers: int | None = None,
+    workers: int = 0,
     **overrides: Any,
 ) -> dict[str, Any]:
     """The quarantine document for an index under another policy, without rescanning or writing to it.
 
     Thresholds default to those the last scan used; `overrides` replace any `PolicyOptions` field
     (num_classes, ignore_index, max_bytes, require, ...), except `thresholds`, laid over the scan's
-    kind by kind. `workers`: the processes that judge an index judged from its population summary,
-    part by part (default: the CPUs this process may use).
+    kind by kind. `workers`: the forked processes that judge an index judged from its population
+    summary, part by part (0 or 1, the default: one part after the other, in this process).
     """
     index = store.open_index(Path(index_path), create=False)
     with contextlib.closing(index), store.reading_index(Path(index_path)):
@@ -1114,7 +1114,7 @@ def derive_quarantine(
         if kinds is not None:
             stored["kinds"] = policy.parse_kinds(kinds)
         options = PolicyOptions.from_dict(stored)
-        findings = _findings_of(index, options, effective_cpu_count() if workers is None else workers)
+        findings = _findings_of(index, options, workers)
         keys = sample_keys(index, {f.idx for f in findings if f.kind in options.kinds})
         entries = policy.quarantine_entries(findings, keys, options.kinds)
         return policy.quarantine_document(
