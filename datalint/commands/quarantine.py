@@ -69,8 +69,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datalint.scan import policy
     from datalint.limits import effective_cpu_count
+    from datalint.scan import policy
     from datalint.scan.api import check_output_path, derive_quarantine
     from datalint.scan.settings import apply, resolve, verdict_keys
 
