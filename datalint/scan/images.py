@@ -246,7 +246,8 @@ def _has_extension(path: str, wanted: frozenset[str]) -> bool:
     digit before its last dot), which is all but every file of a folder."""
     dot = path.rfind(".")
     if dot > 0 and path[dot - 1] not in "./":
-        return path[dot:].lower() in wanted  # a "/" after the dot is in no extension wanted
+        tail = path[dot:]
+        return "/" not in tail and tail.lower() in wanted  # "d.x/a": the dot is a folder's
     return file_extension(path) in wanted
 
 

@@ -57,6 +57,6 @@ def test_the_extension_is_the_one_os_path_splitext_gives(relative: str) -> None:
     expected = os.path.splitext(relative)[1].lower()
     assert file_extension(relative) == expected
     # as `normalize_extensions` makes them: never the empty extension
-    sets = [{".jpg", ".png", ".webp"}, {".gz", ".tar.gz"}, {expected} - {""}]
+    sets = [{".jpg", ".png", ".webp"}, {".gz", ".tar.gz", ".x/a"}, {expected} - {""}]
     for wanted in map(frozenset, sets):
         assert _has_extension(relative, wanted) == (expected in wanted)
