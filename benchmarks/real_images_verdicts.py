@@ -18,6 +18,11 @@ Held-out corpora (the repository's whole tree; the verdicts name files from its 
     python benchmarks/real_images_verdicts.py libjpeg-turbo /tmp/libjpeg-turbo
     git clone https://github.com/lovell/sharp /tmp/sharp   # its test/fixtures, not expected/
     python benchmarks/real_images_verdicts.py sharp /tmp/sharp
+    python benchmarks/real_images_verdicts.py imagetestsuite-jpeg /tmp/mei   # its jpg/ImageTestSuite
+    git clone https://github.com/pnggroup/libpng /tmp/libpng   # contrib/testpngs and the sample PNGs
+    python benchmarks/real_images_verdicts.py libpng /tmp/libpng
+    git clone https://github.com/image-rs/image-tiff /tmp/image-tiff   # tests/, not tests/libtiffpic
+    python benchmarks/real_images_verdicts.py image-tiff /tmp/image-tiff
 
 `benchmarks/data/<corpus>-verdicts.csv` holds one row per file of the corpus at the commit it
 names: what the file is (`expected`, judged by hand from the corpus's own tests, documentation and
@@ -59,6 +64,10 @@ CORPORA: dict[str, tuple[Path, str]] = {
     "libjpeg-turbo": (HERE / "data" / "libjpeg-turbo-verdicts.csv", ""),
     "sharp": (HERE / "data" / "sharp-verdicts.csv", ""),
     "metadata-extractor-jpeg": (HERE / "data" / "metadata-extractor-jpeg-verdicts.csv", ""),
+    # held out, second set: measured once before the probes were changed for them
+    "imagetestsuite-jpeg": (HERE / "data" / "imagetestsuite-jpeg-verdicts.csv", ""),
+    "libpng": (HERE / "data" / "libpng-verdicts.csv", ""),
+    "image-tiff": (HERE / "data" / "image-tiff-verdicts.csv", ""),
 }
 DAMAGE = frozenset({"corrupt", "empty", "decompression_bomb", "unreadable"})
 COLUMNS = ("repo", "commit", "path", "format", "expected", "datalint", "verdict", "reason")
