@@ -584,6 +584,8 @@ def _plugin_refusal(sniffed: str, data: bytes) -> str | None:
 # --------------------------------------------------------------------------- damage or a missing piece
 
 
+_SAMPLE_LAYOUT = "a sample layout (bits, sample format, channels) Pillow does not decode"
+
 # A decoder's refusal that names something this installation lacks, not something wrong with the
 # file (research §8.8: without Ghostscript every EPS looks broken). Each pattern comes with the piece
 # that is missing; `None` keeps the decoder's own words.
@@ -602,7 +604,7 @@ _MISSING_PIECES: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
         (r"unsupported bmp pixel depth \((\d+)\)", "BMP pixel depth {1}, which Pillow does not decode"),
         (r"unknown tga map depth", "a TGA colour-map depth Pillow does not decode"),
         (r"unknown pixel mode|unknown raw mode|unable to determine .* mode|sorry, can not handle",
-         "a sample layout (bits, sample format, channels) Pillow does not decode"),
+         _SAMPLE_LAYOUT),
         (r"unsupported bitcount|unimplemented|not implemented|unknown pixel format", None),
     )
 )  # fmt: skip
@@ -627,6 +629,9 @@ def judge_failure(message: str, fmt: str | None, data: bytes = b"") -> ImageFind
             continue
         if not _plausible(match):
             return ImageFinding("corrupt", f"{message} (no valid file holds this value)")
+        fault = tiff_layout_fault(data) if fmt == "TIFF" and piece == _SAMPLE_LAYOUT else None
+        if fault is not None:
+            return ImageFinding("corrupt", f"{message}: {fault}")
         what = message if piece is None else piece.format(*([match.group(0), *match.groups()]))
         return ImageFinding(UNSUPPORTED_KIND, f"{what} [{message}]" if piece is not None else what)
     if fmt == "TIFF" and data:
@@ -667,20 +672,73 @@ def tiff_codec_pillow_lacks(data: bytes) -> str | None:
 
 def tiff_first_compression(data: bytes) -> int | None:
     """Tag 259 of a classic (not Big) TIFF's first directory, read from its bytes; 1 when absent."""
+    tags = tiff_first_tags(data)
+    return None if tags is None else _first(tags, 259, 1)
+
+
+# SHORT and LONG, the integer types of the tags read here: type -> bytes per value.
+_TIFF_INTEGER_SIZES = {3: 2, 4: 4}
+
+
+def tiff_first_tags(data: bytes) -> dict[int, tuple[int, ...]] | None:
+    """The integer tags of a classic (not Big) TIFF's first directory, read from its bytes (at most
+    16 values each); None when the header or directory cannot be read."""
     order = {b"II*\x00": "little", b"MM\x00*": "big"}.get(data[:4])
     if order is None or len(data) < 8:
         return None
     endian: Any = order
     start = int.from_bytes(data[4:8], endian)
     count = int.from_bytes(data[start : start + 2], endian)
+    tags: dict[int, tuple[int, ...]] = {}
     for entry in range(start + 2, start + 2 + 12 * min(count, 4096), 12):
         if len(data) < entry + 12:
             return None
-        if int.from_bytes(data[entry : entry + 2], endian) == 259:
-            kind = int.from_bytes(data[entry + 2 : entry + 4], endian)
-            value = data[entry + 8 : entry + 10] if kind == 3 else data[entry + 8 : entry + 12]
-            return int.from_bytes(value, endian)
-    return 1
+        kind = int.from_bytes(data[entry + 2 : entry + 4], endian)
+        size = _TIFF_INTEGER_SIZES.get(kind)
+        if size is None:
+            continue
+        number = min(int.from_bytes(data[entry + 4 : entry + 8], endian), 16)
+        at = entry + 8 if number * size <= 4 else int.from_bytes(data[entry + 8 : entry + 12], endian)
+        values = data[at : at + number * size]
+        tags[int.from_bytes(data[entry : entry + 2], endian)] = tuple(
+            int.from_bytes(values[i : i + size], endian) for i in range(0, len(values) - size + 1, size)
+        )
+    return tags
+
+
+# Photometric interpretations (tag 262) of colour images, which no 1-bit sample can hold, and the
+# SGILog ones, which exist only with SGILog compression (34676, 34677) and it only with them
+# (libtiff refuses the rest).
+_TIFF_COLOUR = frozenset({2, 5, 6, 8, 9, 10, 32844, 32845})
+_TIFF_LOG = frozenset({32844, 32845})
+_TIFF_SGILOG = frozenset({34676, 34677})
+
+
+def tiff_layout_fault(data: bytes) -> str | None:
+    """What makes a classic TIFF's first sample layout one no valid file holds, for a layout Pillow
+    refuses ("unknown pixel mode"): no BitsPerSample (so 1 bit a sample) on a colour or multi-sample
+    image, or one whose values lie past the file's end, a bit depth of 0 or past 64, SGILog data
+    without its LogLuv photometric or the other way round. None when the layout is merely one
+    Pillow lacks (12-bit, float, many samples): `unsupported`, not damage."""
+    tags = tiff_first_tags(data)
+    if tags is None:
+        return None
+    photometric, samples = _first(tags, 262, None), _first(tags, 277, 1)
+    bits, compression = tags.get(258), _first(tags, 259, 1)
+    if bits is None and (samples > 1 or photometric in _TIFF_COLOUR):
+        return f"no BitsPerSample tag (so 1 bit a sample): {samples} sample(s), photometric {photometric}"
+    if bits == ():
+        return "a BitsPerSample tag whose values lie outside the file"
+    if bits is not None and any(value == 0 or value > 64 for value in bits):
+        return f"BitsPerSample {bits}: no sample holds 0 or more than 64 bits"
+    if (photometric in _TIFF_LOG) != (compression in _TIFF_SGILOG):
+        return f"photometric {photometric} with compression {compression}: SGILog data needs both"
+    return None
+
+
+def _first(tags: dict[int, tuple[int, ...]], tag: int, default: Any) -> Any:
+    values = tags.get(tag)
+    return values[0] if values else default
 
 
 def _plausible(match: re.Match[str]) -> bool:
@@ -711,9 +769,11 @@ def jpeg_unusual_process(data: bytes) -> str | None:
         if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
             precision = data[pos + 4] if pos + 4 < len(data) else 8
             if marker in _JPEG_LOSSLESS_SOF:
-                return f"lossless JPEG ({precision}-bit)"
+                return f"lossless JPEG ({precision}-bit)" if 2 <= precision <= 16 else None
             if precision != 8:
-                return f"{precision}-bit JPEG"
+                # The DCT processes hold 8- or 12-bit samples (T.81 B.2.2): any other precision
+                # is a broken frame header, not a feature this libjpeg lacks.
+                return f"{precision}-bit JPEG" if precision == 12 else None
             no_height = data[pos + 5 : pos + 7] == b"\x00\x00"
             return "JPEG whose height is set by a DNL marker" if no_height and _has_dnl(data, pos) else None
         if marker == 0xDA or length < 2:
@@ -1450,14 +1510,39 @@ def check_png_keeping_pixels(data: bytes, keep: bool = True) -> tuple[list[Image
     the inflate the check has just done. None when the file is damaged or its image data is past
     `_KEEP_LIMIT`."""
     try:
-        apng, rebuilt = _walk_png(data, keep)
+        apng, rebuilt, palette = _walk_png(data, keep)
     except _PngDamage as exc:
         return [ImageFinding("corrupt", str(exc))], None
     findings = apng.findings()
+    if palette.short() and not any(f.kind == "corrupt" for f in findings):
+        findings.extend(palette_index_overrun(rebuilt or data, palette.entries))
     return findings, None if any(f.kind == "corrupt" for f in findings) else rebuilt
 
 
-def _walk_png(data: bytes, keep: bool = False) -> tuple[_ApngChunks, bytes | None]:
+def palette_index_overrun(png: bytes, entries: int) -> list[ImageFinding]:
+    """A palette image whose pixels use an index past its PLTE's last colour: an error by the PNG
+    spec, which libpng reports ("palette index exceeding num_palette") and Pillow and OpenCV decode
+    without a word, as black or as whatever the palette table held. Decoded by Pillow, only for the
+    palette images whose PLTE has fewer colours than the bit depth can address (`_PaletteRules.short`).
+    """
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as im:
+        if im.mode != "P":
+            return []
+        im.load()
+        extrema: Any = im.getextrema()  # (lowest, highest) index for a one-band image
+        highest = int(extrema[1])
+    if highest < entries:
+        return []
+    return [
+        ImageFinding(
+            "corrupt", f"palette index {highest} used, but the PLTE chunk holds only {entries} colours"
+        )
+    ]
+
+
+def _walk_png(data: bytes, keep: bool = False) -> tuple[_ApngChunks, bytes | None, _PaletteRules]:
     inflater: _IdatInflater | None = None
     apng, palette = _ApngChunks(), _PaletteRules()
     pos, idat = 8, _IdatSpan()
@@ -1471,7 +1556,7 @@ def _walk_png(data: bytes, keep: bool = False) -> tuple[_ApngChunks, bytes | Non
             layout = _PngLayout.from_ihdr(body)
             stored = _StoredIdat() if keep and layout.size <= _KEEP_LIMIT else None
             inflater = _IdatInflater(layout, stored)
-            palette.colour = body[9]
+            palette.colour, palette.depth = body[9], body[8]
         elif chunk_type == b"PLTE":
             palette.see(body, chunk_start)
         elif chunk_type == b"IDAT":
@@ -1491,7 +1576,7 @@ def _walk_png(data: bytes, keep: bool = False) -> tuple[_ApngChunks, bytes | Non
     apng.finish()
     stored = inflater.stored
     rebuilt = None if stored is None or idat.span is None else stored.png(data, *idat.span)
-    return apng, rebuilt
+    return apng, rebuilt, palette
 
 
 class _PaletteRules:
@@ -1504,16 +1589,24 @@ class _PaletteRules:
 
     def __init__(self) -> None:
         self.colour: int | None = None
+        self.depth = 8
+        self.entries = 0
         self._seen = False
 
     def see(self, body: bytes, at: int) -> None:
         if self._seen:
             raise _PngDamage(f"a second PLTE chunk at byte {at:,} (a PNG has at most one)")
         self._seen = True
+        self.entries = len(body) // 3
         if not body:
             raise _PngDamage(f"empty PLTE chunk at byte {at:,}: a palette of no colours")
         if self.colour == 3 and (len(body) % 3 or len(body) > 3 * 256):
             raise _PngDamage(f"PLTE chunk of {len(body):,} bytes: no whole number of colours up to 256")
+
+    def short(self) -> bool:
+        """A palette image whose PLTE has fewer colours than its pixels can address: only then can
+        a pixel's index fall past the palette."""
+        return self.colour == 3 and 0 < self.entries < 1 << self.depth
 
     def before_image_data(self) -> None:
         if self.colour == 3 and not self._seen:

@@ -568,3 +568,65 @@ def test_a_jpeg_whose_height_comes_from_a_dnl_marker_is_unsupported_a_zero_heigh
     assert "corrupt" not in later
     assert "DNL marker" in later["unsupported"]
     assert "corrupt" in _kinds(no_height, ".jpg", capture)
+
+
+def _four_colour_png(bits: int = 8) -> bytes:
+    """A palette PNG whose pixels use the indices 0-3 (bands of 4 colours), saved at `bits`."""
+    im = Image.fromarray((np.arange(40 * 48).reshape(40, 48) // 480).astype(np.uint8), mode="P")
+    im.putpalette([0, 0, 0, 90, 90, 90, 180, 180, 180, 255, 255, 255])
+    buffer = io.BytesIO()
+    im.save(buffer, "PNG", bits=bits)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("bits", [2, 8])
+def test_a_palette_index_past_the_plte_is_damage_though_pillow_decodes_it(
+    bits: int, capture: StderrCapture
+) -> None:
+    png = _four_colour_png(bits)
+    four = next(body for kind, body in _chunks(png) if kind == b"PLTE")[:12]
+    assert "corrupt" not in _kinds(_with_plte(png, [four]), ".png", capture)
+    short = _with_plte(png, [four[:9]])  # one colour short of the indices the pixels use
+    with Image.open(io.BytesIO(short)) as im:
+        im.load()  # Pillow reads it without a word
+    assert "palette index 3 used" in _kinds(short, ".png", capture)["corrupt"]
+
+
+def test_a_jpeg_precision_no_jpeg_process_holds_is_damage_not_unsupported(capture: StderrCapture) -> None:
+    data = bytearray(_encoded("JPEG", quality=90))
+    data[data.index(b"\xff\xc0") + 4] = 74  # a frame header's sample precision hit by a flipped byte
+    found = _kinds(bytes(data), ".jpg", capture)
+    assert "unsupported" not in found
+    assert "corrupt" in found
+
+
+def _tiff_entry(tiff: bytes, tag: int) -> int:
+    """Where the first directory's entry for `tag` sits in a Pillow-made (little-endian) TIFF."""
+    start = int.from_bytes(tiff[4:8], "little")
+    for entry in range(start + 2, start + 2 + 12 * int.from_bytes(tiff[start : start + 2], "little"), 12):
+        if int.from_bytes(tiff[entry : entry + 2], "little") == tag:
+            return entry
+    raise AssertionError(f"Pillow wrote no tag {tag}")
+
+
+def test_a_tiff_layout_no_valid_file_holds_is_damage_one_pillow_lacks_stays_unsupported(
+    capture: StderrCapture,
+) -> None:
+    rgb = bytearray(_encoded("TIFF"))
+    bits = _tiff_entry(rgb, 258)
+    twelve = bytearray(rgb)  # 12 bits a sample: valid, but no Pillow mode
+    at = int.from_bytes(twelve[bits + 8 : bits + 12], "little")
+    twelve[at : at + 6] = struct.pack("<3H", 12, 12, 12)
+    found = _kinds(bytes(twelve), ".tif", capture)
+    assert "corrupt" not in found
+    assert "sample layout" in found["unsupported"]
+    no_bits = bytearray(rgb)  # the BitsPerSample tag lost (renamed to a private tag): 1-bit RGB
+    no_bits[bits : bits + 2] = (65000).to_bytes(2, "little")
+    assert "no BitsPerSample tag" in _kinds(bytes(no_bits), ".tif", capture)["corrupt"]
+    zero = bytearray(twelve)
+    zero[at : at + 6] = struct.pack("<3H", 8, 0, 8)
+    assert "no sample holds 0" in _kinds(bytes(zero), ".tif", capture)["corrupt"]
+    logluv = bytearray(twelve)  # a LogLuv photometric on uncompressed data: SGILog needs both
+    photometric = _tiff_entry(logluv, 262)
+    logluv[photometric + 8 : photometric + 10] = (32845).to_bytes(2, "little")
+    assert "SGILog data needs both" in _kinds(bytes(logluv), ".tif", capture)["corrupt"]
