@@ -1504,42 +1504,44 @@ def check_png(data: bytes) -> list[ImageFinding]:
     return check_png_keeping_pixels(data, keep=False)[0]
 
 
-def check_png_keeping_pixels(data: bytes, keep: bool = True) -> tuple[list[ImageFinding], bytes | None]:
-    """`check_png`'s findings and, with `keep`, the same PNG with its image data stored rather than
-    compressed (`_StoredIdat`): Pillow decodes it to the very pixels of the original while skipping
-    the inflate the check has just done. None when the file is damaged or its image data is past
-    `_KEEP_LIMIT`."""
+def check_png_keeping_pixels(
+    data: bytes, keep: bool = True
+) -> tuple[list[ImageFinding], bytes | Image.Image | None]:
+    """`check_png`'s findings and, with `keep`, the pixels for the scores: the same PNG with its
+    image data stored rather than compressed (`_StoredIdat`), which Pillow decodes to the very
+    pixels of the original while skipping the inflate the check has just done, or the image itself
+    where the palette check decoded it already. None when the file is damaged or its image data is
+    past `_KEEP_LIMIT`."""
     try:
         apng, rebuilt, palette = _walk_png(data, keep)
     except _PngDamage as exc:
         return [ImageFinding("corrupt", str(exc))], None
     findings = apng.findings()
-    if palette.short() and not any(f.kind == "corrupt" for f in findings):
-        findings.extend(palette_index_overrun(rebuilt or data, palette.entries))
-    return findings, None if any(f.kind == "corrupt" for f in findings) else rebuilt
+    if any(f.kind == "corrupt" for f in findings):
+        return findings, None
+    if not palette.short():
+        return findings, rebuilt
+    overrun, decoded = palette_index_overrun(rebuilt or data, palette.entries)
+    return [*findings, *overrun], None if overrun else decoded if keep else None
 
 
-def palette_index_overrun(png: bytes, entries: int) -> list[ImageFinding]:
+def palette_index_overrun(png: bytes, entries: int) -> tuple[list[ImageFinding], Image.Image]:
     """A palette image whose pixels use an index past its PLTE's last colour: an error by the PNG
     spec, which libpng reports ("palette index exceeding num_palette") and Pillow and OpenCV decode
     without a word, as black or as whatever the palette table held. Decoded by Pillow, only for the
-    palette images whose PLTE has fewer colours than the bit depth can address (`_PaletteRules.short`).
-    """
+    palette images whose PLTE has fewer colours than the bit depth can address
+    (`_PaletteRules.short`); the decoded image is returned for the scores, which would decode it
+    again otherwise."""
     from PIL import Image
 
-    with Image.open(io.BytesIO(png)) as im:
-        if im.mode != "P":
-            return []
-        im.load()
-        extrema: Any = im.getextrema()  # (lowest, highest) index for a one-band image
-        highest = int(extrema[1])
+    im = Image.open(io.BytesIO(png))
+    im.load()
+    extrema: Any = im.getextrema()  # (lowest, highest) index for a palette image
+    highest = int(extrema[1]) if im.mode == "P" else -1
     if highest < entries:
-        return []
-    return [
-        ImageFinding(
-            "corrupt", f"palette index {highest} used, but the PLTE chunk holds only {entries} colours"
-        )
-    ]
+        return [], im
+    detail = f"palette index {highest} used, but the PLTE chunk holds only {entries} colours"
+    return [ImageFinding("corrupt", detail)], im
 
 
 def _walk_png(data: bytes, keep: bool = False) -> tuple[_ApngChunks, bytes | None, _PaletteRules]:
