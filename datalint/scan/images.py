@@ -1238,7 +1238,7 @@ def jpeg_findings_and_pixels(
     scale, or less reduced for a JPEG whose shorter `side` would then be under 32 pixels."""
     pixels, text = _opencv_decode(data, capture, color, side)
     decoded = pixels is not None
-    findings = [*classify_jpeg_messages(text), *check_jpeg_zero_fill(data)]
+    findings = [*classify_jpeg_messages(text), *(check_jpeg_zero_fill(data) or check_jpeg_end_marker(data))]
     if decoded and opencv_flags_truncation():
         return findings, pixels
     pillow_error = _pillow_jpeg_error(data)
@@ -1276,6 +1276,22 @@ def check_jpeg_zero_fill(data: bytes) -> list[ImageFinding]:
         "the file was cut and zero-filled"
     )
     return [ImageFinding("corrupt", detail)]
+
+
+_JPEG_TAIL = 4096
+
+
+def check_jpeg_end_marker(data: bytes) -> list[ImageFinding]:
+    """A JPEG with no end-of-image marker after its first scan: the file ends inside its image data
+    (cut, or its tail overwritten). When the scan data is complete up to the cut, or stops at a
+    stray marker, the 1/8-scale decode never reaches the end and no decoder warns; Pillow's full
+    decode refuses the file. Valid files end with the marker, whatever padding follows it."""
+    if len(data) > _JPEG_TAIL and data.rfind(b"\xff\xd9", len(data) - _JPEG_TAIL) != -1:
+        return []  # the common case: the marker in the last 4 KiB, found without walking the headers
+    scan = _first_jpeg_scan(data)
+    if scan is None or data.rfind(b"\xff\xd9", scan) != -1:
+        return []
+    return [ImageFinding("corrupt", "no end-of-image marker after the image data: the file ends inside it")]
 
 
 def _first_jpeg_scan(data: bytes) -> int | None:

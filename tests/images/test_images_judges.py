@@ -630,3 +630,14 @@ def test_a_tiff_layout_no_valid_file_holds_is_damage_one_pillow_lacks_stays_unsu
     photometric = _tiff_entry(logluv, 262)
     logluv[photometric + 8 : photometric + 10] = (32845).to_bytes(2, "little")
     assert "SGILog data needs both" in _kinds(bytes(logluv), ".tif", capture)["corrupt"]
+
+
+def test_a_jpeg_whose_end_marker_is_lost_is_damage_though_the_reduced_decode_passes(
+    capture: StderrCapture,
+) -> None:
+    data = _encoded("JPEG", quality=90)
+    assert data.endswith(b"\xff\xd9") and "corrupt" not in _kinds(data, ".jpg", capture)
+    overwritten = data[:-2] + b"\xff\xc9"  # the end marker's place taken by a frame marker
+    assert "no end-of-image marker" in _kinds(overwritten, ".jpg", capture)["corrupt"]
+    padded = data + bytes(range(256)) * 20  # junk after the marker, as some cameras write
+    assert "corrupt" not in _kinds(padded, ".jpg", capture)
