@@ -634,6 +634,8 @@ def judge_failure(message: str, fmt: str | None, data: bytes = b"") -> ImageFind
             return ImageFinding("corrupt", f"{message}: {fault}")
         what = message if piece is None else piece.format(*([match.group(0), *match.groups()]))
         return ImageFinding(UNSUPPORTED_KIND, f"{what} [{message}]" if piece is not None else what)
+    if fmt == "TIFF" and data[:4] == b"MM\x00+" and big_endian_bigtiff_is_whole(data):
+        return ImageFinding(UNSUPPORTED_KIND, f"a big-endian BigTIFF, which this Pillow misreads [{message}]")
     if fmt == "TIFF" and data:
         codec = tiff_codec_pillow_lacks(data)
         if codec is not None:
@@ -704,6 +706,40 @@ def tiff_first_tags(data: bytes) -> dict[int, tuple[int, ...]] | None:
             int.from_bytes(values[i : i + size], endian) for i in range(0, len(values) - size + 1, size)
         )
     return tags
+
+
+# BigTIFF's integer types: type -> bytes per value (SHORT, LONG, LONG8).
+_BIGTIFF_INTEGER_SIZES = {3: 2, 4: 4, 16: 8}
+
+
+def big_endian_bigtiff_is_whole(data: bytes) -> bool:
+    """A big-endian BigTIFF whose first directory is sound: a size, and strips or tiles that all lie
+    inside the file. Pillow reads little-endian BigTIFF but not this byte order ("cannot identify",
+    "Missing dimensions"), so such a file is one this Pillow cannot decode, not a damaged one; a cut
+    or broken one fails the walk and stays damage."""
+    if len(data) < 16 or data[4:8] != b"\x00\x08\x00\x00":
+        return False
+    start = int.from_bytes(data[8:16], "big")
+    count = int.from_bytes(data[start : start + 8], "big")
+    if not 0 < count <= 4096 or len(data) < start + 8 + 20 * count:
+        return False
+    tags: dict[int, list[int]] = {}
+    for entry in range(start + 8, start + 8 + 20 * count, 20):
+        size = _BIGTIFF_INTEGER_SIZES.get(int.from_bytes(data[entry + 2 : entry + 4], "big"))
+        number = int.from_bytes(data[entry + 4 : entry + 12], "big")
+        if size is None or number > 1 << 20:
+            continue
+        at = entry + 12 if number * size <= 8 else int.from_bytes(data[entry + 12 : entry + 20], "big")
+        values = data[at : at + number * size]
+        tags[int.from_bytes(data[entry : entry + 2], "big")] = [
+            int.from_bytes(values[i : i + size], "big") for i in range(0, len(values) - size + 1, size)
+        ]
+    offsets, counts = tags.get(273) or tags.get(324), tags.get(279) or tags.get(325)
+    return (
+        bool(tags.get(256)) and bool(tags.get(257)) and bool(offsets) and offsets is not None
+        and counts is not None and len(offsets) == len(counts)
+        and all(offset + length <= len(data) for offset, length in zip(offsets, counts, strict=True))
+    )  # fmt: skip
 
 
 # Photometric interpretations (tag 262) of colour images, which no 1-bit sample can hold, and the

@@ -641,3 +641,29 @@ def test_a_jpeg_whose_end_marker_is_lost_is_damage_though_the_reduced_decode_pas
     assert "no end-of-image marker" in _kinds(overwritten, ".jpg", capture)["corrupt"]
     padded = data + bytes(range(256)) * 20  # junk after the marker, as some cameras write
     assert "corrupt" not in _kinds(padded, ".jpg", capture)
+
+
+def _big_endian_bigtiff(width: int = 8, height: int = 6) -> bytes:
+    """An uncompressed RGB BigTIFF in big-endian byte order, its pixels from a Pillow image."""
+    pixels = Image.fromarray(np.full((height, width, 3), 90, np.uint8)).tobytes()
+    fields = [  # (tag, type, values): SHORT 3, LONG8 16
+        (256, 3, [width]), (257, 3, [height]), (258, 3, [8, 8, 8]), (259, 3, [1]), (262, 3, [2]),
+        (273, 16, [16]), (277, 3, [3]), (278, 3, [height]), (279, 16, [len(pixels)]),
+    ]  # fmt: skip
+    directory = len(fields).to_bytes(8, "big")
+    for tag, kind, values in fields:
+        value = b"".join(v.to_bytes(2 if kind == 3 else 8, "big") for v in values)
+        directory += struct.pack(">HHQ", tag, kind, len(values)) + value.ljust(8, b"\x00")
+    header = b"MM\x00\x2b\x00\x08\x00\x00" + (16 + len(pixels)).to_bytes(8, "big")
+    return header + pixels + directory + bytes(8)
+
+
+def test_a_big_endian_bigtiff_pillow_misreads_is_unsupported_a_cut_one_is_damage(
+    capture: StderrCapture,
+) -> None:
+    whole = _big_endian_bigtiff()
+    found = _kinds(whole, ".tif", capture)
+    assert "corrupt" not in found
+    assert "big-endian BigTIFF" in found["unsupported"]
+    cut = whole[:16] + whole[40:]  # pixels lost in the middle: the strip now reaches past the end
+    assert "corrupt" in _kinds(cut, ".tif", capture)
