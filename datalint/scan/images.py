@@ -1274,9 +1274,9 @@ def jpeg_findings_and_pixels(
     scale, or less reduced for a JPEG whose shorter `side` would then be under 32 pixels."""
     pixels, text = _opencv_decode(data, capture, color, side)
     decoded = pixels is not None
-    findings = [*classify_jpeg_messages(text), *(check_jpeg_zero_fill(data) or check_jpeg_end_marker(data))]
+    findings = [*classify_jpeg_messages(text), *check_jpeg_zero_fill(data)]
     if decoded and opencv_flags_truncation():
-        return findings, pixels
+        return _with_end_marker(findings, data), pixels
     pillow_error = _pillow_jpeg_error(data)
     if pillow_error is not None:
         findings.append(judge_failure(pillow_error, "JPEG", data))  # a 12-bit JPEG is no damage
@@ -1288,7 +1288,15 @@ def jpeg_findings_and_pixels(
             )
         else:
             findings.append(ImageFinding("corrupt", "OpenCV's libjpeg cannot decode it (Pillow can)"))
-    return findings, None
+    return _with_end_marker(findings, data), None
+
+
+def _with_end_marker(findings: list[ImageFinding], data: bytes) -> list[ImageFinding]:
+    """`findings`, and the missing end marker where nothing else found the file damaged (a decoder
+    that saw the cut has said so already, in its own words)."""
+    if any(f.kind == "corrupt" for f in findings):
+        return findings
+    return [*findings, *check_jpeg_end_marker(data)]
 
 
 # A valid JPEG ends with its end-of-image marker (zeros may follow it), so a short run of zeros
