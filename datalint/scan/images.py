@@ -11,11 +11,13 @@ One file is read once; every check works on those bytes:
    - JPEG: OpenCV at 1/8 scale in grayscale. libjpeg still walks all the entropy-coded data, so
      truncation and bit flips are found, but it skips most of the IDCT and colour work. The
      corrupt-data warnings libjpeg prints on the C-level stderr are captured per file: they are the
-     only trace of flipped scan bytes. Pillow gives the message when OpenCV refuses a file.
+     only trace of flipped scan bytes. Pillow gives the message when OpenCV refuses a file. A
+     JPEG with no end-of-image marker after its first scan ends inside its image data.
    - PNG: a walk over the chunks that checks every CRC (Pillow's `load()` ignores IDAT CRCs),
      IHDR's values and an APNG's animation chunks, inflates the image data with a size cap and
      checks its length and row filter bytes. That is everything a decoder can trip on, without
-     unfiltering or allocating the image.
+     unfiltering or allocating the image; but for a palette image whose PLTE is shorter than its
+     depth addresses, which Pillow decodes to compare its highest index with the palette.
    - GIF, WebP, PNM, run-length BMP: Pillow's `load()` of the first frame, then OpenCV's decode,
      because Pillow alone passes some damage there (a broken RLE stream); never TIFF, where OpenCV
      refuses valid files. BMP and TGA fields decoders forgive are checked from the header.
@@ -23,7 +25,8 @@ One file is read once; every check works on those bytes:
    Native decoders' stderr (libjpeg, libtiff, libpng) is captured for every decode and sorted
    into damage, missing pieces and information.
 5. a failure that names something this installation lacks (Ghostscript, a plugin, a codec, a
-   decoder feature such as 12-bit JPEG) is `unsupported`, not damage (`judge_failure`).
+   decoder feature such as 12-bit JPEG) is `unsupported`, not damage (`judge_failure`), unless
+   the file holds a value no valid file holds (a 74-bit JPEG, a TIFF layout with no bit depth).
 
 `ImageFile.LOAD_TRUNCATED_IMAGES` is forced off while a file is probed: a user module that set it
 would otherwise hide truncation. `ImageFilesSource` serves the files to the scan engine (a folder,
