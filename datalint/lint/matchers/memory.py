@@ -64,6 +64,8 @@ class Builders:
     conversions: frozenset[str]  # list, sorted, dict ...: as per-sample as what they convert
     methods: frozenset[str]  # .tolist(), .readlines() ...
     tables: frozenset[str] = frozenset()  # pandas.read_csv ...: object columns when they hold text
+    # "torchvision.datasets.DatasetFolder.samples": lists a known base builds per sample.
+    base_lists: frozenset[str] = frozenset()
 
 
 def python_objects_copy_on_read(
@@ -74,6 +76,7 @@ def python_objects_copy_on_read(
     builder_methods: Sequence[str] = (),
     table_reads: Sequence[str] = (),
     path_calls: Sequence[str] = (),
+    base_lists: Sequence[str] = (),
 ) -> Iterator[Match]:
     """`self.x = <list/dict of Python objects>` in a dataset, subscripted by the sample index."""
     builders = Builders(
@@ -81,6 +84,7 @@ def python_objects_copy_on_read(
         frozenset(conversion_calls),
         frozenset(builder_methods),
         frozenset(table_reads),
+        frozenset(base_lists),
     )
     reported: set[ast.AST] = set()  # a subclass must not report its in-file base's assignment again
     candidates: list[tuple[ClassInfo, tuple[Related, ...]]] = [(info, ()) for info in module.dataset_classes]
@@ -642,6 +646,12 @@ def _container_kind(
         return "list"
     if isinstance(value, ast.DictComp):
         return "dict"
+    if isinstance(value, ast.Dict) and value.values and None not in value.keys:
+        # `{"path": [...], "label": [...]}`: one entry per column, each column a list built from
+        # data (`self.labels[key][index]` reads every column per sample).
+        kinds = [_container_kind(module, info, function, v, builders, depth + 1) for v in value.values]
+        if all(k in PER_SAMPLE_COLUMNS for k in kinds):
+            return "dict of lists"
     if isinstance(value, ast.List | ast.Dict):
         # A literal with items is a fixed, small table; an empty one is per-sample if the parent fills it.
         return None if _literal_items(value) else _filled_in_parent(module, info, function, value)
@@ -649,7 +659,12 @@ def _container_kind(
         inner = _container_kind(module, info, function, value.value, builders, depth + 1)
         if inner == TABLE:
             return TABLE  # a column of the table: text only if opened as a path
+        if inner == "list" and isinstance(value.slice, ast.Slice):
+            return "list"  # `self.samples[:n]`: a slice of a list is a list
         return "container" if inner and not inner.startswith("?") else None
+    if isinstance(value, ast.Attribute) and is_self_attribute(value):
+        # `self.samples` of an ImageFolder: the list its known base built in `super().__init__()`.
+        return "list" if _base_list(module, info, value.attr, builders) else None
     if isinstance(value, ast.Name):
         # Every assignment of the name in its scope (if/else branches): all the same kind, or unknown.
         reaching = _reaching_value(module, value)
@@ -673,6 +688,15 @@ def _container_kind(
         kinds = [_container_kind(module, info, function, p, builders, depth + 1) for p in parts]
         return "list" if kinds and all(k == "list" for k in kinds) else None
     return None
+
+
+def _base_list(module: Module, info: ClassInfo, attr: str, builders: Builders) -> bool:
+    """`attr` is a per-sample list that the class's known third-party base builds (the catalog's
+    `base-lists`, e.g. `torchvision.datasets.DatasetFolder.samples`)."""
+    fact = module.dataset_fact(info)
+    if fact is None or not builders.base_lists:
+        return False
+    return f"{fact.base}.{attr}" in builders.base_lists
 
 
 def _builds_datasets(module: Module, comprehension: ast.ListComp | ast.DictComp) -> bool:
@@ -762,6 +786,9 @@ def _call_kind(
 
 
 TABLE = "table of strings (pandas object dtype)"
+# What a column of a dict literal must be for the dict to hold per-sample lists: lists read or
+# built from data (a literal list with items is a fixed table, and stays None).
+PER_SAMPLE_COLUMNS = frozenset({"list", "container"})
 TABLE_ACCESSORS = frozenset({"iloc", "loc", "iat", "at"})
 
 
@@ -808,7 +835,8 @@ def _series_of_names(module: Module, call: ast.Call) -> bool:
 
 def _kind_of(qualified: str) -> str:
     last = qualified.rpartition(".")[2].lower()
-    return "dict" if "dict" in last else "list" if last in {"list", "sorted", "tuple"} else "container"
+    is_list = last in {"list", "tuple"} or last.endswith("sorted")  # `sorted`, `natsorted`
+    return "dict" if "dict" in last else "list" if is_list else "container"
 
 
 def _fresh_objects(
@@ -818,7 +846,12 @@ def _fresh_objects(
     if isinstance(source, ast.Call | ast.ListComp | ast.GeneratorExp | ast.DictComp | ast.SetComp):
         return True
     if isinstance(source, ast.Attribute) and is_self_attribute(source):
-        values = [a for a in self_assignments(module, info) if a.attr == source.attr]
+        # `self.paths = natsorted(self.paths)` converts what the other assignments made.
+        values = [
+            a
+            for a in self_assignments(module, info)
+            if a.attr == source.attr and not _converts_itself(a)
+        ]
         return bool(values) and all(
             (kind := _container_kind(module, info, a.method, a.value, builders, depth + 1))
             and not kind.startswith("?")
@@ -826,6 +859,16 @@ def _fresh_objects(
         )
     kind = _container_kind(module, info, function, source, builders, depth + 1)
     return kind is not None and not kind.startswith("?")
+
+
+def _converts_itself(assignment: SelfAssignment) -> bool:
+    """`self.x = f(self.x, ...)`: a call on the attribute's own earlier value."""
+    value = assignment.value
+    return (
+        isinstance(value, ast.Call)
+        and bool(value.args)
+        and is_self_attribute(value.args[0], assignment.attr)
+    )
 
 
 def _literal_items(value: ast.List | ast.Dict) -> bool:
