@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from datalint.lint.noqa import Directives, Noqa
-    from datalint.lint.project import DatasetFact, Link, Project
+    from datalint.lint.project import ClassRef, DatasetFact, Link, Project
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
@@ -976,6 +976,24 @@ class Module:
         if package is None:
             return None
         return f"{package}.{rest}" if package else rest
+
+    def project_bases_of(self, info: ClassInfo) -> tuple[ClassRef, ...]:
+        """The classes of other project files that `info` (or an in-file ancestor) derives from,
+        through any depth, nearest first; empty without a project."""
+        if self.project is None or self.source_root is None:
+            return ()
+        found: list[ClassRef] = []
+        for candidate in (info, *self.base_classes(info)):
+            for base in candidate.bases:
+                expr = base.value if isinstance(base, ast.Subscript) else base
+                qualified = None if self.resolve_class(expr) is not None else self.absolute_qualname(expr)
+                if qualified:
+                    found.extend(
+                        ref
+                        for ref in self.project.project_bases(qualified, self.source_root)
+                        if ref not in found
+                    )
+        return tuple(found)
 
     def _external_dataset_fact(self, expr: ast.expr) -> DatasetFact | None:
         from datalint.lint.project import DatasetFact, known_dataset_bases

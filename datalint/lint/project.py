@@ -51,7 +51,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
-SUMMARY_FORMAT = 11  # bumped when FileSummary's fields change: old cache entries are then ignored
+SUMMARY_FORMAT = 12  # bumped when FileSummary's fields change: old cache entries are then ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
 # a tree and its index take about 36 times their source in memory.
@@ -79,6 +79,11 @@ class ClassSummary:
     # `self.<attr>` with its index: (parameter, its position after self or -1, attr). What a
     # caller passes there is what the workers index per sample (DL301 at the caller).
     sample_parameters: tuple[tuple[str, int, str], ...] = ()
+    # The attributes `__getitem__` subscripts with its index (`self.db[idx]`): what a subclass in
+    # another file stores there is what the workers index per sample.
+    indexed: tuple[str, ...] = ()
+    # Methods whose every return is a list they fill in a loop (`kept = []` ... `return kept`).
+    list_methods: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,8 @@ class FileSummary:
                     [list(x) for x in c.calls_on],
                     c.default_workers,
                     [list(x) for x in c.sample_parameters],
+                    list(c.indexed),
+                    list(c.list_methods),
                 ]
                 for c in self.classes.values()
             ],
@@ -142,10 +149,21 @@ class FileSummary:
                 tuple((a, b) for a, b in calls_on),
                 bool(default_workers),
                 tuple((str(a), int(b), str(c)) for a, b, c in sample_parameters),
+                tuple(indexed),
+                tuple(list_methods),
             )
-            for name, line, bases, methods, holds, calls_on, default_workers, sample_parameters in data[
-                "classes"
-            ]
+            for (
+                name,
+                line,
+                bases,
+                methods,
+                holds,
+                calls_on,
+                default_workers,
+                sample_parameters,
+                indexed,
+                list_methods,
+            ) in data["classes"]
         }
         return cls(
             str(data["module"]),
@@ -620,6 +638,7 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
         reached.add(name)
         pending.extend(callee for callee in own_calls.get(name, ()) if callee in own_calls)
     calls_on = {pair for name in reached for pair in attr_calls.get(name, ())}
+    by_name = {m.name: m for m in methods}
     return ClassSummary(
         node.name,
         node.lineno,
@@ -629,7 +648,25 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
         tuple(sorted(calls_on)),
         any(m.name == "__init__" and forwards_default_workers(m) for m in methods),
         _sample_parameters(inside, methods),
+        tuple(sorted(_indexed_by_sample(inside, by_name.get("__getitem__")))),
+        tuple(m.name for m in methods if _returns_filled_list(inside, m)),
     )
+
+
+def _indexed_by_sample(inside: _Regions, getitem: ast.FunctionDef | ast.AsyncFunctionDef | None) -> set[str]:
+    """The attributes `__getitem__` subscripts with an expression of its index (`self.db[idx]`,
+    `self.items[idx][0]`)."""
+    if getitem is None or len(getitem.args.args) < 2:
+        return set()
+    index = getitem.args.args[1].arg
+    return {
+        node.value.attr
+        for node in inside.of(getitem, ast.Subscript)
+        if isinstance(node.ctx, ast.Load)
+        and isinstance(node.value, ast.Attribute)
+        and _is_self_attr(node.value)
+        and any(isinstance(n, ast.Name) and n.id == index for n in ast.walk(node.slice))
+    }
 
 
 def _sample_parameters(
@@ -640,15 +677,7 @@ def _sample_parameters(
     init, getitem = by_name.get("__init__"), by_name.get("__getitem__")
     if init is None or getitem is None or len(getitem.args.args) < 2:
         return ()
-    index = getitem.args.args[1].arg
-    indexed = {
-        node.value.attr
-        for node in inside.of(getitem, ast.Subscript)
-        if isinstance(node.ctx, ast.Load)
-        and isinstance(node.value, ast.Attribute)
-        and _is_self_attr(node.value)
-        and any(isinstance(n, ast.Name) and n.id == index for n in ast.walk(node.slice))
-    }
+    indexed = _indexed_by_sample(inside, getitem)
     positional = [a.arg for a in (*init.args.posonlyargs, *init.args.args)][1:]
     parameters = {*positional, *(a.arg for a in init.args.kwonlyargs)}
     stored: dict[str, list[str]] = {}  # attr -> the parameters (or None) assigned to it
@@ -1051,6 +1080,25 @@ class Project:
                 return self._defining(target, self.name_of(path)[2], defines, depth + 1)
             return None
         return None
+
+    def project_bases(self, qualname: str, importer_root: Path) -> tuple[ClassRef, ...]:
+        """The project class `qualname` and the project classes it derives from, through any depth,
+        nearest first (each once); empty when `qualname` is not a project class."""
+        return self._remembered(
+            ("bases", qualname, importer_root), lambda: self._project_bases(qualname, importer_root)
+        )
+
+    def _project_bases(self, qualname: str, importer_root: Path) -> tuple[ClassRef, ...]:
+        found: list[ClassRef] = []
+        pending = [(qualname, importer_root, 0)]
+        while pending:
+            name, root, depth = pending.pop(0)
+            ref = self.find_class(name, root) if depth <= _MAX_DEPTH else None
+            if ref is None or any(r.qualname == ref.qualname for r in found):
+                continue
+            found.append(ref)
+            pending.extend((base, ref.source_root, depth + 1) for base in ref.summary.bases if base)
+        return tuple(found)
 
     def sample_parameters(self, qualname: str, importer_root: Path) -> ClassRef | None:
         """The project Dataset class `qualname`, when its `__init__` keeps a parameter that its

@@ -355,6 +355,12 @@ def _attrs_indexed_per_sample(module: Module, info: ClassInfo) -> set[str]:
         if method is not None:
             params = [a.arg for a in (*method.args.posonlyargs, *method.args.args)][1:2]
             _collect_indexed(module, info, method, set(params), found, depth=0, maps=maps)
+    if module.method(info, "__getitem__") is None:
+        # `__getitem__` of a base in another project file: the attributes it indexes per sample
+        # are what this class's own assignments fill.
+        owner = next((r for r in module.project_bases_of(info) if "__getitem__" in r.summary.methods), None)
+        if owner is not None:
+            found.update(owner.summary.indexed)
     return found
 
 
@@ -699,6 +705,10 @@ def _base_list(module: Module, info: ClassInfo, attr: str, builders: Builders) -
     return f"{fact.base}.{attr}" in builders.base_lists
 
 
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
 def _builds_datasets(module: Module, comprehension: ast.ListComp | ast.DictComp) -> bool:
     element = comprehension.elt if isinstance(comprehension, ast.ListComp) else comprehension.value
     return isinstance(element, ast.Call) and module.constructs_dataset(element)
@@ -775,13 +785,24 @@ def _call_kind(
     if isinstance(call.func, ast.Attribute) and call.func.attr in builders.methods and qualified is None:
         return "list"
     helper = in_file_callee(module, info, call)
-    if helper is not None and depth < 2:
-        returns = [r.value for r in walk_scope(helper) if isinstance(r, ast.Return) and r.value is not None]
+    if helper is not None and depth < 3:
+        # `return None` on a failure path gives nothing to index: the other returns decide.
+        returns = [
+            r.value
+            for r in walk_scope(helper)
+            if isinstance(r, ast.Return) and r.value is not None and not _is_none(r.value)
+        ]
         kinds = [_container_kind(module, info, helper, r, builders, depth + 1) for r in returns]
         if kinds and all(kinds):
             return kinds[0]
     if helper is None and module.list_return(call) is not None:
         return "list"  # a helper of another project file that returns the list it fills
+    if helper is None and is_self_attribute(call.func):
+        # `self.select(self.db)` of a base in another project file that returns the list it fills.
+        assert isinstance(call.func, ast.Attribute)
+        name = call.func.attr
+        if any(name in ref.summary.list_methods for ref in module.project_bases_of(info)):
+            return "list"
     return None
 
 
