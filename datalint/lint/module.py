@@ -1057,6 +1057,15 @@ class Module:
             return None
         return self.project.list_return(qualified, self.source_root)
 
+    def sampler_return(self, call: ast.Call) -> tuple[Link, str, bool] | None:
+        """For `make_loader(...)` of a function in another project file that returns a loader with
+        `sampler=Sampler(...)` (itself or through the factories it returns): where the sampler is
+        built, its qualified name and whether it shuffles."""
+        qualified = self._elsewhere_in_project(call)
+        if qualified is None or self.project is None or self.source_root is None:
+            return None
+        return self.project.sampler_return(qualified, self.source_root)
+
     def dataset_forward(
         self, call: ast.Call
     ) -> tuple[Link, tuple[str, ...], tuple[tuple[str, str, str], ...]] | None:

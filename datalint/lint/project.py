@@ -51,7 +51,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
-SUMMARY_FORMAT = 12  # bumped when FileSummary's fields change: old cache entries are then ignored
+SUMMARY_FORMAT = 13  # bumped when FileSummary's fields change: old cache entries are then ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
 # a tree and its index take about 36 times their source in memory.
@@ -108,6 +108,10 @@ class FileSummary:
     # Top-level functions that return a new list of Python objects built from data they read (a
     # listing, a file's lines): name -> line. What the list holds per sample is the caller's question.
     list_returns: Mapping[str, int] = field(default_factory=dict)
+    # Top-level functions that return a loader built here with `sampler=Sampler(...)` and never
+    # mention `set_epoch`: name -> (the sampler call's line, its qualified name, whether it
+    # shuffles). Whether the caller's epoch loop tells it the epoch is the caller's question.
+    sampler_returns: Mapping[str, tuple[int, str, bool]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -120,6 +124,7 @@ class FileSummary:
             "forwards": {k: [v[0], list(v[1]), [list(x) for x in v[2]]] for k, v in self.forwards.items()},
             "factory_returns": {k: list(v) for k, v in self.factory_returns.items()},
             "list_returns": dict(self.list_returns),
+            "sampler_returns": {k: list(v) for k, v in self.sampler_returns.items()},
             "classes": [
                 [
                     c.name,
@@ -179,6 +184,7 @@ class FileSummary:
             },
             {k: tuple(v) for k, v in data.get("factory_returns", {}).items()},
             {k: int(v) for k, v in data.get("list_returns", {}).items()},
+            {k: (int(v[0]), str(v[1]), bool(v[2])) for k, v in data.get("sampler_returns", {}).items()},
         )
 
 
@@ -323,7 +329,9 @@ def summarize(
             functions.append(statement)
         elif isinstance(statement, ast.Assign) and len(statement.targets) == 1:
             assigns.append(statement)
-    local_classes = {node.name for node in class_nodes}
+    # Top-level classes and functions: `return make_loader(...)` of a function of this file is a
+    # factory chain other files can follow (`Project.sampler_return`).
+    local_classes = {node.name for node in class_nodes} | {f.name for f in functions}
 
     def qualify(expr: ast.AST) -> str:
         if isinstance(expr, ast.Subscript):
@@ -355,6 +363,7 @@ def summarize(
     forwards: dict[str, Forward] = {}
     factories: dict[str, tuple[str, ...]] = {}
     lists: dict[str, int] = {}
+    samplers: dict[str, tuple[int, str, bool]] = {}
     for function in functions:
         what = _returns_unpicklable(inside, function)
         if what:
@@ -368,6 +377,9 @@ def summarize(
             factories[function.name] = returned
         if _returns_filled_list(inside, function):
             lists[function.name] = function.lineno
+        sampler = _returned_loader_sampler(inside, function, qualify)
+        if sampler is not None:
+            samplers[function.name] = sampler
     classes: dict[str, ClassSummary] = {}
     seen: set[str] = set()
     for node in class_nodes:
@@ -378,8 +390,54 @@ def summarize(
         seen.add(node.name)
         classes[node.name] = summary
     return FileSummary(
-        module, is_package, imports, tuple(stars), classes, aliases, unpicklable, forwards, factories, lists
+        module,
+        is_package,
+        imports,
+        tuple(stars),
+        classes,
+        aliases,
+        unpicklable,
+        forwards,
+        factories,
+        lists,
+        samplers,
     )
+
+
+def _returned_loader_sampler(
+    inside: _Regions, function: ast.FunctionDef | ast.AsyncFunctionDef, qualify: Callable[[ast.AST], str]
+) -> tuple[int, str, bool] | None:
+    """(line, qualified sampler, shuffles) for `return DataLoader(..., sampler=Sampler(...))`, or a
+    local name bound once to such a loader and returned, in a function that never mentions
+    `set_epoch` (a helper that sets it, or hands it on, is not this case)."""
+    names = inside.of(function, ast.Attribute, ast.Name)
+    if any(getattr(n, "attr", getattr(n, "id", None)) == "set_epoch" for n in names):
+        return None
+    bound: dict[str, ast.expr | None] = {}
+    for assign in inside.of(function, ast.Assign):
+        for target in assign.targets:
+            if isinstance(target, ast.Name):
+                bound[target.id] = None if target.id in bound else assign.value
+    found = None
+    for statement in inside.of(function, ast.Return):
+        value = statement.value
+        if isinstance(value, ast.Name):
+            value = bound.get(value.id)
+        if isinstance(value, ast.Call) and canonical(qualify(value.func)) == LOADER_CLASS:
+            sampler = next((k.value for k in value.keywords if k.arg == "sampler"), None)
+            if isinstance(sampler, ast.Name):
+                sampler = bound.get(sampler.id)
+            if isinstance(sampler, ast.Call) and (name := qualify(sampler.func)):
+                found = (sampler.lineno, name, _shuffles_by_default(sampler))
+    return found
+
+
+def _shuffles_by_default(sampler: ast.Call) -> bool:
+    """`shuffle=True`, or no `shuffle` at all (a DistributedSampler's default) and no `**kwargs`."""
+    shuffle = next((k.value for k in sampler.keywords if k.arg == "shuffle"), None)
+    if shuffle is None:
+        return len(sampler.args) <= 3 and not any(k.arg is None for k in sampler.keywords)
+    return isinstance(shuffle, ast.Constant) and shuffle.value is True
 
 
 INT_CALLS = frozenset({"int", "len", "ord", "bool"})  # what they return is an int (mostly small, shared)
@@ -451,6 +509,8 @@ def _returned_constructions(
     found: set[str] = set()
     for statement in inside.of(function, ast.Return):
         value = statement.value
+        if isinstance(value, ast.Constant) and value.value is None:
+            continue  # a failure path (or code after a `raise`) returns nothing to use
         if isinstance(value, ast.Call):
             found.add(qualify(value.func))
         elif isinstance(value, ast.Name) and value.id in built and value.id not in opaque:
@@ -726,6 +786,10 @@ def _defines_factory(summary: FileSummary, name: str) -> bool:
 
 def _defines_list_return(summary: FileSummary, name: str) -> bool:
     return name in summary.list_returns
+
+
+def _defines_sampler_or_factory(summary: FileSummary, name: str) -> bool:
+    return name in summary.sampler_returns or name in summary.factory_returns
 
 
 # ---- the summary cache ------------------------------------------------------------------------------
@@ -1033,6 +1097,34 @@ class Project:
             return None
         summary, name, path = found
         return Link(name, str(path), summary.list_returns[name])
+
+    def sampler_return(
+        self, qualname: str, importer_root: Path, depth: int = 0
+    ) -> tuple[Link, str, bool] | None:
+        """(where the sampler is built, its qualified name, whether it shuffles) when the project
+        function `qualname` returns a loader with that sampler, itself or through the factories it
+        returns the result of (`return make_loader(...)` on one of its branches)."""
+        return self._remembered(
+            ("sampler", qualname, importer_root, depth),
+            lambda: self._sampler_return(qualname, importer_root, depth),
+        )
+
+    def _sampler_return(
+        self, qualname: str, importer_root: Path, depth: int
+    ) -> tuple[Link, str, bool] | None:
+        found = self._defining(qualname, importer_root, _defines_sampler_or_factory)
+        if found is None or depth > _MAX_DEPTH:
+            return None
+        summary, name, path = found
+        if name in summary.sampler_returns:
+            line, sampler, shuffles = summary.sampler_returns[name]
+            return Link(name, str(path), line), sampler, shuffles
+        root = self.name_of(path)[2]
+        for callee in summary.factory_returns.get(name, ()):
+            inner = self.sampler_return(callee, root, depth + 1)
+            if inner is not None:
+                return inner
+        return None
 
     def dataset_forward(
         self, qualname: str, importer_root: Path

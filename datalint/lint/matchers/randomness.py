@@ -16,7 +16,7 @@ from datalint.lint.matchers.common import (
     walk_scope,
     worker_classes,
 )
-from datalint.lint.module import UNKNOWN, ClassInfo, LoaderCall, Match, Module
+from datalint.lint.module import UNKNOWN, ClassInfo, LoaderCall, Match, Module, Related, canonical
 
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 # Arithmetic a seed expression may use and still be a constant (`BASE + 1`, `SEED * 2`).
@@ -278,12 +278,12 @@ def missing_set_epoch(
     that name can be this sampler (the same function, or the same class for `self.x`), or any other
     mention of `set_epoch` in the sampler's own function. A fix in another function fixes that one.
     """
+    # A training script that only calls a project's loader builders need not import torch itself.
+    yield from _returned_loaders_without_epoch(module, samplers, iteration_wrappers)
     if not module.has_data_code:
         return
     built = [c for c in module.calls if module.qualname(c.func) in samplers]
     shuffling = [c for c in built if _shuffles(module, c)]
-    if not shuffling:
-        return
     for call in shuffling:
         names = _bound_names(module, call)
         loaders = [loader for loader in module.loader_calls if _uses_sampler(module, loader, call, names)]
@@ -292,11 +292,39 @@ def missing_set_epoch(
             loader_names = _bound_names(module, loader.node)
             if _sets_epoch_of(module, call, names, loader_names, others):
                 break
-            if _iterated_in_epoch_loop(module, loader, loader_names, names, iteration_wrappers):
+            if _iterated_in_epoch_loop(module, loader.node, loader_names, names, iteration_wrappers):
                 yield Match(
                     call, {"sampler": next(iter(sorted(names)), f"{_loader_label(loader_names)}.sampler")}
                 )
                 break
+
+
+def _returned_loaders_without_epoch(
+    module: Module, samplers: Sequence[str], wrappers: Sequence[str]
+) -> Iterator[Match]:
+    """`loader = make_loader(...)` of another project file, whose loader has a shuffling sampler
+    that function never tells the epoch, iterated here in an epoch loop with no `set_epoch`:
+    reported at the call, where the fix goes, the sampler named as related location."""
+    if module.project is None:
+        return
+    for call in module.calls:
+        if not isinstance(call.func, ast.Name | ast.Attribute):
+            continue
+        loader_names = _bound_names(module, call)
+        if not loader_names:
+            continue
+        fact = module.sampler_return(call)
+        if fact is None:
+            continue
+        link, sampler, shuffles = fact
+        if not shuffles or canonical(sampler) not in {canonical(s) for s in samplers}:
+            continue
+        if _sets_epoch_of(module, call, set(), loader_names, set()):
+            continue
+        if _iterated_in_epoch_loop(module, call, loader_names, set(), wrappers):
+            label = f"{_loader_label(loader_names)}.sampler"
+            note = f"`{link.name}` builds the loader's shuffling `{sampler.rpartition('.')[2]}` here"
+            yield Match(call, {"sampler": label}, related=(Related(link.path, link.line, note),))
 
 
 def _loader_label(names: set[str]) -> str:
@@ -389,8 +417,13 @@ def same_owner(module: Module, use: ast.AST, origin: ast.AST) -> bool:
     loader `loader`: a plain name must be used in the function that binds it, `self.x` in the
     class that assigns it.
     """
-    if isinstance(use, ast.Attribute):
+    root: ast.expr = use if isinstance(use, ast.expr) else ast.Constant(None)
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if isinstance(use, ast.Attribute) and not (isinstance(root, ast.Name) and root.id != "self"):
         return module.enclosing_class(use) is module.enclosing_class(origin)
+    if isinstance(use, ast.Attribute):
+        use = root  # `loader.sampler`: the plain name `loader` decides, like `loader` itself
     if isinstance(use, ast.Name) and isinstance(use.ctx, ast.Load) and module.binding(use) is origin:
         return True  # e.g. a module-level loader iterated inside a function
     return module.enclosing_function(use) is module.enclosing_function(origin)
@@ -398,11 +431,13 @@ def same_owner(module: Module, use: ast.AST, origin: ast.AST) -> bool:
 
 def _iterated_in_epoch_loop(
     module: Module,
-    loader: LoaderCall,
+    loader: ast.AST,
     loader_names: set[str],
     sampler_names: set[str],
     wrappers: Sequence[str],
 ) -> bool:
+    """The loader built (or returned) at `loader` and bound to `loader_names` is iterated in an
+    epoch loop of the same function that hands it to no helper (which might set the epoch)."""
     if _rebound(module, loader, loader_names):
         return False
     return any(
@@ -411,18 +446,18 @@ def _iterated_in_epoch_loop(
     )
 
 
-def _rebound(module: Module, loader: LoaderCall, loader_names: set[str]) -> bool:
+def _rebound(module: Module, loader: ast.AST, loader_names: set[str]) -> bool:
     """The loader's name is also assigned something else (`loader = accelerator.prepare(loader)`).
 
     The loop may then iterate a wrapper that sets the epoch itself: what it iterates is unknown.
     """
     for statement in module.nodes_of(ast.Assign):
-        if statement.value is loader.node:
+        if statement.value is loader:
             continue
         targets = [
             n for t in statement.targets for n in ast.walk(t) if isinstance(n, ast.Name | ast.Attribute)
         ]
-        if any(dotted(t) in loader_names and same_owner(module, t, loader.node) for t in targets):
+        if any(dotted(t) in loader_names and same_owner(module, t, loader) for t in targets):
             return True
     return False
 
@@ -463,21 +498,26 @@ def stale_worker_state(module: Module, *, mutator_prefixes: Sequence[str] = ()) 
         dataset = loader.arg("dataset").node
         dataset_name = dotted(dataset) if dataset is not None else None
         targets = {f"{name}.dataset" for name in loader_names} | ({dataset_name} if dataset_name else set())
-        for epoch in _epoch_loops(module, loader, loader_names):
+        for epoch in _epoch_loops(module, loader.node, loader_names):
             for node in walk_scope(epoch):
                 hit = _changes(node, targets, mutator_prefixes)
                 if hit is not None:
                     yield Match(node, {"target": hit, "loader": _loader_label(loader_names)})
 
 
-def _epoch_loops(module: Module, loader: LoaderCall, loader_names: set[str]) -> list[ast.AST]:
+def _epoch_loops(module: Module, loader: ast.AST, loader_names: set[str]) -> list[ast.AST]:
     """Loops around an iteration of the loader (`for b in loader`, `[... for b in loader]`), same function."""
     loops: dict[int, ast.AST] = {}
     if not loader_names:
         return []
     for site in module.nodes_of(ast.For, ast.AsyncFor, ast.comprehension):
         iterable, _ = unwrap_iterable(module, site.iter)
-        if dotted(iterable) in loader_names and same_owner(module, iterable, loader.node):
+        if isinstance(iterable, ast.Name) and iterable.id not in loader_names:
+            # `pbar = tqdm(loader)` ... `for batch in pbar`: the wrapper bound to a name first.
+            bound = module.resolve(iterable)
+            if isinstance(bound, ast.Call) and bound is not iterable:
+                iterable, _ = unwrap_iterable(module, bound)
+        if dotted(iterable) in loader_names and same_owner(module, iterable, loader):
             epoch = next((a for a in module.ancestors(site) if isinstance(a, LOOPS)), None)
             if epoch is not None and not _crosses_function(module, site, epoch):
                 loops[id(epoch)] = epoch
