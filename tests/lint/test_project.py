@@ -293,3 +293,27 @@ def test_a_file_parsed_for_another_files_question_is_linted_from_that_parse(
     monkeypatch.setattr(project_module, "PARSED_AHEAD_BYTES", 0)  # nothing held: parsed again
     assert lint_project(project) == held
     assert len(parses) >= files
+
+
+def test_summaries_read_back_from_the_cache_give_the_same_cross_file_findings(tmp_path: Path) -> None:
+    # The warm run answers every cross-file question (the attributes a base's `__getitem__`
+    # indexes, the methods returning a list they fill, the loaders builders return with their
+    # sampler) from summaries read back from disk, not from the trees just parsed.
+    project, cache = PROJECTS / "siblings", tmp_path / "cache"
+    cold = places(lint_project(project, cache), project)
+    warm = places(lint_project(project, cache), project)
+    assert warm == cold
+    assert ("keypoint_sets.py", 19, "DL301") in warm and ("epoch_train.py", 12, "DL403") in warm
+
+
+def test_a_loader_from_a_builder_in_another_file_names_its_sampler_as_related_location() -> None:
+    project = PROJECTS / "siblings"
+    found = [f for f in lint_project(project) if f.code == "DL403" and Path(f.path).name == "epoch_train.py"]
+    assert [f.line for f in found] == [12]
+    assert "`loader.sampler` is never told the epoch" in found[0].message
+    related = found[0].related[0]
+    assert Path(related.path).name == "sampler_builders.py" and related.line == 17
+    assert "builds the loader's shuffling `DistributedSampler`" in related.message
+    subclass = [f for f in lint_project(project) if Path(f.path).name == "keypoint_sets.py"]
+    assert [(f.code, f.line) for f in subclass] == [("DL301", 19)]
+    assert Path(subclass[0].related[0].path).name == "pose_base.py"
