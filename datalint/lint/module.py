@@ -773,7 +773,8 @@ class Module:
         through in-file classes, the project's other files (any depth, re-exports, aliases) or
         the catalog's known third-party bases, to a torch Dataset; an unresolvable base does not.
         """
-        by_base = [c for c in self.classes if c.bases and self.dataset_fact(c) is not None]
+        # By its bases, or (a class with none) read by a loader of another file (`_dataset_by_use`).
+        by_base = [c for c in self.classes if self.dataset_fact(c) is not None]
         passed = [c for c in (self._loader_dataset_class(call) for call in self.loader_calls) if c]
         unique = {id(c.node): c for c in (*by_base, *passed)}
         return tuple(unique.values())
@@ -954,8 +955,27 @@ class Module:
                 fact = self._external_dataset_fact(expr)
                 if fact is not None and (found is None or (fact.is_iterable and not found.is_iterable)):
                     found = fact
+        if found is None:
+            found = self._dataset_by_use(info)
         self._dataset_facts[info.node] = found
         return found
+
+    def _dataset_by_use(self, info: ClassInfo) -> DatasetFact | None:
+        """A top-level class with no Dataset base that a DataLoader of another project file reads,
+        built through builder functions (`build_dataset()`): a dataset all the same."""
+        from datalint.lint.project import DatasetFact
+
+        if self.project is None or info.node not in self.tree.body:
+            return None
+        if any(not (isinstance(b, ast.Name) and b.id == "object") for b in info.bases):
+            return None  # a class with bases is what its bases make it
+        if not ({"__getitem__", "__iter__"} & set(info.methods)):
+            return None
+        if not self.project.is_loaded(self.qualified_prefix + info.name):
+            return None
+        if "__getitem__" in info.methods:
+            return DatasetFact("map", "torch.utils.data.Dataset")
+        return DatasetFact("iterable", "torch.utils.data.IterableDataset")
 
     @cached_property
     def _dataset_facts(self) -> dict[ast.ClassDef, DatasetFact | None]:

@@ -51,7 +51,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
-SUMMARY_FORMAT = 13  # bumped when FileSummary's fields change: old cache entries are then ignored
+SUMMARY_FORMAT = 14  # bumped when FileSummary's fields change: old cache entries are then ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
 # a tree and its index take about 36 times their source in memory.
@@ -112,6 +112,10 @@ class FileSummary:
     # mention `set_epoch`: name -> (the sampler call's line, its qualified name, whether it
     # shuffles). Whether the caller's epoch loop tells it the epoch is the caller's question.
     sampler_returns: Mapping[str, tuple[int, str, bool]] = field(default_factory=dict)
+    # Qualified callees whose result a DataLoader of this file that may start workers reads
+    # (`ds = build_dataset(...)` ... `DataLoader(ds, num_workers=n)`): the classes they build,
+    # through factories, are datasets by use.
+    loaded_callees: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -125,6 +129,7 @@ class FileSummary:
             "factory_returns": {k: list(v) for k, v in self.factory_returns.items()},
             "list_returns": dict(self.list_returns),
             "sampler_returns": {k: list(v) for k, v in self.sampler_returns.items()},
+            "loaded_callees": list(self.loaded_callees),
             "classes": [
                 [
                     c.name,
@@ -185,6 +190,7 @@ class FileSummary:
             {k: tuple(v) for k, v in data.get("factory_returns", {}).items()},
             {k: int(v) for k, v in data.get("list_returns", {}).items()},
             {k: (int(v[0]), str(v[1]), bool(v[2])) for k, v in data.get("sampler_returns", {}).items()},
+            tuple(data.get("loaded_callees", ())),
         )
 
 
@@ -364,7 +370,10 @@ def summarize(
     factories: dict[str, tuple[str, ...]] = {}
     lists: dict[str, int] = {}
     samplers: dict[str, tuple[int, str, bool]] = {}
+    loaded: set[str] = set()
     for function in functions:
+        local_qualify = _with_local_imports(inside, function, module, is_package, qualify)
+        loaded |= _loaded_callees(inside, function, local_qualify)
         what = _returns_unpicklable(inside, function)
         if what:
             unpicklable[function.name] = (function.lineno, what)
@@ -372,7 +381,7 @@ def summarize(
         if handed:
             positional = tuple(a.arg for a in (*function.args.posonlyargs, *function.args.args))
             forwards[function.name] = (function.lineno, positional, handed)
-        returned = _returned_constructions(inside, function, qualify)
+        returned = _returned_constructions(inside, function, local_qualify)
         if returned:
             factories[function.name] = returned
         if _returns_filled_list(inside, function):
@@ -401,7 +410,69 @@ def summarize(
         factories,
         lists,
         samplers,
+        tuple(sorted(loaded)),
     )
+
+
+def _may_start_workers(loader: ast.Call) -> bool:
+    """`num_workers` given and not a literal 0 (or hidden in `**kwargs`): DataLoader's default is 0."""
+    if any(k.arg is None for k in loader.keywords):
+        return True
+    given = next((k.value for k in loader.keywords if k.arg == "num_workers"), None)
+    if given is None and len(loader.args) > 5:
+        given = loader.args[5]
+    return given is not None and not (isinstance(given, ast.Constant) and given.value == 0)
+
+
+def _with_local_imports(
+    inside: _Regions,
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    module: str,
+    is_package: bool,
+    qualify: Callable[[ast.AST], str],
+) -> Callable[[ast.AST], str]:
+    """`qualify`, knowing the names a function imports inside itself (`from .panoptic import build
+    as build_panoptic`, written there to keep an optional dependency optional)."""
+    local: dict[str, str] = {}
+    for node in inside.of(function, ast.ImportFrom):
+        source = absolute_module(module, is_package, node.level, node.module)
+        if source is None:
+            continue
+        for alias in node.names:
+            if alias.name != "*":
+                local[alias.asname or alias.name] = f"{source}.{alias.name}" if source else alias.name
+    if not local:
+        return qualify
+
+    def qualify_here(expr: ast.AST) -> str:
+        name = dotted(expr.value if isinstance(expr, ast.Subscript) else expr) or ""
+        head, dot, rest = name.partition(".")
+        return local[head] + dot + rest if head in local else qualify(expr)
+
+    return qualify_here
+
+
+def _loaded_callees(
+    inside: _Regions, function: ast.FunctionDef | ast.AsyncFunctionDef, qualify: Callable[[ast.AST], str]
+) -> set[str]:
+    """The callees whose result a DataLoader built in `function` reads as its dataset, directly
+    (`DataLoader(build(...))`) or through a name bound once to the call."""
+    bound: dict[str, ast.expr | None] = {}
+    for assign in inside.of(function, ast.Assign):
+        for target in assign.targets:
+            if isinstance(target, ast.Name):
+                bound[target.id] = None if target.id in bound else assign.value
+    found: set[str] = set()
+    for call in inside.of(function, ast.Call):
+        if canonical(qualify(call.func)) != LOADER_CLASS or not _may_start_workers(call):
+            continue  # a loader without workers pickles nothing: the worker rules need not see it
+        keyword = next((k.value for k in call.keywords if k.arg == "dataset"), None)
+        dataset = call.args[0] if call.args else keyword
+        if isinstance(dataset, ast.Name):
+            dataset = bound.get(dataset.id)
+        if isinstance(dataset, ast.Call) and (callee := qualify(dataset.func)):
+            found.add(callee)
+    return found
 
 
 def _returned_loader_sampler(
@@ -881,6 +952,9 @@ class Project:
     # What the linted files name in their imports, exactly (`mod.Class`, a module imported whole,
     # a star-imported module): `from mod import A` names A, not mod's other classes.
     named: set[str] = field(default_factory=set, repr=False)
+    # Project classes that a DataLoader of a linted file with workers reads, built directly or through factory
+    # functions (`build_dataset()` returning `build_panoptic()` returning `Panoptic(...)`).
+    loaded: set[str] = field(default_factory=set, repr=False)
     _learnt: set[Path] = field(default_factory=set, repr=False)
     _log: list[tuple[tuple[str, ...], Any]] | None = field(default=None, repr=False)
 
@@ -1350,6 +1424,23 @@ class Project:
     def held_by_dataset(self, qualname: str) -> WorkerHeld | None:
         return self._logged(("held", qualname), self._held.get(qualname))
 
+    def _loaded_classes(self, callee: str, root: Path, depth: int) -> list[ClassRef]:
+        """The project classes `callee` builds: itself, or what the factories it names return."""
+        ref = self.find_class(callee, root)
+        if ref is not None:
+            return [ref]
+        found = self._defining(callee, root, _defines_factory) if depth <= 4 else None
+        if found is None:
+            return []
+        summary, name, path = found
+        factory_root = self.name_of(path)[2]
+        inner = summary.factory_returns[name]
+        return [built for callee in inner for built in self._loaded_classes(callee, factory_root, depth + 1)]
+
+    def is_loaded(self, qualname: str) -> bool:
+        """Whether a DataLoader of a linted file, with workers, reads instances of the class `qualname`."""
+        return self._logged(("loaded", qualname), qualname in self.loaded)
+
     def is_subclassed(self, qualname: str) -> bool:
         return self._logged(("subclassed", qualname), qualname in self.subclassed)
 
@@ -1393,6 +1484,8 @@ class Project:
         if summary is None:
             return
         self.note_subclasses(path)
+        for callee in summary.loaded_callees:
+            self.loaded.update(ref.qualname for ref in self._loaded_classes(callee, root, 0))
         if not summary.classes:
             return
         prefix = f"{summary.module}." if summary.module else ""
@@ -1420,6 +1513,8 @@ class Project:
                 now: Any = self._held.get(question[1])
             elif kind == "subclassed":
                 now = question[1] in self.subclassed
+            elif kind == "loaded":
+                now = question[1] in self.loaded
             elif kind == "named":
                 now = question[1] in self.named or question[2] in self.named
             elif kind == "folder":
