@@ -457,15 +457,17 @@ def _loaded_callees(
 ) -> set[str]:
     """The callees whose result a DataLoader built in `function` reads as its dataset, directly
     (`DataLoader(build(...))`) or through a name bound once to the call."""
-    bound: dict[str, ast.expr | None] = {}
-    for assign in inside.of(function, ast.Assign):
-        for target in assign.targets:
-            if isinstance(target, ast.Name):
-                bound[target.id] = None if target.id in bound else assign.value
+    loaders = [
+        call
+        for call in inside.of(function, ast.Call)
+        # A loader without workers pickles nothing: the worker rules need not see what it reads.
+        if canonical(qualify(call.func)) == LOADER_CLASS and _may_start_workers(call)
+    ]
+    if not loaders:
+        return set()
+    bound = _bound_once(inside, function)
     found: set[str] = set()
-    for call in inside.of(function, ast.Call):
-        if canonical(qualify(call.func)) != LOADER_CLASS or not _may_start_workers(call):
-            continue  # a loader without workers pickles nothing: the worker rules need not see it
+    for call in loaders:
         keyword = next((k.value for k in call.keywords if k.arg == "dataset"), None)
         dataset = call.args[0] if call.args else keyword
         if isinstance(dataset, ast.Name):
@@ -481,16 +483,12 @@ def _returned_loader_sampler(
     """(line, qualified sampler, shuffles) for `return DataLoader(..., sampler=Sampler(...))`, or a
     local name bound once to such a loader and returned, in a function that never mentions
     `set_epoch` (a helper that sets it, or hands it on, is not this case)."""
-    names = inside.of(function, ast.Attribute, ast.Name)
-    if any(getattr(n, "attr", getattr(n, "id", None)) == "set_epoch" for n in names):
+    returns = inside.of(function, ast.Return)
+    if not returns:
         return None
-    bound: dict[str, ast.expr | None] = {}
-    for assign in inside.of(function, ast.Assign):
-        for target in assign.targets:
-            if isinstance(target, ast.Name):
-                bound[target.id] = None if target.id in bound else assign.value
+    bound = _bound_once(inside, function)
     found = None
-    for statement in inside.of(function, ast.Return):
+    for statement in returns:
         value = statement.value
         if isinstance(value, ast.Name):
             value = bound.get(value.id)
@@ -500,7 +498,24 @@ def _returned_loader_sampler(
                 sampler = bound.get(sampler.id)
             if isinstance(sampler, ast.Call) and (name := qualify(sampler.func)):
                 found = (sampler.lineno, name, _shuffles_by_default(sampler))
+    if found is None:
+        return None
+    names = inside.of(function, ast.Attribute, ast.Name)
+    if any(getattr(n, "attr", getattr(n, "id", None)) == "set_epoch" for n in names):
+        return None
     return found
+
+
+def _bound_once(
+    inside: _Regions, function: ast.FunctionDef | ast.AsyncFunctionDef
+) -> dict[str, ast.expr | None]:
+    """Each local name's value when the function binds it once with `name = value`, else None."""
+    bound: dict[str, ast.expr | None] = {}
+    for assign in inside.of(function, ast.Assign):
+        for target in assign.targets:
+            if isinstance(target, ast.Name):
+                bound[target.id] = None if target.id in bound else assign.value
+    return bound
 
 
 def _shuffles_by_default(sampler: ast.Call) -> bool:

@@ -307,12 +307,15 @@ def _returned_loaders_without_epoch(
     reported at the call, where the fix goes, the sampler named as related location."""
     if module.project is None:
         return
+    iterated = _iterated_in_loops(module)
+    if not iterated:
+        return
     for call in module.calls:
         if not isinstance(call.func, ast.Name | ast.Attribute):
             continue
         loader_names = _bound_names(module, call)
-        if not loader_names:
-            continue
+        if not loader_names & iterated:
+            continue  # only a name some loop inside another loop iterates can be an epoch's loader
         fact = module.sampler_return(call)
         if fact is None:
             continue
@@ -503,6 +506,24 @@ def stale_worker_state(module: Module, *, mutator_prefixes: Sequence[str] = ()) 
                 hit = _changes(node, targets, mutator_prefixes)
                 if hit is not None:
                     yield Match(node, {"target": hit, "loader": _loader_label(loader_names)})
+
+
+def _iterated_in_loops(module: Module) -> set[str]:
+    """Names iterated by a loop or comprehension nested in another loop (`for b in tqdm(loader)`,
+    or a wrapper bound to a name first): a cheap first cut before asking the project anything."""
+    found: set[str] = set()
+    for site in module.nodes_of(ast.For, ast.AsyncFor, ast.comprehension):
+        if not any(isinstance(a, LOOPS) for a in module.ancestors(site)):
+            continue
+        iterable, _ = unwrap_iterable(module, site.iter)
+        if isinstance(iterable, ast.Name):
+            bound = module.resolve(iterable)
+            if isinstance(bound, ast.Call) and bound is not iterable:
+                iterable, _ = unwrap_iterable(module, bound)
+        name = dotted(iterable)
+        if name is not None:
+            found.add(name)
+    return found
 
 
 def _epoch_loops(module: Module, loader: ast.AST, loader_names: set[str]) -> list[ast.AST]:
