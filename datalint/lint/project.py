@@ -266,14 +266,21 @@ def known_dataset_bases() -> Mapping[str, DatasetKind]:
 def find_root(paths: Iterable[Path | str]) -> Path | None:
     """The nearest folder above (or at) the first path that holds a project marker; with no marker
     above it (a tree exported without `.git`, a folder of scripts), the folder given, or the file's
-    own folder: `check .` there reads that folder as the project."""
-    for given in paths:
-        start = Path(given).resolve()
+    own folder, or the folder holding all the paths given: `check .` there reads that folder as
+    the project, whether it arrives as the folder or as its files."""
+    given = list(paths)
+    for first in given[:1]:
+        start = Path(first).resolve()
         folder = start if start.is_dir() else start.parent
         for candidate in (folder, *folder.parents):
             if any((candidate / marker).exists() for marker in ROOT_MARKERS):
                 return candidate
-        return folder
+        if len(given) == 1:
+            return folder
+        # No marker: the folder holding every path given (`check tree` hands the tree's files
+        # over one by one; the first file's own folder would leave the others out of the project).
+        folders = [p if p.is_dir() else p.parent for p in (Path(g).resolve() for g in given)]
+        return Path(os.path.commonpath([folder, *folders]))
     return None
 
 

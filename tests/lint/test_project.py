@@ -141,6 +141,25 @@ def test_a_tree_without_a_marker_is_the_project_given(tmp_path: Path) -> None:
     assert project.import_names(tmp_path / "data" / "sets.py") == ("sets", "data.sets")
 
 
+def test_the_files_of_a_tree_without_a_marker_are_one_project_like_the_tree(tmp_path: Path) -> None:
+    # `datalint check tree` hands the tree's files over one by one: without a marker, the project
+    # is the folder holding them all, not the first file's folder, so a subclass in one folder
+    # still sees the base that another folder's file defines.
+    siblings = PROJECTS / "siblings"
+    tree = tmp_path / "tree"
+    (tree / "aaa_scripts").mkdir(parents=True)
+    (tree / "aaa_scripts" / "run.py").write_text("print('first file of the walk')\n", encoding="utf-8")
+    (tree / "lib").mkdir()
+    for name in ("pose_base.py", "keypoint_sets.py"):
+        shutil.copy(siblings / name, tree / "lib" / name)
+    files = sorted(tree.rglob("*.py"))
+    assert find_root(files) == tree.resolve()
+    by_tree = places(lint_paths([tree], Config(), cache_dir=None).findings, tree)
+    by_files = places(lint_paths(files, Config(), cache_dir=None).findings, tree)
+    assert ("lib/keypoint_sets.py", 19, "DL301") in by_tree
+    assert by_files == by_tree
+
+
 VIDEO_READERS = """
 from torch.utils.data import Dataset
 
