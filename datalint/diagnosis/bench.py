@@ -219,13 +219,20 @@ def _signal_named(text: str, exit_codes: Mapping[int, int]) -> str | None:
     return None
 
 
-def diagnose(text: str, exit_codes: Mapping[int, int] | None = None) -> Diagnosis:
-    """What a DataLoader failure means, from the message torch raised (and its causes) and, where
-    the message names no signal, the exit codes of the workers that died (pid -> code)."""
+def diagnose(text: str, exit_codes: Mapping[int, int] | None = None, printed: str = "") -> Diagnosis:
+    """What a DataLoader failure means, from the message torch raised (and its causes), where the
+    message names no signal the exit codes of the workers that died (pid -> code), and where the
+    loader only timed out, what its workers printed (`printed`: their stderr).
+
+    The last is how a full /dev/shm often shows: the image batch fits, then the worker's queue
+    feeder thread fails to move a small tensor (the labels) into shared memory as it sends the
+    batch; multiprocessing prints that traceback and drops the batch, and the loader waits for it
+    until its timeout (or forever, without one)."""
     exit_codes = exit_codes or {}
     first = text.strip().splitlines()[0] if text.strip() else ""
     pids = _worker_pids(text) or tuple(pid for pid, code in exit_codes.items() if code != 0)
-    if "unable to allocate shared memory" in text or "No space left on device" in text:
+    timed_out = "timed out after" in text
+    if _out_of_shm(text) or (timed_out and _out_of_shm(printed)):
         fix = SIGNAL_FIXES["SIGBUS"]
         return Diagnosis("SIGBUS" if "Bus error" in text else None, SHM_CAUSE, fix, first, pids)
     name = _signal_named(text, exit_codes)
@@ -236,7 +243,7 @@ def diagnose(text: str, exit_codes: Mapping[int, int] | None = None) -> Diagnosi
             None, "too many open files under the file_descriptor sharing strategy",
             "`ulimit -n` higher, or torch.multiprocessing.set_sharing_strategy('file_system')", first, pids,
         )
-    if "timed out after" in text:
+    if timed_out:
         return Diagnosis(None, "a worker hung (no batch within the timeout)",
                          "`datalint scan ... --timeout S` finds the sample that hangs", first, pids)
     if "exited unexpectedly" in text or any(code > 0 for code in exit_codes.values()):
@@ -249,6 +256,10 @@ def diagnose(text: str, exit_codes: Mapping[int, int] | None = None) -> Diagnosi
                          "with `datalint scan`", first, pids)
     return Diagnosis(None, "the loader failed", "rerun with num_workers=0 to see the sample's traceback",
                      first, pids)
+
+
+def _out_of_shm(text: str) -> bool:
+    return "unable to allocate shared memory" in text or "No space left on device" in text
 
 
 def dead_workers(batches: Any, wait: float = 1.0) -> dict[int, int]:
@@ -265,8 +276,9 @@ def dead_workers(batches: Any, wait: float = 1.0) -> dict[int, int]:
         time.sleep(0.05)
 
 
-def diagnose_failure(exc: BaseException, batches: Any) -> Diagnosis:
-    """The diagnosis of a loader that raised, asking its workers only when the message is silent.
+def diagnose_failure(exc: BaseException, batches: Any, printed: str = "") -> Diagnosis:
+    """The diagnosis of a loader that raised, asking its workers only when the message is silent
+    (`printed`: what they wrote to stderr, for `diagnose`).
 
     When the first error is a broken handover, torch's SIGCHLD handler raises the worker's death
     again moments later, wherever the main thread then is: here. That second error is the one that
@@ -277,10 +289,10 @@ def diagnose_failure(exc: BaseException, batches: Any) -> Diagnosis:
         try:
             text = "\n".join(_error_text(error) for error in errors)
             silent = isinstance(exc, _HANDOVER_ERRORS) or not re.search(r"signal|Caught|pid", text)
-            return diagnose(text, dead_workers(batches) if silent else None)
+            return diagnose(text, dead_workers(batches) if silent else None, printed)
         except RuntimeError as late:
             errors.insert(0, late)
-    return diagnose("\n".join(_error_text(error) for error in errors))
+    return diagnose("\n".join(_error_text(error) for error in errors), printed=printed)
 
 
 # --- which sample each worker was on ----------------------------------------------------------
@@ -422,8 +434,8 @@ def make_loader(dataset: Any, indices: Sequence[int], config: BenchConfig, worke
         )
 
 
-def _failed_run(workers: int, exc: BaseException, batches: Any, peaks: Peaks) -> Run:
-    diagnosis = diagnose_failure(exc, batches)
+def _failed_run(workers: int, exc: BaseException, batches: Any, peaks: Peaks, printed: str) -> Run:
+    diagnosis = diagnose_failure(exc, batches, printed)
     return Run(
         workers, None, None, None, peaks.rss, peaks.pss, peaks.shm, peaks.fds, peaks.fds_all, None,
         error=diagnosis.message, diagnosis=diagnosis,
@@ -450,8 +462,11 @@ def fill_prefetch_queue(
     monitor.sample()
 
 
-def run_once(dataset: Any, config: BenchConfig, workers: int) -> Run:
-    """One worker count: warm up, then time `config.batches` batches while the monitor samples."""
+def run_once(
+    dataset: Any, config: BenchConfig, workers: int, printed: Callable[[], str] = lambda: ""
+) -> Run:
+    """One worker count: warm up, then time `config.batches` batches while the monitor samples.
+    `printed` returns what the workers have written to stderr so far, read only if the loader fails."""
     from datalint.scan.probes import nbytes
 
     indices = bench_indices(len(dataset), config.batch_size, config.loaded_batches)
@@ -477,7 +492,7 @@ def run_once(dataset: Any, config: BenchConfig, workers: int) -> Run:
             cpu = monitor.cpu_seconds()
             batches = iter(())  # shuts the workers down before the next run starts its own
         except Exception as exc:  # isolation boundary: one worker count; the sweep goes on
-            return _failed_run(workers, exc, batches, monitor.peaks())
+            return _failed_run(workers, exc, batches, monitor.peaks(), printed())
     peaks = monitor.peaks()
     return Run(
         num_workers=workers,
@@ -511,7 +526,7 @@ def run_isolated(dataset: Any, config: BenchConfig, workers: int) -> Run:
             try:
                 os.close(read_end)
                 os.dup2(log.fileno(), 2)
-                data = pickle.dumps(run_once(dataset, config, workers))
+                data = pickle.dumps(run_once(dataset, config, workers, lambda: _tail(log.fileno())))
                 with os.fdopen(write_end, "wb") as out:
                     out.write(data)
             finally:
@@ -525,6 +540,12 @@ def run_isolated(dataset: Any, config: BenchConfig, workers: int) -> Run:
                 return pickle.loads(data)
         log.seek(0)
         return _dead_run(workers, status, log.read().decode("utf-8", "backslashreplace"))
+
+
+def _tail(fd: int, size: int = 64 << 10) -> str:
+    """The last `size` bytes of a file, read without moving its offset (the file is its writer's stderr)."""
+    length = os.fstat(fd).st_size
+    return os.pread(fd, size, max(0, length - size)).decode("utf-8", "backslashreplace")
 
 
 def _dead_run(workers: int, status: int, stderr: str) -> Run:

@@ -50,6 +50,35 @@ def test_sigbus_and_an_allocation_failure_both_read_as_shared_memory() -> None:
     assert "--shm-size" in bus.fix and "--shm-size" in enospc.fix
 
 
+TIMED_OUT = "RuntimeError: DataLoader timed out after 60.0 seconds"
+# What a worker's queue feeder thread prints when the batch it sends needs /dev/shm that is full:
+# multiprocessing drops the batch, and the loader only times out.
+FEEDER_TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3.11/multiprocessing/queues.py", line 244, in _feed\n'
+    "    obj = _ForkingPickler.dumps(obj)\n"
+    '  File "torch/multiprocessing/reductions.py", line 613, in reduce_storage\n'
+    "    fd, size = storage._share_fd_cpu_()\n"
+    "RuntimeError: unable to allocate shared memory(shm) for file </torch_10129_2438757846_1>: "
+    "No space left on device (28)\n"
+)
+
+
+def test_a_timeout_after_a_batch_dropped_for_want_of_shared_memory_reads_as_shared_memory() -> None:
+    verdict = diagnose(TIMED_OUT, printed=FEEDER_TRACEBACK)
+    assert "shared memory" in verdict.cause and "--shm-size" in verdict.fix
+    assert verdict.message == TIMED_OUT
+
+
+def test_a_timeout_with_nothing_printed_about_shared_memory_is_a_hang() -> None:
+    assert "hung" in diagnose(TIMED_OUT).cause
+    assert "hung" in diagnose(TIMED_OUT, printed="Traceback ...\nValueError: bad sample\n").cause
+
+
+def test_shared_memory_words_printed_beside_a_signal_do_not_hide_the_signal() -> None:
+    assert diagnose(KILLED, printed=FEEDER_TRACEBACK).signal == "SIGKILL"
+
+
 def test_sigsegv_reads_as_a_native_library() -> None:
     verdict = diagnose(SEGV)
     assert verdict.signal == "SIGSEGV"
