@@ -51,8 +51,10 @@ TRAIN = textwrap.dedent(
             try:
                 for batch in loader:
                     pass
-            except RuntimeError as exc:
-                print(f"loader failed: {exc}", file=sys.stderr, flush=True)
+            # A loaded machine can break the batch's fd handover first (EOFError, ConnectionError)
+            # rather than let torch raise the worker's death: either way, on to the next loader.
+            except (RuntimeError, EOFError, ConnectionError) as exc:
+                print(f"loader failed: {exc!r}", file=sys.stderr, flush=True)
         sys.exit(1)
     """
 )
@@ -96,7 +98,7 @@ def test_a_worker_dying_mid_sample_is_named_with_the_sample_it_was_reading(tmp_p
 
     assert done.returncode == 1, done.stderr
     dying = re.findall(r"dying: worker (\d+) pid (\d+) sample (\d+)", done.stdout)
-    assert [sample for _, _, sample in dying] == ["37", "53"], done.stdout
+    assert [sample for _, _, sample in dying] == ["37", "53"], done.stdout + done.stderr[-3000:]
     # torch's own errors name the dead workers' pids: each it names is one a sample killed. On a
     # loaded machine the main can read the killed worker's broken pipe before torch's check of its
     # workers, and that loader then fails with the pipe's ConnectionResetError, naming no pid.
