@@ -51,7 +51,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
-SUMMARY_FORMAT = 14  # bumped when FileSummary's fields change: old cache entries are then ignored
+SUMMARY_FORMAT = 15  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
 # a tree and its index take about 36 times their source in memory.
@@ -838,8 +838,7 @@ def _sample_parameters(
         targets = assign.targets if isinstance(assign, ast.Assign) else [assign.target]
         for target in targets:
             if isinstance(target, ast.Attribute) and _is_self_attr(target) and target.attr in indexed:
-                value = assign.value
-                name = value.id if isinstance(value, ast.Name) and value.id in parameters else ""
+                name = _sliced_parameter(assign.value, parameters)
                 stored.setdefault(target.attr, []).append(name)
     found = []
     for attr, names in sorted(stored.items()):
@@ -847,6 +846,14 @@ def _sample_parameters(
             position = positional.index(names[0]) if names[0] in positional else -1
             found.append((names[0], position, attr))
     return tuple(found)
+
+
+def _sliced_parameter(value: ast.expr | None, parameters: set[str]) -> str:
+    """The parameter `value` is, or a slice of (`paths[shard:][::shards]` holds the same objects);
+    "" for anything else."""
+    while isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice):
+        value = value.value
+    return value.id if isinstance(value, ast.Name) and value.id in parameters else ""
 
 
 def _is_self_attr(node: ast.AST) -> bool:

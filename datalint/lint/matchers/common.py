@@ -44,6 +44,7 @@ class SelfAssignment:
     statement: ast.stmt
     attr: str
     value: ast.expr | None  # None when the value cannot be told apart (tuple targets, `+=`)
+    target: ast.Attribute  # `self.<attr>` itself: where a finding about this attribute points
 
 
 def self_assignments(module: Module, info: ClassInfo) -> list[SelfAssignment]:
@@ -62,7 +63,7 @@ def _assignments_in(method: FunctionDef, statement: ast.AST) -> Iterator[SelfAss
             if is_self_attribute(target):
                 assert isinstance(target, ast.Attribute)
                 value = statement.value if len(statement.targets) == 1 else None
-                yield SelfAssignment(method, statement, target.attr, value)
+                yield SelfAssignment(method, statement, target.attr, value, target)
             elif isinstance(target, ast.Tuple | ast.List):
                 # `self.a, self.b = a, b`: each element gets its own value when the shapes match.
                 values = statement.value.elts if isinstance(statement.value, ast.Tuple | ast.List) else None
@@ -72,11 +73,11 @@ def _assignments_in(method: FunctionDef, statement: ast.AST) -> Iterator[SelfAss
                 for index, element in enumerate(target.elts):
                     if isinstance(element, ast.Attribute) and is_self_attribute(element):
                         value = values[index] if paired and values is not None else None
-                        yield SelfAssignment(method, statement, element.attr, value)
+                        yield SelfAssignment(method, statement, element.attr, value, element)
     elif isinstance(statement, ast.AnnAssign | ast.AugAssign) and is_self_attribute(statement.target):
         assert isinstance(statement.target, ast.Attribute)
         value = statement.value if isinstance(statement, ast.AnnAssign) else None
-        yield SelfAssignment(method, statement, statement.target.attr, value)
+        yield SelfAssignment(method, statement, statement.target.attr, value, statement.target)
 
 
 def walk_scope(node: ast.AST) -> Iterator[ast.AST]:

@@ -54,6 +54,8 @@ INDEX_MAP_CALLS = frozenset(
 NAME_LISTINGS = frozenset({"glob.glob", "glob.iglob", "os.listdir"})
 # Conversions that keep an index map an index map.
 INDEX_MAP_CONVERSIONS = frozenset({"list", "sorted", "tuple", "numpy.array", "numpy.asarray", "torch.tensor"})
+# Calls whose first argument's positions come back sorted, repeated or tiled: still positions.
+INDEX_MAP_REARRANGEMENTS = frozenset({"numpy.sort", "numpy.tile", "numpy.repeat"})
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ def python_objects_copy_on_read(
         frozenset(table_reads),
         frozenset(base_lists),
     )
-    reported: set[ast.AST] = set()  # a subclass must not report its in-file base's assignment again
+    reported: set[tuple[ast.AST, str]] = set()  # (statement, attribute) pairs already reported
     candidates: list[tuple[ClassInfo, tuple[Related, ...]]] = [(info, ()) for info in module.dataset_classes]
     candidates += [(info, (held,)) for info, held in module.classes_indexed_by_datasets]
     for info, related in candidates:
@@ -99,6 +101,7 @@ def python_objects_copy_on_read(
             grown = [a for a in mine if not _extends_itself(a)]
             mine = grown or mine
             kinds = [_assignment_kind(module, info, a, builders) for a in mine]
+            mine, kinds = _without_superseded(mine, kinds)
             # `self.paths = paths` of a parameter defaulting to None, beside a branch that builds the
             # list when it is None: the default path builds it (a list the caller hands is the call's).
             kept = [(a, k) for a, k in zip(mine, kinds, strict=True) if k or not _optional_parameter(a)]
@@ -110,25 +113,51 @@ def python_objects_copy_on_read(
                 continue  # `tuple(transforms)`: a conversion of unknown size, and not the dataset's length
             if TABLE in kinds and not _opens_what_it_reads(module, info, attr, frozenset(path_calls)):
                 continue  # a table read from a file may be all numbers: only paths opened per sample tell
-            if mine[0].statement not in reported:
-                reported.add(mine[0].statement)
+            # One statement may bind several attributes (`self.paths, self.labels = load()`): each is
+            # reported, at its own target; a subclass does not report its in-file base's binding again.
+            if (mine[0].statement, attr) not in reported:
+                reported.add((mine[0].statement, attr))
                 fields = {"attr": attr, "kind": (kinds[0] or "").lstrip("?")}
-                yield Match(mine[0].statement, fields, related=related)
+                yield Match(mine[0].target, fields, related=related)
     yield from _lists_handed_to_datasets(module, builders)
 
 
 def _extends_itself(assignment: SelfAssignment) -> bool:
-    """`self.x = self.x + y` or `self.x = y + self.x`: a concatenation succeeds only with another
-    of the same kind, so the result is whatever `self.x` already is; so is a selection of its own
-    entries (`self.rows = self.rows[:n]`, `self.frame = self.frame[self.frame["length"] > n]`)."""
-    value = assignment.value
+    """`self.x = self.x + y`, `self.x = y + self.x` or `self.x += y`: a concatenation succeeds only
+    with another of the same kind, so the result is whatever `self.x` already is; so is a
+    repetition (`self.x = n * self.x`) and a selection of its own entries (`self.rows =
+    self.rows[:n]`, `self.frame = self.frame[self.frame["length"] > n]`)."""
+    statement, value = assignment.statement, assignment.value
+    if isinstance(statement, ast.AugAssign):
+        return isinstance(statement.op, ast.Add | ast.Mult)
     if isinstance(value, ast.Subscript):
         return is_self_attribute(value.value, assignment.attr)
     return (
         isinstance(value, ast.BinOp)
-        and isinstance(value.op, ast.Add)
+        and isinstance(value.op, ast.Add | ast.Mult)
         and any(is_self_attribute(side, assignment.attr) for side in (value.left, value.right))
     )
+
+
+def _without_superseded(
+    mine: list[SelfAssignment], kinds: list[str | None]
+) -> tuple[list[SelfAssignment], list[str | None]]:
+    """The bindings of one attribute without those a later one in the same method overrides:
+    `self.paths = load(...)` (a helper the linter cannot read) followed, at the top level of the
+    method, by `self.paths = list(chain(...))` leaves a list whatever `load` returned. Only a
+    binding that always runs (not inside a branch or loop), of a known kind, and not built from
+    the attribute's own kind (`self.x = self.x + y`) overrides."""
+    overriding = [
+        (a.method, _position(a.statement))
+        for a, kind in zip(mine, kinds, strict=True)
+        if kind and a.statement in a.method.body and not _extends_itself(a)
+    ]
+    kept = [
+        (a, kind)
+        for a, kind in zip(mine, kinds, strict=True)
+        if not any(a.method is method and _position(a.statement) < at for method, at in overriding)
+    ]
+    return [a for a, _ in kept], [kind for _, kind in kept]
 
 
 def _optional_parameter(assignment: SelfAssignment) -> bool:
@@ -368,33 +397,41 @@ def _index_maps(module: Module, info: ClassInfo) -> frozenset[str]:
     """Attributes every assignment of which is an index map (`np.flatnonzero(mask)`,
     `list(range(n))`, `[i for i, r in enumerate(rows) if r.ok]`): subscripting one with the
     sample index gives another index (`self.rows[self._raw_idx[idx]]`)."""
-    return _always_assigned(module, info, lambda value: _is_index_map(module, value, 0))
+    return _always_assigned(module, info, lambda value, attr: _is_index_map(module, value, 0, attr))
 
 
 def _always_assigned(
-    module: Module, info: ClassInfo, holds: Callable[[ast.expr], bool], among: Container[str] | None = None
+    module: Module,
+    info: ClassInfo,
+    holds: Callable[[ast.expr, str], bool],
+    among: Container[str] | None = None,
 ) -> frozenset[str]:
-    """The attributes (of `among`, when given) every assignment of which is a value that `holds`."""
+    """The attributes (of `among`, when given) every assignment of which is a value that `holds`
+    (called with the value and the attribute's name)."""
     values: dict[str, list[ast.expr | None]] = {}
     for assignment in self_assignments(module, info):
         if among is None or assignment.attr in among:
             values.setdefault(assignment.attr, []).append(assignment.value)
     return frozenset(
-        attr for attr, found in values.items() if all(v is not None and holds(v) for v in found)
+        attr for attr, found in values.items() if all(v is not None and holds(v, attr) for v in found)
     )
 
 
-def _is_index_map(module: Module, expr: ast.expr, depth: int) -> bool:
+def _is_index_map(module: Module, expr: ast.expr, depth: int, itself: str | None = None) -> bool:
+    """`expr` gives sample positions. `itself`: the attribute being bound, whose own value (in
+    `self.order = np.sort(self.order[:n])`) is an index map when its other bindings are."""
     if depth > 4:
         return False
+    if itself is not None and is_self_attribute(expr, itself):
+        return True
     if isinstance(expr, ast.Subscript):  # `np.where(mask)[0]`, `order[:n]`
-        return _is_index_map(module, expr.value, depth + 1)
+        return _is_index_map(module, expr.value, depth + 1, itself)
     if isinstance(expr, ast.Name):
         resolved = module.resolve(expr)
         return (
             resolved is not expr
             and isinstance(resolved, ast.expr)
-            and _is_index_map(module, resolved, depth + 1)
+            and _is_index_map(module, resolved, depth + 1, itself)
         )
     if isinstance(expr, ast.ListComp):
         return _enumerates_positions(module, expr)
@@ -402,14 +439,16 @@ def _is_index_map(module: Module, expr: ast.expr, depth: int) -> bool:
         return False
     func = expr.func
     if isinstance(func, ast.Attribute) and func.attr == "tolist" and not expr.args:
-        return _is_index_map(module, func.value, depth + 1)
+        return _is_index_map(module, func.value, depth + 1, itself)
     qualified = module.qualname(func)
     if qualified in INDEX_MAP_CALLS:
         return True
+    if qualified in INDEX_MAP_REARRANGEMENTS:  # `np.tile(order, 2)`: the same positions, repeated
+        return bool(expr.args) and _is_index_map(module, expr.args[0], depth + 1, itself)
     return (
         qualified in INDEX_MAP_CONVERSIONS
         and len(expr.args) == 1
-        and _is_index_map(module, expr.args[0], depth + 1)
+        and _is_index_map(module, expr.args[0], depth + 1, itself)
     )
 
 
@@ -461,6 +500,8 @@ def _collect_indexed(
         elif isinstance(node, ast.For) and isinstance(node.target, ast.Name) and is_self_attribute(node.iter):
             assert isinstance(node.iter, ast.Attribute)
             aliases[node.target.id] = node.iter.attr  # `for src in self.sources: src[idx]`
+        elif isinstance(node, ast.For):
+            tainted |= _looped_indices(module, node, tainted, maps)
         elif isinstance(node, ast.While) and _compares_index(module, node.test, tainted, maps):
             tainted |= _stepped_names(node)  # `while offsets[i] > index: i -= 1` finds the sample's slot
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
@@ -473,6 +514,21 @@ def _collect_indexed(
                 found.add(attr)
         elif isinstance(node, ast.Call) and depth < 3 and is_self_attribute(node.func):
             _follow_call(module, info, node, tainted, found, depth, maps)
+
+
+def _looped_indices(module: Module, loop: ast.For, tainted: set[str], maps: frozenset[str]) -> set[str]:
+    """The names a loop over sample indices binds to each index: `for index in indices` and the
+    element of `for i, index in enumerate(indices)` (a mosaic of this sample and three others);
+    the counter `i` is a position in the loop, not a sample's."""
+    source, target = loop.iter, loop.target
+    counted = isinstance(source, ast.Call) and module.qualname(source.func) == "enumerate" and source.args
+    if counted:
+        assert isinstance(source, ast.Call)
+        source = source.args[0]
+        if not isinstance(target, ast.Tuple) or len(target.elts) != 2:
+            return set()
+        target = target.elts[1]
+    return names_in(target) if _index_derived(module, source, tainted, maps) else set()
 
 
 KEY_CONVERSIONS = frozenset({"list", "sorted", "tuple"})
@@ -494,7 +550,8 @@ def _key_lists(module: Module, info: ClassInfo) -> frozenset[str]:
         and is_self_attribute(node.args[0])
         and isinstance(node.args[0], ast.Attribute)
     }
-    return _always_assigned(module, info, lambda value: _mapping_keys(module, value, 0), among=measured)
+    keys = lambda value, _attr: _mapping_keys(module, value, 0)  # noqa: E731
+    return _always_assigned(module, info, keys, among=measured)
 
 
 def _mapping_keys(module: Module, expr: ast.expr, depth: int) -> bool:
@@ -623,7 +680,7 @@ def _index_derived(
         return derived(expr.operand)
     if isinstance(expr, ast.IfExp):
         return derived(expr.body) or derived(expr.orelse)
-    if isinstance(expr, ast.Tuple):
+    if isinstance(expr, ast.Tuple | ast.List):  # `[index] + random.choices(self.indices, k=3)`
         return any(derived(e) for e in expr.elts)
     if isinstance(expr, ast.Call) and module.qualname(expr.func) in INDEX_FUNCTIONS:
         return any(derived(a) for a in expr.args)
@@ -688,6 +745,9 @@ def _container_kind(
         return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
     if isinstance(value, ast.Call):
         return _call_kind(module, info, function, value, builders, depth)
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult) and _repeats_one_slot(value):
+        # `[None] * n`: one slot per sample, holding what the parent later puts there (decoded images).
+        return _filled_in_parent(module, info, function, value)
     if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
         # `list(found) + [extra]`: the concatenation holds what its list part holds.
         parts = [p for p in (value.left, value.right) if not isinstance(p, ast.List)]
@@ -896,14 +956,16 @@ def _literal_items(value: ast.List | ast.Dict) -> bool:
     return bool(value.elts if isinstance(value, ast.List) else value.keys)
 
 
+def _repeats_one_slot(value: ast.BinOp) -> bool:
+    """`[None] * n` or `n * [None]`: a list literal of one item, repeated."""
+    return any(isinstance(side, ast.List) and len(side.elts) == 1 for side in (value.left, value.right))
+
+
 def _filled_in_parent(module: Module, info: ClassInfo, function: FunctionDef, value: ast.expr) -> str | None:
-    """The kind ("list", "dict") of an empty container bound here and filled outside worker code."""
-    parent = module.parent(value)
-    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
-        key = dotted(parent.targets[0])
-    elif isinstance(parent, ast.AnnAssign):
-        key = dotted(parent.target)
-    else:
+    """The kind ("list", "dict") of an empty container (or `[None] * n` slots) bound here and
+    filled outside worker code."""
+    key = _bound_to(module, value)
+    if key is None:
         return None
     fills = [
         node
@@ -913,20 +975,43 @@ def _filled_in_parent(module: Module, info: ClassInfo, function: FunctionDef, va
     ]
     if not fills or any(module.in_worker_code(node) for node in fills):
         return None
-    is_list = isinstance(value, ast.List) or (
+    is_list = isinstance(value, ast.List | ast.BinOp) or (
         isinstance(value, ast.Call) and module.qualname(value.func) == "list"
     )
     return "list" if is_list else "dict"
 
 
+def _bound_to(module: Module, value: ast.expr) -> str | None:
+    """The dotted name `value` is assigned to: `self.x = value`, `self.x: T = value`, or its element
+    of `self.a, self.b = value, other`."""
+    parent = module.parent(value)
+    if isinstance(parent, ast.Tuple) and value in parent.elts:
+        statement = module.parent(parent)
+        if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+            return None
+        target = statement.targets[0]
+        if not isinstance(target, ast.Tuple) or len(target.elts) != len(parent.elts):
+            return None
+        return dotted(target.elts[parent.elts.index(value)])
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+        return dotted(parent.targets[0])
+    if isinstance(parent, ast.AnnAssign):
+        return dotted(parent.target)
+    return None
+
+
 def _fills(node: ast.AST, key: str | None) -> bool:
+    """`key.append(...)` and the like, `key[i] = ...` (also one element of a tuple target), `key += ...`."""
     if key is None:
         return False
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         filling = node.func.attr in {"append", "extend", "insert", "update", "setdefault"}
         return filling and dotted(node.func.value) == key
     if isinstance(node, ast.Assign):
-        return any(isinstance(t, ast.Subscript) and dotted(t.value) == key for t in node.targets)
+        targets = [e for t in node.targets for e in (t.elts if isinstance(t, ast.Tuple | ast.List) else [t])]
+        return any(isinstance(t, ast.Subscript) and dotted(t.value) == key for t in targets)
+    if isinstance(node, ast.AugAssign):
+        return isinstance(node.op, ast.Add) and dotted(node.target) == key
     return False
 
 
