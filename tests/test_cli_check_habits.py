@@ -313,6 +313,34 @@ def test_a_cell_its_metadata_declares_another_language_is_not_python(tmp_path: P
     assert findings == ["nb.ipynb:cell 4:1:10: DL001", "nb.ipynb:cell 5:3:1: DL000"]
 
 
+def test_a_notebook_reports_classes_defined_in_cells_not_a_missing_guard(tmp_path: Path) -> None:
+    # Spawned workers start from the kernel's launcher, never from the cells: a loop over a loader
+    # in a cell needs no guard (DL104), but a class or hook defined in a cell cannot be unpickled
+    # there (`Can't get attribute 'Squares' on <module '__main__' (built-in)>`).
+    def code(*lines: str) -> dict[str, object]:
+        return {"cell_type": "code", "source": [line + "\n" for line in lines]}
+
+    cells = [
+        code("from torch.utils.data import DataLoader, Dataset", "from squares import Cubes"),
+        code("class Squares(Dataset):", "    def __len__(self):", "        return 8",
+             "    def __getitem__(self, i):", "        return i * i"),
+        code("loader = DataLoader(Squares(), batch_size=2, num_workers=2, collate_fn=lambda b: b)",
+             "for batch in loader:", "    print(batch)"),
+        code("for batch in DataLoader(Cubes(), batch_size=2, num_workers=2):", "    print(batch)"),
+        code("def target_transform(t):", "    return 0"),
+        code("dataset = Cubes(target_transform=target_transform)",
+             "for batch in DataLoader(dataset, batch_size=2, num_workers=2):", "    print(batch)"),
+    ]  # fmt: skip
+    (tmp_path / "nb.ipynb").write_text(json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5}))
+    rows = json.loads(datalint("check", "--output-format", "json", "nb.ipynb", cwd=tmp_path).stdout)
+    found = {(row["cell"], row["line"], row["code"]): row["message"] for row in rows}
+    assert sorted(found) == [(2, 1, "DL103"), (3, 1, "DL101"), (6, 1, "DL102")]
+    assert "`Squares` is defined in a notebook cell" in found[(2, 1, "DL103")]
+    assert "the function `target_transform` defined in a notebook cell" in found[(6, 1, "DL102")]
+    for message in found.values():
+        assert "`.py` module beside the notebook" in message
+
+
 # ---- datalint rule ------------------------------------------------------------------------------
 
 

@@ -22,7 +22,7 @@ from datalint.config import Config, ConfigResolver
 from datalint.errors import DatalintError
 from datalint.files import read_regular_file
 from datalint.lint.catalog import Catalog, Matcher, Rule, load_catalog
-from datalint.lint.module import Match, Module, Related, parse_noqa
+from datalint.lint.module import Match, Module, Related, is_notebook, parse_noqa
 from datalint.lint.project import Project, default_cache_dir
 
 if TYPE_CHECKING:
@@ -333,10 +333,6 @@ class LinterCache:
 def sort_key(finding: Finding) -> tuple[str, int, int, int, str]:
     """Findings in reading order: by path, then notebook cell, line, column and code."""
     return (finding.path, finding.cell or 0, finding.line, finding.column, finding.code)
-
-
-def is_notebook(path: str) -> bool:
-    return path.endswith(".ipynb")
 
 
 def select_rules(catalog: Catalog, config: Config) -> tuple[Rule, ...]:

@@ -286,6 +286,10 @@ class StartMethodSite:
     via: str  # "multiprocessing_context", "set_start_method" or "get_context"
 
 
+def is_notebook(path: str) -> bool:
+    return path.endswith(".ipynb")
+
+
 class Module:
     """One parsed file. Build it with `Module.parse(source, path)`; matchers only read it."""
 
@@ -313,6 +317,11 @@ class Module:
         self.source_root: Path | None = None
         if project is not None and path != "<string>" and Path(path).is_file():
             _resolved, self.module_name, self.source_root, self.is_package = project.name_of(Path(path))
+
+    @property
+    def is_notebook(self) -> bool:
+        """The code of a Jupyter notebook's cells: its top level runs in the kernel's `__main__`."""
+        return is_notebook(self.path)
 
     @classmethod
     def parse(

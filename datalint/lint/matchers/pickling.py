@@ -177,6 +177,9 @@ def stored_unpicklable(module: Module, expr: ast.expr, storing_calls: Sequence[s
         resolved = module.resolve(leaf)
         if isinstance(resolved, FunctionDefs) and is_nested(module, resolved):
             return f"the nested function `{resolved.name}`"
+        if isinstance(resolved, FunctionDefs) and module.is_notebook:
+            # Pickled by its name in `__main__`, which a spawned worker never has: the kernel's.
+            return f"the function `{resolved.name}` defined in a notebook cell"
     return ""
 
 
@@ -227,11 +230,17 @@ def unpicklable_loader_callable(
             node = loader.arg(name).node
             what = unpicklable_callable(module, node, partial_calls) if node is not None else ""
             if what:
+                define = _NOTEBOOK_DEFINE if module.is_notebook else _SCRIPT_DEFINE
                 yield Match(
                     loader.node,
-                    {"argument": name, "what": what},
+                    {"argument": name, "what": what, "define": define},
                     start_method=loader_start_method(module, loader),
                 )
+
+
+_SCRIPT_DEFINE = "define it as a module-level function"
+# A function defined in a cell is no better: the workers cannot find the kernel's `__main__` (DL103).
+_NOTEBOOK_DEFINE = "define it as a function in a `.py` module beside the notebook and import it"
 
 
 # ---- DL102 unpicklable-dataset-attribute ---------------------------------------------------------------
@@ -257,8 +266,18 @@ def unpicklable_dataset_attribute(
                 if what:
                     where = f"`self.{attribute} = ...` in `{info.name}.{method.name}`"
                     related = factory_places(module, value, storing_calls)
-                    yield Match(statement, {"where": where, "what": what}, related=related)
+                    yield Match(statement, _stored(module, where, what), related=related)
     yield from _constructor_arguments(module, storing_calls, stored_keywords)
+
+
+def _stored(module: Module, where: str, what: str) -> dict[str, str]:
+    """DL102's message fields; in a notebook a module-level function is no fix (it lives in a cell)."""
+    instead = (
+        "a function or transform class from a `.py` module beside the notebook"
+        if module.is_notebook
+        else "a module-level function or a transform class"
+    )
+    return {"where": where, "what": what, "instead": instead}
 
 
 def _unpicklable_default(
@@ -324,7 +343,7 @@ def _constructor_arguments(
             if what:
                 name = info.name if info is not None else module.segment(call.func)
                 related = factory_places(module, argument, storing_calls)
-                yield Match(call, {"where": f"`{name}(...)`", "what": what}, related=related)
+                yield Match(call, _stored(module, f"`{name}(...)`", what), related=related)
                 break
 
 
@@ -370,7 +389,7 @@ def _forwarded_arguments(
             where = f"`{name}(...)` (through `{target}(...)` in {display(link)})"
             handed_on = Related(link.path, link.line, f"`{link.name}()` passes it on to `{target}(...)`")
             related = (handed_on, *factory_places(module, argument, storing_calls))
-            yield Match(call, {"where": where, "what": what}, related=related)
+            yield Match(call, _stored(module, where, what), related=related)
             return
 
 
@@ -446,7 +465,9 @@ def _kept_parameters(
 def local_dataset_class(
     module: Module, *, arguments: Sequence[str] = ("collate_fn", "worker_init_fn")
 ) -> Iterator[Match]:
-    """A dataset class defined in a function or the `__main__` block, or a hook defined in that block."""
+    """A dataset class defined in a function or the `__main__` block, or a hook defined in that
+    block; in a notebook, any of them defined in a cell (spawned workers never see the kernel's
+    `__main__`: `Can't get attribute 'X' on <module '__main__' (built-in)>`)."""
     reported: set[int] = set()
     for loader in module.loader_calls:
         if not loader.may_use_workers():
@@ -454,9 +475,17 @@ def local_dataset_class(
         start_method = loader_start_method(module, loader)
         for definition in _loader_definitions(module, loader, arguments):
             where = main_guard_or_function(module, definition)
+            if module.is_notebook and not where:
+                where = "in a notebook cell"
             if where and id(definition) not in reported:
                 reported.add(id(definition))
-                yield Match(definition, {"name": definition.name, "where": where}, start_method=start_method)
+                move = _NOTEBOOK_MOVE if module.is_notebook else _SCRIPT_MOVE
+                fields = {"name": definition.name, "where": where, "move": move}
+                yield Match(definition, fields, start_method=start_method)
+
+
+_SCRIPT_MOVE = "move the definition to module level, outside the `__main__` block"
+_NOTEBOOK_MOVE = "move it to a `.py` module beside the notebook and import it from there"
 
 
 def _loader_definitions(
@@ -481,8 +510,12 @@ def _loader_definitions(
 
 
 def unguarded_worker_start(module: Module) -> Iterator[Match]:
-    """Module-level code that iterates a loader with workers, outside the `__main__` guard."""
-    if not module.loader_calls:
+    """Module-level code that iterates a loader with workers, outside the `__main__` guard.
+
+    Not in a notebook: its cells never run again in a worker (a spawned worker starts from the
+    kernel's own main module, not from the cells), so no guard is needed there; what does break,
+    a class or hook defined in a cell, is DL103's."""
+    if not module.loader_calls or module.is_notebook:
         return
     memo: dict[int, bool] = {}
     for statement in _module_level_statements(module, module.tree.body):
