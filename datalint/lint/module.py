@@ -1542,10 +1542,12 @@ def _import_bindings(node: ast.Import | ast.ImportFrom) -> Iterator[tuple[str, s
                 root = alias.name.partition(".")[0]
                 yield root, root
         return
-    module = "." * node.level + (node.module or "")
+    # `from .sub import x` -> ".sub.x"; `from . import x` -> ".x" (the dots are the level, not a
+    # separator: joining "." and "x" with another would climb one package too many).
+    prefix = "." * node.level + (f"{node.module}." if node.module else "")
     for alias in node.names:
         if alias.name != "*":
-            yield alias.asname or alias.name, f"{module}.{alias.name}" if module else alias.name
+            yield alias.asname or alias.name, prefix + alias.name
 
 
 # Fields that never hold a node in a parsed tree (names, numbers, flags; `ctx` holds the Load /

@@ -41,6 +41,27 @@ def test_qualname_follows_every_import_spelling() -> None:
     ]
 
 
+def test_relative_imports_resolve_from_the_module_s_own_package() -> None:
+    module = parse(
+        """
+        from . import helpers as helpers
+        from .. import utils
+        from .base import Base
+        a = helpers.load_lists
+        b = utils.seed
+        c = Base
+        """
+    )
+    module.module_name, module.is_package = "video.datasets.ava", False
+    values = [node.value for node in module.tree.body if isinstance(node, ast.Assign)]
+    assert [module.qualname(v) for v in values] == [".helpers.load_lists", "..utils.seed", ".base.Base"]
+    assert [module.absolute_qualname(v) for v in values] == [
+        "video.datasets.helpers.load_lists",
+        "video.utils.seed",
+        "video.datasets.base.Base",
+    ]
+
+
 def test_a_shadowed_builtin_or_a_local_name_is_not_resolved() -> None:
     module = parse(
         """
