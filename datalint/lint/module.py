@@ -1086,6 +1086,14 @@ class Module:
             return None
         return self.project.list_return(qualified, self.source_root)
 
+    def tuple_list_return(self, call: ast.Call) -> tuple[Link, tuple[int, ...]] | None:
+        """For `a, b = helper(...)` of a function in another project file returning a tuple: where it
+        is and the positions that hold lists it builds from what it reads; None when unknown."""
+        qualified = self._elsewhere_in_project(call)
+        if qualified is None or self.project is None or self.source_root is None:
+            return None
+        return self.project.tuple_list_return(qualified, self.source_root)
+
     def sampler_return(self, call: ast.Call) -> tuple[Link, str, bool] | None:
         """For `make_loader(...)` of a function in another project file that returns a loader with
         `sampler=Sampler(...)` (itself or through the factories it returns): where the sampler is

@@ -51,7 +51,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
-SUMMARY_FORMAT = 15  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
+SUMMARY_FORMAT = 16  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
 # a tree and its index take about 36 times their source in memory.
@@ -116,6 +116,9 @@ class FileSummary:
     # (`ds = build_dataset(...)` ... `DataLoader(ds, num_workers=n)`): the classes they build,
     # through factories, are datasets by use.
     loaded_callees: tuple[str, ...] = ()
+    # Top-level functions every return of which is a tuple of one length, some positions of which
+    # hold lists built from data read (`return paths, labels`): name -> (line, those positions).
+    tuple_list_returns: Mapping[str, tuple[int, tuple[int, ...]]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -128,6 +131,7 @@ class FileSummary:
             "forwards": {k: [v[0], list(v[1]), [list(x) for x in v[2]]] for k, v in self.forwards.items()},
             "factory_returns": {k: list(v) for k, v in self.factory_returns.items()},
             "list_returns": dict(self.list_returns),
+            "tuple_list_returns": {k: [v[0], list(v[1])] for k, v in self.tuple_list_returns.items()},
             "sampler_returns": {k: list(v) for k, v in self.sampler_returns.items()},
             "loaded_callees": list(self.loaded_callees),
             "classes": [
@@ -191,6 +195,10 @@ class FileSummary:
             {k: int(v) for k, v in data.get("list_returns", {}).items()},
             {k: (int(v[0]), str(v[1]), bool(v[2])) for k, v in data.get("sampler_returns", {}).items()},
             tuple(data.get("loaded_callees", ())),
+            {
+                k: (int(v[0]), tuple(int(i) for i in v[1]))
+                for k, v in data.get("tuple_list_returns", {}).items()
+            },
         )
 
 
@@ -376,6 +384,7 @@ def summarize(
     forwards: dict[str, Forward] = {}
     factories: dict[str, tuple[str, ...]] = {}
     lists: dict[str, int] = {}
+    tuple_lists: dict[str, tuple[int, tuple[int, ...]]] = {}
     samplers: dict[str, tuple[int, str, bool]] = {}
     loaded: set[str] = set()
     for function in functions:
@@ -393,6 +402,9 @@ def summarize(
             factories[function.name] = returned
         if _returns_filled_list(inside, function):
             lists[function.name] = function.lineno
+        positions = _returned_list_positions(inside, function)
+        if positions:
+            tuple_lists[function.name] = (function.lineno, positions)
         sampler = _returned_loader_sampler(inside, function, qualify)
         if sampler is not None:
             samplers[function.name] = sampler
@@ -418,6 +430,7 @@ def summarize(
         lists,
         samplers,
         tuple(sorted(loaded)),
+        tuple_lists,
     )
 
 
@@ -540,11 +553,80 @@ def _returns_filled_list(inside: _Regions, function: ast.FunctionDef | ast.Async
     """Every return gives back `name`, bound once to `[]` and grown by `name.append(...)` in a loop
     (`for line in file: paths.append(...)`): a list with one entry per item read. Appends of plain
     ints (`int(...)`, `len(...)`) hold small shared ints, not objects, and do not count."""
-    returns = inside.of(function, ast.Return)
+    returns = _own_returns(inside, function)
     names = {r.value.id for r in returns if isinstance(r.value, ast.Name)}
     if not returns or len(names) != 1 or any(not isinstance(r.value, ast.Name) for r in returns):
         return False
-    name = names.pop()
+    return _appended_in_loop(inside, function, names.pop())
+
+
+def _own_returns(inside: _Regions, function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
+    """The function's own `return` statements, not those of the functions nested in it."""
+    nested = inside.of(function, ast.FunctionDef, ast.AsyncFunctionDef)
+    theirs = {node for inner in nested for node in ast.walk(inner) if isinstance(node, ast.Return)}
+    return [r for r in inside.of(function, ast.Return) if r not in theirs]
+
+
+def _returned_list_positions(
+    inside: _Regions, function: ast.FunctionDef | ast.AsyncFunctionDef
+) -> tuple[int, ...]:
+    """The positions of the returned tuple that hold a list built from data read, when every
+    return is a tuple of one length: a name filled as `_returns_filled_list` says, a name whose
+    last binding, at the top of the function, is a comprehension, or such a comprehension itself
+    (`return [root + x for x in lines], labels`). Comprehensions of plain ints do not count."""
+    returns = [r.value for r in _own_returns(inside, function)]
+    if not returns or not all(isinstance(r, ast.Tuple) for r in returns):
+        return ()
+    tuples = [r for r in returns if isinstance(r, ast.Tuple)]
+    if len({len(t.elts) for t in tuples}) != 1:
+        return ()
+    local = _single_assignments(inside, function)
+    return tuple(
+        position
+        for position in range(len(tuples[0].elts))
+        if all(_built_list(inside, function, t.elts[position], local) for t in tuples)
+    )
+
+
+def _built_list(
+    inside: _Regions,
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    element: ast.expr,
+    local: Mapping[str, ast.expr | None],
+) -> bool:
+    if isinstance(element, ast.ListComp):
+        return not _plain_int(element.elt, local, 0)
+    if not isinstance(element, ast.Name):
+        return False
+    if _appended_in_loop(inside, function, element.id):
+        return True
+    bindings = [
+        a
+        for a in inside.of(function, ast.Assign)
+        if any(isinstance(t, ast.Name) and t.id == element.id for t in a.targets)
+    ]
+    last = max(bindings, key=lambda a: (a.lineno, a.col_offset), default=None)
+    return (
+        last is not None
+        and last in _always_run(function.body)
+        and isinstance(last.value, ast.ListComp)
+        and not _plain_int(last.value.elt, local, 0)
+    )
+
+
+def _always_run(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements of `body` that run whenever it does: its own, and those of its `with` blocks."""
+    found: list[ast.stmt] = []
+    for statement in body:
+        found.append(statement)
+        if isinstance(statement, ast.With | ast.AsyncWith):
+            found.extend(_always_run(statement.body))
+    return found
+
+
+def _appended_in_loop(inside: _Regions, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    """`name` is bound once, to `[]`, and grown by `name.append(...)` in a loop with values that are
+    not plain ints."""
     bindings = [
         a
         for a in inside.of(function, ast.Assign)
@@ -562,11 +644,19 @@ def _returns_filled_list(inside: _Regions, function: ast.FunctionDef | ast.Async
     ]
     loops = inside.of(function, ast.For, ast.AsyncFor, ast.While)
     in_loop = any(any(call in ast.walk(loop) for call in appends) for loop in loops)
-    local: dict[str, ast.expr | None] = {}  # a name's one plain assignment here (None: several)
+    local = _single_assignments(inside, function)
+    return in_loop and all(not _plain_int(call.args[0], local, 0) for call in appends if len(call.args) == 1)
+
+
+def _single_assignments(
+    inside: _Regions, function: ast.FunctionDef | ast.AsyncFunctionDef
+) -> dict[str, ast.expr | None]:
+    """Each local name's one plain assignment in the function (None: assigned several times)."""
+    local: dict[str, ast.expr | None] = {}
     for assign in inside.of(function, ast.Assign):
         if len(assign.targets) == 1 and isinstance(target := assign.targets[0], ast.Name):
             local[target.id] = None if target.id in local else assign.value
-    return in_loop and all(not _plain_int(call.args[0], local, 0) for call in appends if len(call.args) == 1)
+    return local
 
 
 def _plain_int(expr: ast.expr, local: Mapping[str, ast.expr | None], depth: int) -> bool:
@@ -888,6 +978,10 @@ def _defines_list_return(summary: FileSummary, name: str) -> bool:
     return name in summary.list_returns
 
 
+def _defines_tuple_list_return(summary: FileSummary, name: str) -> bool:
+    return name in summary.tuple_list_returns
+
+
 def _defines_sampler_or_factory(summary: FileSummary, name: str) -> bool:
     return name in summary.sampler_returns or name in summary.factory_returns
 
@@ -1200,6 +1294,21 @@ class Project:
             return None
         summary, name, path = found
         return Link(name, str(path), summary.list_returns[name])
+
+    def tuple_list_return(self, qualname: str, importer_root: Path) -> tuple[Link, tuple[int, ...]] | None:
+        """Where the project function `qualname` is and which positions of the tuple it returns hold
+        lists built from data read; None when it is no such function."""
+        return self._remembered(
+            ("tuple list", qualname, importer_root), lambda: self._tuple_list_return(qualname, importer_root)
+        )
+
+    def _tuple_list_return(self, qualname: str, importer_root: Path) -> tuple[Link, tuple[int, ...]] | None:
+        found = self._defining(qualname, importer_root, _defines_tuple_list_return)
+        if found is None:
+            return None
+        summary, name, path = found
+        line, positions = summary.tuple_list_returns[name]
+        return Link(name, str(path), line), positions
 
     def sampler_return(
         self, qualname: str, importer_root: Path, depth: int = 0

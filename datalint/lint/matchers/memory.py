@@ -286,7 +286,8 @@ def _assignment_kind(
         return kind
     unpacked = _unpacked_from_helper(module, info, assignment)
     if unpacked is None:
-        return None
+        # `self.paths, self.labels = load_lists(root)` of a helper in another project file.
+        return "list" if _project_tuple_list(module, assignment.statement, assignment.target) else None
     helper, elements = unpacked
     kinds = [_container_kind(module, info, helper, element, builders, 1) for element in elements]
     return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
@@ -339,6 +340,27 @@ def _unpacked_name(
 ) -> tuple[FunctionDef, list[ast.expr]] | None:
     """(helper, its returned elements for `name`) when the one binding of `name` in `function` is
     `a, name, c = helper(...)` of an in-file function or method whose every return is such a tuple."""
+    found = _tuple_binding(module, function, name)
+    if found is None:
+        return None
+    statement, bound = found
+    assert isinstance(statement.value, ast.Call) and isinstance(statement.targets[0], ast.Tuple | ast.List)
+    target = statement.targets[0]
+    helper = in_file_callee(module, info, statement.value)
+    if helper is None or helper is function:
+        return None
+    position = target.elts.index(bound)
+    returns = [r.value for r in walk_scope(helper) if isinstance(r, ast.Return) and r.value is not None]
+    if not returns or not all(isinstance(r, ast.Tuple) and len(r.elts) == len(target.elts) for r in returns):
+        return None
+    return helper, [r.elts[position] for r in returns if isinstance(r, ast.Tuple)]
+
+
+def _tuple_binding(
+    module: Module, function: FunctionDef, name: ast.Name
+) -> tuple[ast.Assign, ast.Name] | None:
+    """(the statement, the element bound) when the one binding of `name` in `function` is an element
+    of `a, name, c = call(...)`."""
     bindings = [
         node for node in walk_scope(function) if isinstance(node, ast.Name) and _binds(node, name.id)
     ]
@@ -352,14 +374,21 @@ def _unpacked_name(
         return None
     if any(isinstance(e, ast.Starred) for e in target.elts):
         return None
-    helper = in_file_callee(module, info, statement.value)
-    if helper is None or helper is function:
-        return None
-    position = target.elts.index(bindings[0])
-    returns = [r.value for r in walk_scope(helper) if isinstance(r, ast.Return) and r.value is not None]
-    if not returns or not all(isinstance(r, ast.Tuple) and len(r.elts) == len(target.elts) for r in returns):
-        return None
-    return helper, [r.elts[position] for r in returns if isinstance(r, ast.Tuple)]
+    return statement, bindings[0]
+
+
+def _project_tuple_list(module: Module, statement: ast.stmt, element: ast.expr) -> bool:
+    """`element` is bound by `a, b = helper(...)` to a position of the tuple that a function of
+    another project file returns a list built from data at (`FileSummary.tuple_list_returns`)."""
+    if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+        return False
+    target, call = statement.targets[0], statement.value
+    if not isinstance(target, ast.Tuple | ast.List) or not isinstance(call, ast.Call):
+        return False
+    if element not in target.elts or any(isinstance(e, ast.Starred) for e in target.elts):
+        return False
+    found = module.tuple_list_return(call)
+    return found is not None and target.elts.index(element) in found[1]
 
 
 def _sized_by(module: Module, info: ClassInfo, attr: str) -> bool:
@@ -739,6 +768,9 @@ def _container_kind(
             helper, elements = unpacked
             kinds = [_container_kind(module, info, helper, e, builders, depth + 1) for e in elements]
             return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
+        if not assigned and (bound := _tuple_binding(module, function, value)) is not None:
+            # `train, valid = read_file_lists(args)` of a helper in another project file.
+            return "list" if _project_tuple_list(module, *bound) else None
         # `x = sorted(x, key=...)` re-sorts what `x` already is: it keeps the other values' kind.
         values = [v for v in assigned if not _converts_name(module, v, value.id, builders)]
         kinds = [_container_kind(module, info, function, v, builders, depth + 1) for v in values]
