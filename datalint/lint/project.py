@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from datalint import __version__
 
@@ -51,6 +51,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+Fact = TypeVar("Fact")  # what a summary table records about a function, beside its line
 SUMMARY_FORMAT = 16  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
@@ -962,10 +963,6 @@ def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield from _top_level(getattr(statement, "finalbody", []))
 
 
-def _defines_unpicklable_return(summary: FileSummary, name: str) -> bool:
-    return name in summary.unpicklable_returns
-
-
 def _defines_forward(summary: FileSummary, name: str) -> bool:
     return name in summary.forwards
 
@@ -976,10 +973,6 @@ def _defines_factory(summary: FileSummary, name: str) -> bool:
 
 def _defines_list_return(summary: FileSummary, name: str) -> bool:
     return name in summary.list_returns
-
-
-def _defines_tuple_list_return(summary: FileSummary, name: str) -> bool:
-    return name in summary.tuple_list_returns
 
 
 def _defines_sampler_or_factory(summary: FileSummary, name: str) -> bool:
@@ -1275,12 +1268,7 @@ class Project:
         )
 
     def _unpicklable_return(self, qualname: str, importer_root: Path) -> tuple[Link, str] | None:
-        found = self._defining(qualname, importer_root, _defines_unpicklable_return)
-        if found is None:
-            return None
-        summary, name, path = found
-        line, what = summary.unpicklable_returns[name]
-        return Link(name, str(path), line), what
+        return self._recorded(qualname, importer_root, lambda summary: summary.unpicklable_returns)
 
     def list_return(self, qualname: str, importer_root: Path) -> Link | None:
         """Where the project function `qualname` is, when it returns a list it fills from data read."""
@@ -1303,12 +1291,22 @@ class Project:
         )
 
     def _tuple_list_return(self, qualname: str, importer_root: Path) -> tuple[Link, tuple[int, ...]] | None:
-        found = self._defining(qualname, importer_root, _defines_tuple_list_return)
+        return self._recorded(qualname, importer_root, lambda summary: summary.tuple_list_returns)
+
+    def _recorded(
+        self,
+        qualname: str,
+        importer_root: Path,
+        table: Callable[[FileSummary], Mapping[str, tuple[int, Fact]]],
+    ) -> tuple[Link, Fact] | None:
+        """(where, fact) of the project function `qualname` in a summary table of name -> (line,
+        fact), found through re-exports and aliases; None when no file records it."""
+        found = self._defining(qualname, importer_root, lambda summary, name: name in table(summary))
         if found is None:
             return None
         summary, name, path = found
-        line, positions = summary.tuple_list_returns[name]
-        return Link(name, str(path), line), positions
+        line, fact = table(summary)[name]
+        return Link(name, str(path), line), fact
 
     def sampler_return(
         self, qualname: str, importer_root: Path, depth: int = 0
