@@ -1,4 +1,4 @@
-"""`datalint serve --config FILE`, the scanner as a service, and `datalint serve token add NAME`."""
+"""`datalint serve --config FILE`, the scanner as a service, and `datalint serve token list` (add, remove)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from datalint.commands.arguments import add_format, duration
+
 # the choices only: datalint.service.config imports nothing heavy
 from datalint.service.config import HTTP_IMPLEMENTATIONS, LOOP_IMPLEMENTATIONS
+
+TOKEN_EPILOG = """\
+The running service re-reads the token file when it changes (and on SIGHUP): a removed or expired
+token is refused within a second, without a restart.
+
+examples:
+  datalint serve token add trainer --scopes read,write --expires 30d --tokens tokens.toml
+  datalint serve token list --tokens tokens.toml
+  datalint serve token remove trainer --tokens tokens.toml
+"""
 
 
 def register(subparsers: Any) -> None:
@@ -36,15 +48,38 @@ def register(subparsers: Any) -> None:
     )
     parser.set_defaults(run=run_serve, extras=("service", "scan"))
     actions = parser.add_subparsers(dest="serve_action", metavar="ACTION")
-    token = actions.add_parser("token", help="manage the service's bearer tokens")
+    token = actions.add_parser(
+        "token",
+        help="manage the service's bearer tokens: list, add, remove",
+        description="Manage the bearer tokens of the service's token file ([service] tokens).",
+        epilog=TOKEN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     token_actions = token.add_subparsers(dest="token_action", metavar="ACTION", required=True)
     add = token_actions.add_parser("add", help="create a token: printed once, only its hash is stored")
     add.add_argument("name", metavar="NAME", help="what the token is for (letters, digits, '-', '_')")
     add.add_argument("--scopes", default="read", metavar="SCOPES", help="read,write,admin (default: read)")
     add.add_argument(
-        "--tokens", default="tokens.toml", metavar="FILE", help="the token file (default: tokens.toml)"
+        "--expires",
+        type=duration,
+        metavar="DURATION",
+        help="refuse the token after this long: 30d, 12h, 90m (default: never)",
     )
     add.set_defaults(run=run_token_add, extras=())
+    listing = token_actions.add_parser(
+        "list", help="the tokens: name, scopes, created, expires (never a token or its hash)"
+    )
+    add_format(listing, ("text", "json"), help="text (a table, the default) or json")
+    listing.set_defaults(run=run_token_list, extras=())
+    remove = token_actions.add_parser(
+        "remove", help="delete a token from the file; the running service refuses it within a second"
+    )
+    remove.add_argument("name", metavar="NAME", help="the token's name (`datalint serve token list`)")
+    remove.set_defaults(run=run_token_remove, extras=())
+    for action in (add, listing, remove):
+        action.add_argument(
+            "--tokens", default="tokens.toml", metavar="FILE", help="the token file (default: tokens.toml)"
+        )
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -66,14 +101,69 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def run_token_add(args: argparse.Namespace) -> int:
-    from datalint.scan.store import utc_now
+    from datetime import UTC, datetime, timedelta
+
     from datalint.service.auth import add_token, parse_scopes
 
-    token = add_token(Path(args.tokens), args.name, parse_scopes(args.scopes), utc_now())
+    now = datetime.now(UTC).replace(microsecond=0)
+    expires = now + timedelta(seconds=args.expires) if args.expires else None
+    token = add_token(Path(args.tokens), args.name, parse_scopes(args.scopes), now.isoformat(), expires)
     print(token)
+    until = f", expires {expires.isoformat()}" if expires else ""
     print(
-        f"datalint: token {args.name!r} ({args.scopes}) added to {args.tokens}; it is shown only now. "
-        "Clients send it as `Authorization: Bearer TOKEN` (or DATALINT_TOKEN).",
+        f"datalint: token {args.name!r} ({args.scopes}{until}) added to {args.tokens}; it is shown only "
+        "now. Clients send it as `Authorization: Bearer TOKEN` (or DATALINT_TOKEN).",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def run_token_list(args: argparse.Namespace) -> int:
+    import json
+    from datetime import UTC, datetime
+
+    from datalint.service.auth import load_tokens
+    from datalint.text import printable
+
+    now = datetime.now(UTC)
+    records = load_tokens(Path(args.tokens))
+    if args.format == "json":
+        rows = [
+            {
+                "name": record.name,
+                "scopes": sorted(record.scopes),
+                "created": record.created,
+                "expires": record.expires.isoformat() if record.expires else None,
+                "expired": record.expired(now),
+            }
+            for record in records
+        ]
+        print(json.dumps({"tokens": rows}, indent=2))
+        return 0
+    table = [("NAME", "SCOPES", "CREATED", "EXPIRES")] + [
+        (
+            record.name,
+            ",".join(sorted(record.scopes)),
+            printable(record.created or "-"),
+            (record.expires.isoformat() if record.expires else "never")
+            + (" (expired)" if record.expired(now) else ""),
+        )
+        for record in records
+    ]
+    widths = [max(len(line[column]) for line in table) for column in range(4)]
+    for line in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+    print(f"datalint: {len(records)} tokens in {args.tokens}", file=sys.stderr)
+    return 0
+
+
+def run_token_remove(args: argparse.Namespace) -> int:
+    from datalint.service.auth import remove_token
+
+    remove_token(Path(args.tokens), args.name)
+    print(
+        f"datalint: token {args.name!r} removed from {args.tokens}; a running service refuses it within "
+        "a second",
         file=sys.stderr,
     )
     return 0

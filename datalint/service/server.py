@@ -2,7 +2,7 @@
 
 uvicorn handles SIGTERM and SIGINT itself: it stops accepting connections, lets in-flight requests
 finish (up to `DRAIN_S`), then runs the app's shutdown, which checkpoints running scans so the next
-start resumes them.
+start resumes them. SIGHUP re-reads the token file.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import collections
 import contextlib
 import logging
 import queue
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -18,10 +19,12 @@ from typing import Any
 
 from datalint.errors import UsageError
 from datalint.service import accesslog
-from datalint.service.auth import Authenticator, load_tokens
+from datalint.service.auth import Authenticator
 from datalint.service.config import ServiceConfig, is_loopback
 
 DRAIN_S = 30
+
+logger = logging.getLogger("datalint.service.server")
 
 
 def check_bind(config: ServiceConfig, auth: Authenticator) -> None:
@@ -60,12 +63,31 @@ def configure_logging(level: str) -> None:
     service_logger.propagate = False
 
 
+@contextlib.contextmanager
+def reload_tokens_on_sighup(auth: Authenticator) -> Iterator[None]:
+    """SIGHUP re-reads the token file (uvicorn takes only SIGTERM and SIGINT); signals reach only the
+    main thread, so elsewhere (a test's thread) the file's changes are still seen, by its stat."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def reload(signum: int, frame: Any) -> None:
+        logger.info("SIGHUP: re-reading the token file")
+        auth.reload_soon()
+
+    previous = signal.signal(signal.SIGHUP, reload)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
 def serve(config: ServiceConfig) -> None:
     import uvicorn
 
     from datalint.service.app import create_app
 
-    auth = Authenticator(load_tokens(config.tokens) if config.tokens else ())
+    auth = Authenticator.from_file(config.tokens)
     check_bind(config, auth)
     config.data_dir.mkdir(parents=True, exist_ok=True)
     configure_logging(config.log_level)
@@ -93,7 +115,7 @@ def serve(config: ServiceConfig) -> None:
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             # uvicorn re-raises a captured SIGTERM when this exits: the queued lines go out first
-            with super().capture_signals():
+            with super().capture_signals(), reload_tokens_on_sighup(auth):
                 try:
                     yield
                 finally:
