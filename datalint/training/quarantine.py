@@ -129,16 +129,19 @@ class Quarantine:
         return f"Quarantine({len(self)} samples{of}, from {self.source})"
 
 
-def load_quarantine(path: str | os.PathLike[str], *, token: str | None = None) -> Quarantine:
+def load_quarantine(
+    path: str | os.PathLike[str], *, token: str | None = None, deadline: float | None = None
+) -> Quarantine:
     """Read `quarantine.json` (format `datalint-quarantine/1`) or a scan index (`.db`), validated.
 
     `path` may also be a `datalint serve` URL (`http://host:8765/v1/datasets/NAME`): the list is fetched
-    with `token` (or `DATALINT_TOKEN`) and cached locally (datalint.training.remote).
+    with `token` (or `DATALINT_TOKEN`) within `deadline` seconds (or `DATALINT_LIST_DEADLINE`, default
+    30) and, once validated, cached locally (datalint.training.remote).
     """
     from datalint.training import remote
 
     if remote.is_url(path):
-        loaded: Quarantine = remote.load_remote_quarantine(str(path), token=token)
+        loaded: Quarantine = remote.load_remote_quarantine(str(path), token=token, deadline=deadline)
         return loaded
     source = Path(path)
     if not source.exists():

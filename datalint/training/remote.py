@@ -2,10 +2,13 @@
 
 Lists: `load_quarantine("http://host:8765/v1/datasets/train")` GETs `.../quarantine` with the ETag
 of the last good copy, which is kept on local disk (`DATALINT_CACHE_DIR`, default
-`~/.cache/datalint/lists`). A service that cannot be reached means the cached copy, with a warning;
-no cached copy means a `RemoteListError` naming the URL. The list is validated exactly like a file,
-and staleness is checked against the dataset as for a file. In a `torch.distributed` job rank 0
-fetches and broadcasts the bytes, so every rank trains on the same list.
+`~/.cache/datalint/lists`). A fetch has a total deadline (`DATALINT_LIST_DEADLINE`, default 30 s):
+a service that cannot be reached, answers 5xx, or sends a slow, cut-off, oversized or unreadable body
+means the cached copy, with a `RemoteListWarning`; no cached copy means a `RemoteListError` naming the
+URL. A list is validated exactly like a file, and fitted to the dataset where one is at hand, before
+it replaces the cached copy: a list that fails is never cached, and with `strict=False` the job
+trains on the last good copy instead. In a `torch.distributed` job rank 0 fetches, checks and
+broadcasts the bytes, so every rank trains on the same list.
 
 Failures: `GuardedDataset(ds, record="http://...")` hands each failure to this process's
 `FailureSender` (one per process: each DataLoader worker starts its own), a background thread that
@@ -18,26 +21,28 @@ the service keys failures by sample index.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import hashlib
 import http.client
 import json
 import logging
+import math
 import os
 import queue
 import socket
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
 import warnings
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from datalint.errors import DatalintError
+from datalint.errors import DatalintError, UsageError
 
 logger = logging.getLogger("datalint.remote")
 
@@ -53,7 +58,8 @@ class RemoteListError(DatalintError):
 
 
 class RemoteListWarning(UserWarning):
-    """The service could not be reached; training uses the cached copy of its list."""
+    """The service gave no usable list (unreachable, or a list that failed the checks); training uses
+    the last good copy, cached."""
 
 
 def is_url(value: object) -> bool:
@@ -87,87 +93,278 @@ def _headers(token: str | None) -> dict[str, str]:
 
 # ---- lists --------------------------------------------------------------------------------------
 
+DEADLINE_S = 30.0  # a list fetch's whole time, from connect to the body's last byte
+MAX_LIST_BYTES = 1 << 30  # an answer past this (as sent, or unzipped) is no list: a broken or hostile server
+_CHUNK = 1 << 16
+
 
 def cache_dir() -> Path:
     configured = os.environ.get("DATALINT_CACHE_DIR")
     return Path(configured) if configured else Path.home() / ".cache" / "datalint" / "lists"
 
 
+def list_deadline(deadline: float | None = None) -> float:
+    """The seconds a list fetch may take in all: `deadline`, else `DATALINT_LIST_DEADLINE`, else 30."""
+    where = "deadline"
+    if deadline is None:
+        configured = os.environ.get("DATALINT_LIST_DEADLINE", "").strip()
+        if not configured:
+            return DEADLINE_S
+        where = "DATALINT_LIST_DEADLINE"
+        try:
+            deadline = float(configured)
+        except ValueError:
+            deadline = math.nan
+    if not 0 < deadline < math.inf:
+        raise UsageError(f"{where}: expected a positive number of seconds (e.g. 30), got {deadline!r}")
+    return deadline
+
+
 @dataclass(frozen=True)
-class Fetched:
+class Chosen:
+    """The list a job trains on: its bytes, where they came from, and the warning to give about them."""
+
     body: bytes
-    source: str  # what the Quarantine's `source` says: the URL, or the cache file it came from
+    source: str
     warning: str | None = None
+    quarantine: Any = None  # the `Quarantine` made from `body`, where it was made (rank 0)
 
 
-def fetch_list(url: str, *, token: str | None = None, timeout: float = TIMEOUT_S) -> Fetched:
-    """The list's bytes: fresh from the service, or the cached copy when the service is unreachable."""
+def load_remote_quarantine(
+    url: str,
+    *,
+    token: str | None = None,
+    dataset: Any = None,
+    strict: bool = True,
+    deadline: float | None = None,
+) -> Any:
+    """`load_quarantine()` for a URL: the same validated `Quarantine`, on every rank the same one.
+
+    With `dataset`, the list comes back fitted to it (`fit_quarantine`), and a fresh list that does not
+    fit is refused before it can replace the cached one: `strict=False` then trains on the cached list
+    (with a `RemoteListWarning`), `strict=True` raises.
+    """
+    seconds = list_deadline(deadline)
+    chosen = _same_on_every_rank(lambda: _choose(url, token, dataset, strict, seconds))
+    if chosen.warning:
+        _warn_user(chosen.warning)
+    if chosen.quarantine is not None:
+        return chosen.quarantine
+    return _fitted(_parsed(chosen.body, chosen.source), dataset, strict)
+
+
+def _choose(url: str, token: str | None, dataset: Any, strict: bool, seconds: float) -> Chosen:
+    """Fetch, check, and cache only what passed; on any failure, the last good copy or an error."""
+    from datalint.training.fit import StaleQuarantineError
+    from datalint.training.quarantine import QuarantineFormatError
+
     target = list_url(url)
-    cached_body, cached_etag = _read_cache(target)
+    cached, etag = _read_cache(target)
+    try:
+        body, new_etag = _download(target, token, etag if cached is not None else None, seconds)
+    except _NoList as exc:
+        return _fall_back(target, cached, exc, dataset, strict)
+    fresh = body is not None
+    body = body if body is not None else cached
+    assert body is not None  # a 304 answers only the If-None-Match sent with a cached copy
+    try:
+        parsed = _parsed(body, target)
+        checked = _fitted(parsed, dataset, strict=True)
+    except _NoList as exc:  # bytes that are no JSON: a transfer gone wrong, like a cut-off one
+        return _fall_back(target, cached if fresh else None, exc, dataset, strict)
+    except (QuarantineFormatError, StaleQuarantineError) as exc:
+        if strict:
+            raise
+        if fresh and cached is not None:
+            return _fall_back(target, cached, _Refused(str(exc)), dataset, strict)
+        if isinstance(exc, QuarantineFormatError):
+            raise
+        checked = _fitted(parsed, dataset, strict=False)  # no other list to use: as for a file
+    else:
+        if fresh:
+            _write_cache(target, body, new_etag)
+    return Chosen(body, target, quarantine=checked)
+
+
+def _fall_back(target: str, cached: bytes | None, problem: _NoList, dataset: Any, strict: bool) -> Chosen:
+    if cached is None:
+        raise RemoteListError(
+            f"{target}: {problem.said} ({problem}) and no copy of this list is cached in {cache_dir()}; start"
+            " or fix the service, or pass a quarantine.json path instead of the URL"
+        )
+    try:
+        quarantine = _fitted(_parsed(cached, target), dataset, strict)
+    except _NoList as exc:
+        raise RemoteListError(
+            f"{target}: {problem.said} ({problem}) and the cached copy {_cache_path(target)} is unreadable"
+            f" ({exc}); delete it"
+        ) from None
+    cache = _cache_path(target)
+    message = f"datalint: {target} {problem.said_short} ({problem}); using the cached list from {cache}"
+    return Chosen(cached, target, warning=message, quarantine=quarantine)
+
+
+class _NoList(Exception):
+    """No usable answer: no connection, or an error status from the service's side."""
+
+    said_short = "unreachable"
+    said = "cannot reach the datalint service"
+
+
+class _BadAnswer(_NoList):
+    """An answer that broke off, ran past the deadline or the size limit, or is no JSON."""
+
+    said_short = "sent no usable list"
+    said = "the datalint service sent no usable list"
+
+
+class _Refused(_NoList):
+    """A list that fails the format check, or does not fit the dataset."""
+
+    said_short = "served a list that failed the checks"
+    said = "the datalint service served a list that failed the checks"
+
+
+def _download(
+    target: str, token: str | None, etag: str | None, seconds: float
+) -> tuple[bytes | None, str | None]:
+    """The list's bytes and ETag (None for 304: the cached copy is current), all within `seconds`.
+
+    urllib's timeout bounds each socket operation, not the whole: a body trickled a byte at a time
+    never hits it. So the body is read a chunk at a time against a monotonic deadline.
+    """
     headers = {**_headers(token), "Accept-Encoding": "gzip"}
-    if cached_etag is not None and cached_body is not None:
-        headers["If-None-Match"] = cached_etag
+    if etag is not None:
+        headers["If-None-Match"] = etag
+    ends = time.monotonic() + seconds
     request = urllib.request.Request(target, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body = response.read()
-            etag = response.headers.get("ETag")
-            if response.headers.get("Content-Encoding") == "gzip":
-                body = gzip.decompress(body)
-        _write_cache(target, body, etag)
-        return Fetched(body, target)
+        with urllib.request.urlopen(request, timeout=min(TIMEOUT_S, seconds)) as response:
+            raw = _read_body(response, ends)
+            new_etag = response.headers.get("ETag")
+            zipped = response.headers.get("Content-Encoding") == "gzip"
     except urllib.error.HTTPError as exc:
-        if exc.code == 304 and cached_body is not None:
-            return Fetched(cached_body, target)
+        if exc.code == 304 and etag is not None:
+            return None, etag
         if exc.code < 500:
             raise RemoteListError(
                 f"{target}: the service refused the list: HTTP {exc.code} {_detail(exc)}"
             ) from None
-        reason = f"HTTP {exc.code} {_detail(exc)}"
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
-        reason = str(getattr(exc, "reason", exc))
-    if cached_body is None:
-        raise RemoteListError(
-            f"{target}: cannot reach the datalint service ({reason}) and no copy of this list is cached in "
-            f"{cache_dir()}; start the service, or pass a quarantine.json path instead of the URL"
-        )
-    message = f"datalint: {target} unreachable ({reason}); using the cached list from {_cache_path(target)}"
-    return Fetched(cached_body, target, warning=message)
+        raise _NoList(f"HTTP {exc.code} {_detail(exc)}".strip()) from None
+    except TimeoutError:
+        if time.monotonic() >= ends:
+            raise _BadAnswer(_late(seconds)) from None
+        raise _NoList("timed out") from None
+    except urllib.error.URLError as exc:
+        raise _NoList(str(exc.reason)) from None
+    except http.client.HTTPException as exc:  # IncompleteRead, a bad status line
+        raise _BadAnswer(f"{type(exc).__name__}: {exc}") from None
+    except OSError as exc:  # refused, reset
+        raise _NoList(f"{type(exc).__name__}: {exc}") from None
+    return (_gunzip(raw) if zipped else raw), new_etag
 
 
-def load_remote_quarantine(url: str, *, token: str | None = None) -> Any:
-    """`load_quarantine()` for a URL: the same validated `Quarantine`, on every rank the same one."""
-    from datalint.training.quarantine import QuarantineFormatError, parse_quarantine
+def _read_body(response: Any, ends: float) -> bytes:
+    sock = _socket_of(response)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = ends - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        if sock is not None:
+            sock.settimeout(min(TIMEOUT_S, left))
+        chunk = response.read1(_CHUNK)  # whatever has arrived: read() would wait for the whole chunk
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > MAX_LIST_BYTES:
+            raise _BadAnswer(f"the answer is over {MAX_LIST_BYTES} bytes")
+        chunks.append(chunk)
+    declared = response.headers.get("Content-Length")
+    if declared is not None and declared.strip().isdigit() and int(declared) != size:
+        # http.client ends a Content-Length body cut short without a word: the count tells
+        raise _BadAnswer(f"the answer broke off after {size} of {int(declared)} bytes")
+    return b"".join(chunks)
 
-    fetched = _same_on_every_rank(lambda: fetch_list(url, token=token))
-    if fetched.warning:
-        warnings.warn(fetched.warning, RemoteListWarning, stacklevel=3)
-        logger.warning(fetched.warning)
+
+def _socket_of(response: Any) -> socket.socket | None:
+    """The response's socket (CPython's SocketIO keeps it as `_sock`), to shrink its timeout to the
+    time left; without it each read still ends within TIMEOUT_S."""
+    found = getattr(getattr(response.fp, "raw", None), "_sock", None)
+    return found if isinstance(found, socket.socket) else None
+
+
+def _late(seconds: float) -> str:
+    return f"no complete answer within {seconds:g} s (the deadline: DATALINT_LIST_DEADLINE or deadline=)"
+
+
+def _gunzip(raw: bytes) -> bytes:
+    unzip = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
-        document = json.loads(fetched.body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise QuarantineFormatError(f"{fetched.source}: not valid JSON: {exc}") from None
-    return parse_quarantine(document, source=fetched.source)
+        body = unzip.decompress(raw, MAX_LIST_BYTES + 1)
+    except zlib.error as exc:
+        raise _BadAnswer(f"a broken gzip body ({exc})") from None
+    if len(body) > MAX_LIST_BYTES:
+        raise _BadAnswer(f"the list unzips to over {MAX_LIST_BYTES} bytes")
+    if not unzip.eof:
+        raise _BadAnswer("a gzip body cut short")
+    return body
 
 
-def _same_on_every_rank(fetch: Any) -> Fetched:
+def _parsed(body: bytes, source: str) -> Any:
+    """The bytes as a `Quarantine`, checked as `load_quarantine` checks a file; _BadAnswer for bytes
+    that are no JSON document at all, QuarantineFormatError for a document that is no list."""
+    from datalint.training.quarantine import parse_quarantine
+
+    try:
+        document = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _BadAnswer(f"not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise _BadAnswer(f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise _BadAnswer("nested too deeply to read as JSON") from None
+    return parse_quarantine(document, source=source)
+
+
+def _fitted(quarantine: Any, dataset: Any, strict: bool) -> Any:
+    if dataset is None:
+        return quarantine
+    from datalint.training.fit import fit_quarantine
+
+    return fit_quarantine(quarantine, dataset, strict=strict)
+
+
+def _warn_user(message: str) -> None:
+    """Warn once, at the user's line (the first caller outside datalint). Only a warning: logging it
+    too printed it twice, as the warning and through logging's last-resort handler."""
+    frame, level = sys._getframe(0), 1
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("datalint."):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, RemoteListWarning, stacklevel=level)
+
+
+def _same_on_every_rank(choose: Callable[[], Chosen]) -> Chosen:
     """Rank 0 fetches and broadcasts: ranks never train on different lists (nor race on the cache)."""
     try:
         import torch.distributed as distributed
     except ImportError:
-        return fetch()
+        return choose()
     if not distributed.is_available() or not distributed.is_initialized():
-        return fetch()
+        return choose()
     box: list[Any] = [None]
+    chosen: Chosen | None = None
     if distributed.get_rank() == 0:
         try:
-            box[0] = fetch()
-        except RemoteListError as exc:
+            chosen = choose()
+            box[0] = replace(chosen, quarantine=None)  # the bytes travel; each rank parses its own
+        except DatalintError as exc:  # every rank raises it, rather than wait for a broadcast forever
             box[0] = exc
     distributed.broadcast_object_list(box, src=0)
-    if isinstance(box[0], RemoteListError):
+    if isinstance(box[0], DatalintError):
         raise box[0]
-    return box[0]
+    return chosen if chosen is not None else box[0]
 
 
 def _cache_path(target: str) -> Path:
@@ -188,11 +385,7 @@ def _read_cache(target: str) -> tuple[bytes | None, str | None]:
 
 
 def _write_cache(target: str, body: bytes, etag: str | None) -> None:
-    """Keep the last good copy (only a body that parses as JSON), atomically; a cache error only warns."""
-    try:
-        json.loads(body)
-    except ValueError:
-        return
+    """Keep a list that passed every check as the last good copy, atomically; a cache error only warns."""
     path = _cache_path(target)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,7 @@ from torch.utils.data import (
 )
 
 from datalint.errors import DatalintError, UsageError
-from datalint.training import permutation
+from datalint.training import permutation, remote
 from datalint.training.fit import fit_quarantine
 from datalint.training.quarantine import Quarantine, load_quarantine
 from datalint.training.refresh import ListFollower, check_ranks_agree
@@ -45,7 +45,14 @@ _CHUNK = 1 << 16
 
 
 def resolve_quarantine(quarantine: QuarantineSource, dataset: Sized, strict: bool) -> Quarantine:
-    """The list as a `Quarantine`, checked against `dataset` (see `datalint.training.fit`)."""
+    """The list as a `Quarantine`, checked against `dataset` (see `datalint.training.fit`).
+
+    A URL's list is checked before it replaces the cached copy; one that does not fit falls back to
+    that copy under `strict=False` (datalint.training.remote).
+    """
+    if remote.is_url(quarantine):
+        fitted: Quarantine = remote.load_remote_quarantine(str(quarantine), dataset=dataset, strict=strict)
+        return fitted
     loaded = quarantine if isinstance(quarantine, Quarantine) else load_quarantine(quarantine)
     return fit_quarantine(loaded, dataset, strict=strict)
 

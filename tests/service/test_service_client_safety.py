@@ -1,0 +1,351 @@
+"""A training job is never poisoned, stalled or fooled by the service it reads lists from and sends
+failures to: lists are checked before they are cached, fetches have a deadline, refused failures are
+kept aside instead of replayed forever. Hostile servers are small stand-ins on 127.0.0.1."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from service_server import Server, dataset_table, environment
+from torch.utils.data import SequentialSampler
+
+from datalint.torch import (
+    DistributedQuarantineSampler,
+    GuardedDataset,
+    QuarantineFormatError,
+    QuarantineSampler,
+    StaleQuarantineError,
+    quarantine_filter,
+)
+from datalint.training import remote
+from datalint.training.quarantine import load_quarantine
+
+GOOD = [1, 5, 7]
+
+
+class Samples:
+    def __init__(self, n: int = 300) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+def listing(indices: list[int], length: int | None = 300) -> bytes:
+    samples = [{"index": i, "kinds": ["error"]} for i in indices]
+    return json.dumps({"format": "datalint-quarantine/1", "length": length, "samples": samples}).encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Stub
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.server.serve_list(self)
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.batches.append(body["failures"])
+        status, answer = self.server.answer(body["failures"])
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Stub(ThreadingHTTPServer):
+    """A list service stand-in: serves `body` the way `mode` says; answers POSTs with `answer`."""
+
+    daemon_threads = True
+
+    def __init__(self, port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.body = listing(GOOD)
+        self.mode = "normal"
+        self.stopping = threading.Event()
+        self.batches: list[list[dict[str, Any]]] = []
+        self.answer: Callable[[list[dict[str, Any]]], tuple[int, Any]] = lambda batch: (
+            200,
+            {"accepted": len(batch), "committed": True},
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1/datasets/train"
+
+    def serve_list(self, request: _Handler) -> None:
+        etag = '"' + hashlib.sha256(self.body).hexdigest()[:16] + '"'
+        if self.mode == "normal" and request.headers.get("If-None-Match") == etag:
+            request.send_response(304)
+            request.end_headers()
+            return
+        body = self.body if self.mode != "not-json" else b"<html>proxy error</html>"
+        request.send_response(200)
+        request.send_header("Content-Type", "application/json")
+        request.send_header("ETag", etag)
+        if self.mode == "broken-gzip":
+            request.send_header("Content-Encoding", "gzip")
+            body = b"\x1f\x8b\x08\x00not really gzip"
+        declared = len(body) + (1000 if self.mode in ("slow", "cut-off") else 0)
+        request.send_header("Content-Length", str(declared))
+        request.end_headers()
+        if self.mode == "slow":  # one byte a second, for at most 40 s
+            try:
+                for byte in body[:40]:
+                    request.wfile.write(bytes([byte]))
+                    request.wfile.flush()
+                    if self.stopping.wait(1.0):
+                        return
+            except OSError:
+                return  # the client gave up
+        elif self.mode == "cut-off":
+            request.wfile.write(body[:10])  # then the connection closes, 1000 bytes short
+        else:
+            request.wfile.write(body)
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.shutdown()
+        self.server_close()
+
+
+@pytest.fixture
+def stub() -> Iterator[_Stub]:
+    server = _Stub()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.close()
+        thread.join(timeout=10)
+
+
+def cached_lists(tmp_path: Path) -> list[bytes]:
+    return [path.read_bytes() for path in sorted((tmp_path / "client-cache").glob("*.json"))]
+
+
+def remote_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in caught if issubclass(w.category, remote.RemoteListWarning)]
+
+
+# ---- lists: never poisoned -------------------------------------------------------------------------
+
+POISONED = {
+    "an index past its own length": listing([1, 5000], length=300),
+    "an index past the dataset": listing([1, 5000], length=None),
+    "a list for a longer dataset": listing([1, 2], length=6000),
+    "no list at all": json.dumps({"format": "something-else/1", "samples": []}).encode(),
+}
+
+
+@pytest.mark.parametrize("poison", list(POISONED), ids=list(POISONED))
+def test_a_poisoned_list_is_not_cached_and_strict_false_trains_on_the_last_good_one(
+    stub: _Stub, tmp_path: Path, poison: str
+) -> None:
+    dataset = Samples()
+    assert list(QuarantineSampler(dataset, stub.url)) == [i for i in range(300) if i not in GOOD]
+    good_cache = cached_lists(tmp_path)
+    assert good_cache == [listing(GOOD)]
+
+    stub.body = POISONED[poison]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sampler = QuarantineSampler(dataset, stub.url, strict=False)
+    assert list(sampler.quarantine) == GOOD
+    assert len(sampler) == 297
+    messages = remote_warnings(caught)
+    assert len(messages) == 1 and f"{stub.url}/quarantine served a list that failed the checks" in messages[0]
+    assert "using the cached list" in messages[0]
+    assert cached_lists(tmp_path) == good_cache, "the refused list replaced the good one"
+
+    with pytest.raises((QuarantineFormatError, StaleQuarantineError), match=stub.url):
+        QuarantineSampler(dataset, stub.url, strict=True)
+    assert cached_lists(tmp_path) == good_cache
+
+    stub.close()  # and when the service is down later, the cache still holds the good list
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert list(QuarantineSampler(dataset, stub.url).quarantine) == GOOD
+    assert len(remote_warnings(caught)) == 1
+
+
+def _sampler(dataset: Samples, url: str) -> list[int]:
+    return list(QuarantineSampler(dataset, url, strict=False))
+
+
+def _distributed(dataset: Samples, url: str) -> list[int]:
+    return list(
+        DistributedQuarantineSampler(dataset, url, num_replicas=1, rank=0, shuffle=False, strict=False)
+    )
+
+
+def _filter(dataset: Samples, url: str) -> list[int]:
+    return list(quarantine_filter(SequentialSampler(dataset), url, strict=False))
+
+
+def _guard(dataset: Samples, url: str) -> list[int]:
+    avoided = GuardedDataset(dataset, quarantine=url, strict=False)._avoid
+    return [i for i in range(len(dataset)) if i not in avoided]
+
+
+@pytest.mark.parametrize("consumer", [_sampler, _distributed, _filter, _guard], ids=lambda f: f.__name__[1:])
+def test_every_place_a_list_url_is_accepted_falls_back_to_the_good_list(
+    stub: _Stub, tmp_path: Path, consumer: Callable[[Samples, str], list[int]]
+) -> None:
+    dataset = Samples()
+    good = [i for i in range(300) if i not in GOOD]
+    assert consumer(dataset, stub.url) == good
+    stub.body = POISONED["an index past the dataset"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert consumer(dataset, stub.url) == good
+    assert len(remote_warnings(caught)) == 1
+    assert cached_lists(tmp_path) == [listing(GOOD)]
+
+
+def test_with_no_good_copy_cached_a_list_that_does_not_fit_is_applied_as_a_file_would_be(
+    stub: _Stub, tmp_path: Path
+) -> None:
+    from datalint.torch import StaleQuarantineWarning
+
+    stub.body = POISONED["an index past the dataset"]
+    with pytest.warns(StaleQuarantineWarning, match="index 5000 is past the end"):
+        sampler = QuarantineSampler(Samples(), stub.url, strict=False)
+    assert list(sampler.quarantine) == [1]
+    assert cached_lists(tmp_path) == [], "a list that failed the check is never cached"
+    stub.body = POISONED["an index past its own length"]
+    with pytest.raises(QuarantineFormatError, match="index 5000 is past the end of a dataset of length 300"):
+        QuarantineSampler(Samples(), stub.url, strict=False)
+
+
+@pytest.mark.slow
+def test_a_list_the_real_service_served_survives_a_hostile_server_on_its_address(tmp_path: Path) -> None:
+    server = Server(tmp_path, dataset_table("train")).start()
+    url = f"{server.base}/v1/datasets/train"
+    try:
+        job = server.request("POST", "/v1/datasets/train/scans").json()
+        assert server.wait_job(job["id"])["state"] == "succeeded"
+        good = list(load_quarantine(url, token=server.tokens["reader"]))
+        assert good and cached_lists(tmp_path)
+    finally:
+        server.stop()
+    hostile = _Stub(server.port)  # the service's address, now answering with a list for another dataset
+    hostile.body = listing([3, 4000], length=None)
+    thread = threading.Thread(target=hostile.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            sampler = QuarantineSampler(Samples(60), url, strict=False)
+        assert list(sampler.quarantine) == good
+        assert len(remote_warnings(caught)) == 1
+        assert json.loads(cached_lists(tmp_path)[0])["samples"][0]["index"] == good[0]
+    finally:
+        hostile.close()
+        thread.join(timeout=10)
+
+
+# ---- lists: a deadline, and broken answers ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["slow", "cut-off", "not-json", "broken-gzip"])
+def test_a_broken_answer_is_a_remote_list_error_and_the_cached_list_is_used(
+    stub: _Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    monkeypatch.setenv("DATALINT_LIST_DEADLINE", "2")
+    dataset = Samples()
+    QuarantineSampler(dataset, stub.url)
+    stub.body = listing([2, 3])  # a new list, so the service does not answer 304
+    stub.mode = mode
+    started = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sampler = QuarantineSampler(dataset, stub.url)
+    assert time.monotonic() - started < 20
+    assert list(sampler.quarantine) == GOOD
+    messages = remote_warnings(caught)
+    assert len(messages) == 1 and "using the cached list" in messages[0], messages
+    assert cached_lists(tmp_path) == [listing(GOOD)]
+
+    monkeypatch.setenv("DATALINT_CACHE_DIR", str(tmp_path / "empty-cache"))
+    started = time.monotonic()
+    with pytest.raises(
+        remote.RemoteListError,
+        match=f"{stub.url}/quarantine: (the datalint service sent no usable list|cannot reach)",
+    ):
+        QuarantineSampler(dataset, stub.url)
+    assert time.monotonic() - started < 20
+
+
+def test_the_deadline_covers_the_whole_body_and_is_named_in_the_error(stub: _Stub) -> None:
+    stub.mode = "slow"
+    started = time.monotonic()
+    with pytest.raises(remote.RemoteListError, match=r"no complete answer within 2 s"):
+        load_quarantine(stub.url, deadline=2)
+    assert time.monotonic() - started < 20
+
+
+def test_an_answer_over_the_size_limit_is_refused(
+    stub: _Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(remote, "MAX_LIST_BYTES", 100)
+    stub.body = listing(list(range(50)))
+    with pytest.raises(remote.RemoteListError, match="over 100 bytes"):
+        load_quarantine(stub.url)
+    assert cached_lists(tmp_path) == []
+
+
+def test_a_deadline_that_is_not_a_number_of_seconds_is_a_usage_error(
+    stub: _Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datalint.errors import UsageError
+
+    monkeypatch.setenv("DATALINT_LIST_DEADLINE", "soon")
+    with pytest.raises(UsageError, match="DATALINT_LIST_DEADLINE"):
+        QuarantineSampler(Samples(), stub.url)
+
+
+_DOWN_SCRIPT = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from test_service_client_safety import Samples
+from datalint.torch import QuarantineSampler
+print(len(QuarantineSampler(Samples(), sys.argv[1])))
+"""
+
+
+def test_the_unreachable_warning_is_printed_once(stub: _Stub, tmp_path: Path) -> None:
+    QuarantineSampler(Samples(), stub.url)
+    url = stub.url
+    stub.close()
+    env = environment()
+    env["DATALINT_CACHE_DIR"] = str(tmp_path / "client-cache")
+    done = subprocess.run(
+        [sys.executable, "-c", _DOWN_SCRIPT, url, str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "297"
+    assert done.stderr.count(f"{url}/quarantine unreachable") == 1, done.stderr
