@@ -47,6 +47,12 @@ _SERVICE_KEYS = {
     "scheduler",
     "http",
     "loop",
+    "allowed-hosts",
+    "allowed-origins",
+    "allow-code-specs",
+    "header-timeout",
+    "keep-alive",
+    "max-connections",
 }
 # uvicorn's HTTP parsers and event loops; "auto" takes httptools and uvloop where installed
 HTTP_IMPLEMENTATIONS = ("auto", "h11", "httptools")
@@ -72,6 +78,9 @@ _WATCH_USE = {
     "poll": "only for dataset = SPEC (an image folder is watched by its file events)",
 }
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+DEFAULT_KEEP_ALIVE_S = 5.0
+DEFAULT_MAX_CONNECTIONS = 1024
 
 
 class ConfigError(UsageError):
@@ -115,6 +124,15 @@ class ServiceConfig:
     scheduler: str | None = None  # a dask scheduler address for every scan
     http: str = "auto"
     loop: str = "auto"
+    # Host names (besides the bound address, localhost and loopback addresses) a request may name,
+    # and origins (besides the service's own) a state-changing request may come from.
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    # A `module:attr` dataset through the API runs code on this host: opt-in, admin tokens only.
+    allow_code_specs: bool = False
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT_S  # a request's headers must arrive within this
+    keep_alive: float = DEFAULT_KEEP_ALIVE_S  # an idle keep-alive connection is closed after this
+    max_connections: int = DEFAULT_MAX_CONNECTIONS  # more open connections are answered 503
     datasets: tuple[DatasetConfig, ...] = ()
     source: Path | None = None
 
@@ -176,6 +194,17 @@ def parse_config(document: dict[str, Any], source: Path) -> ServiceConfig:
         raise ConfigError(f"{source}: service.log-level: expected debug, info, warning or error")
     http = _choice(service, "http", HTTP_IMPLEMENTATIONS, source)
     loop = _choice(service, "loop", LOOP_IMPLEMENTATIONS, source)
+    allowed_hosts = _names(service, "allowed-hosts", source)
+    allowed_origins = tuple(_origin(value, source) for value in _names(service, "allowed-origins", source))
+    header_timeout = _interval(
+        service.get("header-timeout", DEFAULT_HEADER_TIMEOUT_S), source, "service", "header-timeout"
+    )
+    keep_alive = _interval(service.get("keep-alive", DEFAULT_KEEP_ALIVE_S), source, "service", "keep-alive")
+    max_connections = _typed(service, "max-connections", int, source, "service", DEFAULT_MAX_CONNECTIONS)
+    if max_connections < 1:
+        raise ConfigError(
+            f"{source}: service.max-connections: expected a positive integer, got {max_connections}"
+        )
     raw_datasets = document.get("datasets", [])
     if not isinstance(raw_datasets, list):
         raise ConfigError(f"{source}: datasets: use [[datasets]] tables")
@@ -195,9 +224,35 @@ def parse_config(document: dict[str, Any], source: Path) -> ServiceConfig:
         scheduler=_typed(service, "scheduler", str, source, "service", None),
         http=http,
         loop=loop,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        allow_code_specs=_typed(service, "allow-code-specs", bool, source, "service", False),
+        header_timeout=header_timeout or DEFAULT_HEADER_TIMEOUT_S,
+        keep_alive=keep_alive or DEFAULT_KEEP_ALIVE_S,
+        max_connections=max_connections,
         datasets=datasets,
         source=source,
     )
+
+
+def _names(table: dict[str, Any], key: str, source: Path) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+        raise ConfigError(f"{source}: service.{key}: expected a list of strings, got {value!r}")
+    return tuple(item.strip().lower() for item in value)
+
+
+def _origin(value: str, source: Path) -> str:
+    """`https://ci.example:8443` as a browser sends it in `Origin`: scheme, host and port only."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+        raise ConfigError(
+            f"{source}: service.allowed-origins: expected an origin such as "
+            f"'https://ci.example:8443', got {value!r}"
+        )
+    return f"{parts.scheme}://{parts.netloc}".lower()
 
 
 def _choice(table: dict[str, Any], key: str, choices: tuple[str, ...], source: Path) -> str:
