@@ -384,6 +384,7 @@ def _scan_locked(
             with store.transaction(index):
                 summaries.finish_following(index.conn, plan.follow)
     changes_.drop_current(index)
+    _settle_failures(index, length)
     kept = lambda: _kept_rows(index_path)  # noqa: E731
     with store.reading_index(index_path, kept):  # the policy reads what the index holds, as it is
         peers, warnings, findings = _judged(index, options.policy, workers)
@@ -445,6 +446,17 @@ def _judged(
     # while nothing has written to the index (the findings update the stored image groups).
     warnings = policy.population_warnings(index, options)
     return peers, warnings, policy.derive_findings(index, options, peers, keep_groups=True)
+
+
+def _settle_failures(index: Any, length: int | None) -> None:
+    """Training failures follow their keys; those whose changed sample measured ok end (the rest stay
+    listed, whatever the scan measured: docs/service.md, "Acknowledged means kept")."""
+    run = store.latest_run(index)
+    if run is None or not store.active_failures(index):
+        return
+    complete = length is not None and store.count_samples(index, scanned_only=True) >= length
+    with store.transaction(index):
+        store.settle_failures(index.conn, run.id, store.utc_now(), complete=complete)
 
 
 # Judged whole, an index costs the scanner about this much memory a row: every image's scores and

@@ -385,7 +385,44 @@ def derive_findings(
         Finding(idx, kind, text, kind in options.kinds)
         for idx, kind, text in quality_index_findings(db, options, keep_groups=keep_groups)
     )
-    return _merged(findings)
+    return _merged(with_failures(findings, db))
+
+
+def with_failures(findings: list[Finding], db: Any) -> list[Finding]:
+    """`findings` with each acknowledged training failure as a quarantined `error` finding that says
+    both facts ("failed in training 3 times ...; ok when scanned"): a scan never clears one."""
+    from datalint.scan.store import active_failures, failure_detail
+
+    failures = active_failures(db)
+    if not failures:
+        return findings
+    scanned = _scanned_statuses(db, [failure.index for failure in failures])
+    errors = {f.idx: n for n, f in enumerate(findings) if f.kind == "error"}
+    result = list(findings)
+    for failure in failures:
+        said = failure_detail(failure, scanned.get(failure.index))
+        at = errors.get(failure.index)
+        if at is None:
+            result.append(Finding(failure.index, "error", said, True))
+        elif said not in result[at].detail:
+            result[at] = Finding(failure.index, "error", f"{result[at].detail}; {said}", True)
+    return result
+
+
+def _scanned_statuses(db: Any, indexes: list[int]) -> dict[int, str]:
+    """The status a scan (not the guard) measured for each of these samples."""
+    statuses: dict[int, str] = {}
+    for start in range(0, len(indexes), 500):
+        part = indexes[start : start + 500]
+        marks = ", ".join("?" for _ in part)
+        statuses.update(
+            db.execute(
+                f"SELECT idx, status FROM samples WHERE idx IN ({marks})"
+                " AND run_id IN (SELECT id FROM runs WHERE kind != 'guard')",
+                part,
+            ).fetchall()
+        )
+    return statuses
 
 
 # What the per-sample pass of `derive_findings` reads of each row.

@@ -98,9 +98,8 @@ def findings(
         found.extend(cross_part_findings(db, hashes, options))
     if options.against:  # the other split's images against all of ours (its own index, read whole)
         found.extend(policy._leaks(db, options.against, policy.quality_thresholds(options).near_duplicate))
-    return limits, policy._merged(
-        [Finding(idx, kind, text, kind in options.kinds) for idx, kind, text in found]
-    )
+    judged = [Finding(idx, kind, text, kind in options.kinds) for idx, kind, text in found]
+    return limits, policy._merged(policy.with_failures(judged, db))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -6,8 +6,9 @@ them all: under load a commit serves many requests, so throughput grows with con
 request still waits for its own rows to be committed. Acknowledged therefore means committed.
 
 Rows are written as the guard writes them locally (`datalint.training.record`): a `samples` row with
-status `error` and an `error` finding marked for quarantine, keyed by the sample index, so a failure
-sent twice (a replayed spool) replaces itself and never duplicates.
+status `error`, an `error` finding marked for quarantine, keyed by the sample index, and the failure
+itself (`store.remember_failures`), which no scan clears. A failure sent twice (a replayed spool) is
+counted once and never duplicates.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import logging
 import queue
 import socket
+import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -50,6 +52,15 @@ class IncomingFailure:
         return f"{self.error_type}: {self.message}".rstrip(": ")
 
 
+@dataclass(frozen=True)
+class _Clear:
+    """An admin's order to end acknowledged failures, queued with the batches."""
+
+    indexes: tuple[int, ...]
+    by: str
+    reason: str
+
+
 class IngestWriter:
     """The one writer of a dataset's guard failures; `submit()` returns once the batch is committed."""
 
@@ -59,6 +70,7 @@ class IngestWriter:
         index_path: Path,
         on_commit: Callable[[str, list[int], Any], None],
         before_commit: Callable[[], Any] = lambda: None,
+        on_cleared: Callable[[str, list[int], Any], None] = lambda name, indexes, before: None,
     ) -> None:
         """`on_commit(name, indexes, token)` runs after each commit with the sorted distinct indexes it
         wrote and what `before_commit()` returned just before it (the served list's state)."""
@@ -66,7 +78,8 @@ class IngestWriter:
         self.index_path = index_path
         self.on_commit = on_commit
         self.before_commit = before_commit
-        self._queue: queue.Queue[tuple[Sequence[IncomingFailure], Future[int]] | None] = queue.Queue()
+        self.on_cleared = on_cleared
+        self._queue: queue.Queue[tuple[Any, Future[Any]] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"ingest-{name}", daemon=True)
         self._db: Any = None
         self._run_id: int | None = None
@@ -76,6 +89,12 @@ class IngestWriter:
     def submit(self, failures: Sequence[IncomingFailure]) -> Future[int]:
         future: Future[int] = Future()
         self._queue.put((failures, future))
+        return future
+
+    def clear(self, indexes: Sequence[int], *, by: str, reason: str) -> Future[list[int]]:
+        """End these samples' acknowledged failures (an admin's word), in this writer's order."""
+        future: Future[list[int]] = Future()
+        self._queue.put((_Clear(tuple(indexes), by, reason), future))
         return future
 
     def close(self) -> None:
@@ -98,22 +117,53 @@ class IngestWriter:
                     stop = True
                     break
                 waiting.append(more)
-            self._commit(waiting)
+            batches: list[Any] = []
+            for request in waiting:  # clears keep their place between the batches around them
+                if isinstance(request[0], _Clear):
+                    self._commit(batches)
+                    self._clear(request)
+                    batches = []
+                else:
+                    batches.append(request)
+            self._commit(batches)
             if stop:
                 break
         if self._db is not None:
             self._db.close()
 
+    def _clear(self, request: tuple[Any, Future[Any]]) -> None:
+        order, future = request
+        try:
+            before = self.before_commit()
+            db, _ = self._open()
+            with store.transaction(db):
+                ended = store.clear_failures(
+                    db.conn, order.indexes, by=order.by, reason=order.reason, at=store.utc_now()
+                )
+        except Exception as exc:  # the edge: the request gets the error, the writer lives on
+            logger.error("ingest %s: could not clear failures: %s", self.name, exc)
+            self._forget_connection()
+            future.set_exception(exc)
+            return
+        if ended:
+            self.on_cleared(self.name, ended, before)
+        future.set_result(ended)
+
+    def _forget_connection(self) -> None:
+        if self._db is not None:
+            self._db.close()
+        self._db, self._run_id, self._errors = None, None, 0
+
     def _commit(self, waiting: list[tuple[Sequence[IncomingFailure], Future[int]]]) -> None:
+        if not waiting:
+            return
         rows = [failure for failures, _ in waiting for failure in failures]
         try:
             before = self.before_commit()
             self._write(rows)
         except Exception as exc:  # the edge: every waiting request gets the error, the writer lives on
             logger.error("ingest %s: could not commit %d failures: %s", self.name, len(rows), exc)
-            if self._db is not None:
-                self._db.close()
-            self._db, self._run_id, self._errors = None, None, 0
+            self._forget_connection()
             for _, future in waiting:
                 future.set_exception(exc)
             return
@@ -177,9 +227,68 @@ class IngestWriter:
                 "INSERT OR REPLACE INTO findings (idx, kind, detail, quarantine) VALUES (?, 'error', ?, 1)",
                 findings,
             )
+            # Acknowledged means kept: the failure outlives the samples row a later scan replaces.
+            store.remember_failures(db.conn, (_fact(f) for f in rows))
             db.conn.execute(
                 "UPDATE runs SET counts = ? WHERE id = ?", (json.dumps({"error": self._errors}), run_id)
             )
+
+
+def refusals_by_index(index_path: Path, failures: Sequence[tuple[int, IncomingFailure]]) -> dict[int, str]:
+    """Why each of these (position, failure) pairs cannot be a failure of the dataset the index holds:
+    an index past its length, or a key that is not the one the scan found at that index."""
+    if not index_path.is_file():
+        return {}
+    reasons: dict[int, str] = {}
+    connection = sqlite3.connect(f"{index_path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+    try:
+        run = store.latest_run(connection)
+        length = run.length if run is not None else None
+        if length is not None:
+            for position, failure in failures:
+                if failure.index >= length:
+                    reasons[position] = (
+                        f"index {failure.index} is past the end of the dataset ({length:,} samples when last "
+                        "scanned): a failure of another dataset, or of a list made for another length"
+                    )
+        keyed = [(p, f) for p, f in failures if f.key is not None and p not in reasons]
+        known = _scanned_keys(connection, sorted({f.index for _, f in keyed}))
+    finally:
+        connection.close()
+    for position, failure in keyed:
+        expected = known.get(failure.index)
+        if expected is not None and expected != failure.key:
+            reasons[position] = (
+                f"key {ascii(failure.key)[:300]} is not the key the scan found at index {failure.index} "
+                f"({ascii(expected)[:300]}): the dataset's order differs from the one scanned; rescan it"
+            )
+    return reasons
+
+
+def _scanned_keys(connection: sqlite3.Connection, indexes: list[int]) -> dict[int, str]:
+    found: dict[int, str] = {}
+    for start in range(0, len(indexes), 500):
+        part = indexes[start : start + 500]
+        marks = ", ".join("?" for _ in part)
+        rows = connection.execute(
+            f"SELECT idx, key FROM samples WHERE idx IN ({marks}) AND key IS NOT NULL"
+            " AND run_id IN (SELECT id FROM runs WHERE kind != 'guard')",
+            part,
+        )
+        found.update((index, key) for index, key in ((i, store.read_key(k)) for i, k in rows) if key)
+    return found
+
+
+def _fact(failure: IncomingFailure) -> store.FailureFact:
+    return store.FailureFact(
+        index=failure.index,
+        key=failure.key,
+        error_type=failure.error_type,
+        message=failure.message,
+        at=failure.time or store.utc_now(),
+        source="service",
+        id=failure.id,
+    )
 
 
 def _info(failure: IncomingFailure) -> dict[str, Any]:

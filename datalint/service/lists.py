@@ -575,11 +575,7 @@ def list_entries(path: Path, indexes: list[int]) -> list[tuple[int, str]]:
 def guard_failures(path: Path) -> list[int]:
     """The quarantined samples whose row the guard wrote (the service's ingest or a local recorder)."""
     with read_only(path) as connection:
-        rows = connection.execute(
-            "SELECT s.idx FROM samples s WHERE s.run_id IN (SELECT id FROM runs WHERE kind = 'guard')"
-            " AND EXISTS (SELECT 1 FROM findings f WHERE f.idx = s.idx AND f.quarantine = 1)"
-        )
-        return [row[0] for row in rows]
+        return [failure.index for failure in store.active_failures(connection)]
 
 
 @dataclass(frozen=True)

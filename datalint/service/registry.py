@@ -104,9 +104,7 @@ class Registry:
             quarantined = connection.execute(
                 "SELECT count(DISTINCT idx) FROM findings WHERE quarantine = 1"
             ).fetchone()[0]
-            guard = connection.execute(
-                "SELECT count(*) FROM samples WHERE run_id IN (SELECT id FROM runs WHERE kind = 'guard')"
-            ).fetchone()[0]
+            guard = len(store.active_failures(connection))
             run = store.latest_run(connection)
         last = None
         if run is not None:

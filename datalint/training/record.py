@@ -134,6 +134,14 @@ def _write_failure(connection: sqlite3.Connection, run_id: int, failure: Failure
         "INSERT OR REPLACE INTO findings (idx, kind, detail, quarantine) VALUES (?, 'error', ?, 1)",
         (failure.index, store.storable_text(failure.detail)),
     )
+    store.remember_failures(
+        connection,
+        [
+            store.FailureFact(
+                failure.index, failure.key, failure.error_type, failure.message, failure.at, "guard"
+            )
+        ],
+    )
     # Counted inside the same transaction, so concurrent workers never overwrite each other's total.
     (errors,) = connection.execute("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,)).fetchone()
     connection.execute("UPDATE runs SET counts = ? WHERE id = ?", (json.dumps({"error": errors}), run_id))
