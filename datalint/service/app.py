@@ -9,15 +9,18 @@ uvicorn (Starlette underneath, so plain ASGI middleware works for the request-si
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import re
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import (
     HTMLResponse,
     JSONResponse,
@@ -26,11 +29,11 @@ from fastapi.responses import (
     StreamingResponse,
 )
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from datalint import __version__
 from datalint.errors import UsageError
-from datalint.service import overview
+from datalint.service import ingest, overview
 from datalint.service.auth import Authenticator
 from datalint.service.config import (
     NAME_PATTERN,
@@ -42,11 +45,13 @@ from datalint.service.config import (
 from datalint.service.ingest import IncomingFailure, IngestWriter
 from datalint.service.jobs import MODES, Job, JobManager
 from datalint.service.lists import index_state
+from datalint.service.origins import Origins, RequestGate, send_json
 from datalint.service.registry import Registry
 from datalint.service.watchers import Watchers
 
 logger = logging.getLogger("datalint.service")
 COOKIE = "datalint_token"
+CSRF_COOKIE = "datalint_csrf"  # the login form's double-submit token
 _BEARER = HTTPBearer(auto_error=False, description="a token from `datalint serve token add NAME`")
 _CSP_META = re.compile(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">')
 
@@ -90,9 +95,33 @@ class FailureBatch(_Strict):
     failures: list[FailureIn] = Field(max_length=10_000)
 
 
+class RefusedFailure(BaseModel):
+    position: int = Field(description="the item's place in the posted batch")
+    index: int | None = Field(description="its index, where it was a number")
+    key: str | None = Field(description="its key, where it was text")
+    reason: str
+
+
 class FailuresAccepted(BaseModel):
     accepted: int
     committed: bool
+    refused: list[RefusedFailure] = Field(
+        default_factory=list, description="the items not committed, each with its reason (never resend them)"
+    )
+
+
+class FailuresRefused(BaseModel):
+    detail: str
+    refused: list[RefusedFailure]
+
+
+class ClearRequest(_Strict):
+    indexes: list[int] = Field(min_length=1, max_length=100_000, description="the samples' indexes")
+    reason: str = Field(min_length=1, max_length=1024, description="why (kept in the index's history)")
+
+
+class FailuresCleared(BaseModel):
+    cleared: list[int] = Field(description="the samples whose acknowledged failure ended")
 
 
 class ScanRequest(_Strict):
@@ -338,15 +367,7 @@ class BodyLimit:
 
 
 async def _too_large(send: Any, limit: int) -> None:
-    body = json.dumps({"detail": f"request body over the limit of {limit} bytes"}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await send_json(send, 413, {"detail": f"request body over the limit of {limit} bytes"})
 
 
 # ---- the conditional GET of a list (plain ASGI, before routing) -----------------------------------
@@ -458,10 +479,12 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
         lifespan=lifespan,
         docs_url=None,  # the interactive pages load scripts from a CDN; the schema is at /openapi.json
         redoc_url=None,
+        openapi_url=None,  # served below, behind the read scope
     )
     app.state.service = service
     app.add_middleware(BodyLimit, limit=config.max_request_bytes)
     app.add_middleware(NotModified, service=service)
+    app.add_middleware(RequestGate, origins=Origins(config))  # the outermost: before anything is read
 
     def token_of(
         request: Request, credentials: HTTPAuthorizationCredentials | None, cookie_ok: bool
@@ -495,6 +518,12 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
             )
         return name
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
+        # FastAPI's own answer echoes the input, and input JSON may hold what no response can carry
+        # (a lone surrogate, NaN): the field and the reason say enough.
+        return SafeJSONResponse({"detail": _plain_errors(exc.errors())}, status_code=422)
+
     @app.exception_handler(ConfigError)
     async def config_error(request: Request, exc: ConfigError) -> JSONResponse:
         # the shape of FastAPI's own 422, so one schema describes every validation answer
@@ -508,8 +537,10 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
     @app.get(
         "/", response_class=HTMLResponse, tags=["pages"], responses={303: {"description": "sign in first"}}
     )
-    def overview_page(request: Request) -> Response:
-        if auth.enabled and not auth.allows(request.cookies.get(COOKIE), "read"):
+    def overview_page(
+        request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
+    ) -> Response:
+        if auth.enabled and not auth.allows(token_of(request, credentials, cookie_ok=True), "read"):
             return RedirectResponse("/login", status_code=303)
         datasets = [service.dataset_out(name).model_dump() for name in registry.names()]
         running = [
@@ -518,9 +549,19 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
         html = overview.render_overview(datasets, running, __version__)
         return HTMLResponse(html, headers={"Content-Security-Policy": overview.CSP})
 
+    def login_form(message: str = "", status_code: int = 200) -> HTMLResponse:
+        csrf = secrets.token_urlsafe(32)
+        page = HTMLResponse(
+            overview.render_login(message, csrf),
+            status_code=status_code,
+            headers={"Content-Security-Policy": overview.CSP, "Cache-Control": "no-store"},
+        )
+        page.set_cookie(CSRF_COOKIE, csrf, httponly=True, samesite="strict", path="/login")
+        return page
+
     @app.get("/login", response_class=HTMLResponse, tags=["pages"])
     def login_page() -> HTMLResponse:
-        return HTMLResponse(overview.render_login(), headers={"Content-Security-Policy": overview.CSP})
+        return login_form()
 
     @app.post(
         "/login", response_class=HTMLResponse, tags=["pages"], responses={303: {"description": "signed in"}}
@@ -530,17 +571,20 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
 
         form = parse_qs((await request.body()).decode("utf-8", errors="replace"))
         token = (form.get("token") or [""])[0]
+        sent, kept = (form.get("csrf") or [""])[0], request.cookies.get(CSRF_COOKIE, "")
+        if not sent or not hmac.compare_digest(sent.encode(), kept.encode()):
+            return login_form("The sign-in form expired or came from another page: sign in again.", 403)
         if not auth.allows(token, "read"):
-            return HTMLResponse(
-                overview.render_login("That token is not valid here."),
-                status_code=401,
-                headers={"Content-Security-Policy": overview.CSP},
-            )
+            return login_form("That token is not valid here.", 401)
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(
             COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https"
         )
         return response
+
+    @app.get("/openapi.json", tags=["service"], dependencies=[read], responses=_ERRORS)
+    def openapi_schema() -> JSONResponse:
+        return JSONResponse(app.openapi())
 
     @app.get(
         "/metrics", response_class=PlainTextResponse, tags=["service"], dependencies=[read], responses=_ERRORS
@@ -563,6 +607,15 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
         responses={**_ERRORS, 409: {"model": ErrorOut}},
     )
     def register_dataset(body: DatasetIn) -> DatasetOut:
+        if body.dataset is not None and not (config.allow_code_specs and auth.enabled):
+            # `admin` let the request this far; with no tokens anyone on this machine is admin.
+            raise HTTPException(
+                403,
+                "a dataset spec is code (it imports a module on this host), and this service takes code "
+                "from its config file only: add the dataset to the config file as a [[datasets]] table, "
+                "or register data instead (images = a folder). A service started with "
+                "--allow-code-specs and tokens takes specs from admin tokens.",
+            )
         if registry.get(body.name) is not None:
             raise HTTPException(409, f"dataset {body.name!r} is registered already")
         registry.register({k.replace("_", "-"): v for k, v in body.model_dump().items() if v is not None})
@@ -629,22 +682,62 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
         response_model=FailuresAccepted,
         tags=["failures"],
         dependencies=[write],
-        responses={**_ERRORS, 413: {"model": ErrorOut}},
+        responses={**_ERRORS, 413: {"model": ErrorOut}, 422: {"model": FailuresRefused}},
+        openapi_extra={"requestBody": _json_body(FailureBatch)},
     )
-    async def post_failures(name: DatasetName, batch: FailureBatch) -> FailuresAccepted:
+    async def post_failures(name: DatasetName, request: Request) -> Response:
+        # Each item is judged on its own: the valid ones are committed, the others refused by name,
+        # so one bad item never costs the batch (nor gets the batch replayed forever).
         known(name)
-        if len(batch.failures) > config.max_batch:
-            raise HTTPException(
-                413, f"{len(batch.failures)} failures in one batch; the limit is {config.max_batch}"
-            )
-        if not batch.failures:
-            return FailuresAccepted(accepted=0, committed=True)
-        rows = [IncomingFailure(**failure.model_dump()) for failure in batch.failures]
+        items = _failure_items(await _json_document(request))
+        if len(items) > config.max_batch:
+            raise HTTPException(413, f"{len(items)} failures in one batch; the limit is {config.max_batch}")
+        valid, refused = _checked_failures(items)
+        if valid:
+            index_path = registry.index_path(name)
+            reasons = await asyncio.to_thread(ingest.refusals_by_index, index_path, valid)
+            refused += [_refused(p, f.index, f.key, reasons[p]) for p, f in valid if p in reasons]
+            valid = [(p, f) for p, f in valid if p not in reasons]
+        refused.sort(key=lambda item: item.position)
+        if items and not valid:
+            document = FailuresRefused(detail="no failure in the batch was valid", refused=refused)
+            return SafeJSONResponse(document.model_dump(), status_code=422)
+        accepted = 0
+        if valid:
+            try:
+                rows = [failure for _, failure in valid]
+                accepted = await asyncio.wrap_future(service.writer(name).submit(rows))
+            except Exception as exc:  # the index could not take them: the client keeps them in its spool
+                raise HTTPException(503, f"could not commit the failures: {exc}") from None
+        answer = FailuresAccepted(accepted=accepted, committed=True, refused=refused)
+        return SafeJSONResponse(answer.model_dump())
+
+    @app.post(
+        "/v1/datasets/{name}/failures/clear",
+        response_model=FailuresCleared,
+        tags=["failures"],
+        dependencies=[admin],
+        responses=_ERRORS,
+    )
+    async def clear_failures(
+        name: DatasetName,
+        body: ClearRequest,
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
+    ) -> FailuresCleared:
+        known(name)
+        record = auth.identify(token_of(request, credentials, cookie_ok=False)) if auth.enabled else None
+        by = f"admin token {record.name!r}" if record is not None else "an open service (no tokens)"
+        future = service.writer(name).clear(body.indexes, by=by, reason=body.reason)
         try:
-            accepted = await asyncio.wrap_future(service.writer(name).submit(rows))
-        except Exception as exc:  # the index could not take them: the client keeps them in its spool
-            raise HTTPException(503, f"could not commit the failures: {exc}") from None
-        return FailuresAccepted(accepted=accepted, committed=True)
+            cleared = await asyncio.wrap_future(future)
+        except Exception as exc:  # the index could not take it: nothing changed
+            raise HTTPException(503, f"could not clear the failures: {exc}") from None
+        if cleared:
+            registry.lists.invalidate(name)
+            await asyncio.to_thread(registry.lists.rebuild, name)
+            logger.info("dataset %s: %s cleared %d acknowledged failures", name, by, len(cleared))
+        return FailuresCleared(cleared=cleared)
 
     @app.post(
         "/v1/datasets/{name}/scans",
@@ -734,6 +827,88 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
         )
 
     return app
+
+
+class SafeJSONResponse(JSONResponse):
+    """JSON that any client can read: ASCII only (a lone surrogate from the request is escaped)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+
+
+def _plain_errors(errors: Any) -> list[dict[str, Any]]:
+    """Validation errors without the input (nor anything else that may not be JSON): type, loc, msg."""
+    plain = []
+    for error in errors:
+        location = [
+            part if isinstance(part, int) else ascii(str(part))[1:-1] for part in error.get("loc", ())
+        ]
+        plain.append(
+            {"type": str(error.get("type")), "loc": location, "msg": ascii(str(error.get("msg")))[1:-1]}
+        )
+    return plain
+
+
+def _json_body(model: type[BaseModel]) -> dict[str, Any]:
+    """An OpenAPI request body of `model`, for a route that reads its body itself."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+async def _json_document(request: Request) -> Any:
+    """The request's JSON; a body that is not JSON (bad UTF-8, nesting too deep) is a 422, as FastAPI
+    answers a body it parses."""
+    body = await request.body()
+    try:
+        return json.loads(body)
+    except RecursionError:
+        reason = "the JSON is nested too deeply"
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        reason = f"JSON decode error: {ascii(str(exc))[1:-1][:200]}"
+    raise HTTPException(422, [{"type": "json_invalid", "loc": ["body"], "msg": reason}])
+
+
+def _failure_items(document: Any) -> list[Any]:
+    if not isinstance(document, dict) or not isinstance(document.get("failures"), list):
+        raise HTTPException(422, 'expected {"failures": [...]}')
+    if set(document) - {"failures"}:
+        raise HTTPException(422, f"unknown keys beside failures: {ascii(sorted(map(str, document)))[:200]}")
+    return document["failures"]
+
+
+def _checked_failures(items: list[Any]) -> tuple[list[tuple[int, IncomingFailure]], list[RefusedFailure]]:
+    """(position, failure) for each valid item; a refusal naming each other one."""
+    valid: list[tuple[int, IncomingFailure]] = []
+    refused: list[RefusedFailure] = []
+    for position, item in enumerate(items):
+        try:
+            failure = FailureIn.model_validate(item)
+        except ValidationError as exc:
+            reason = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'item'}: {error['msg']}"
+                for error in _plain_errors(exc.errors())
+            )
+            raw = item if isinstance(item, dict) else {}
+            refused.append(_refused(position, raw.get("index"), raw.get("key"), reason))
+            continue
+        valid.append((position, IncomingFailure(**failure.model_dump())))
+    return valid, refused
+
+
+def _refused(position: int, index: Any, key: Any, reason: str) -> RefusedFailure:
+    """A refusal that names the item as far as it can be named safely."""
+    number = index if isinstance(index, int) and not isinstance(index, bool) and abs(index) < 2**63 else None
+    text = key if isinstance(key, str) and len(key) <= 4096 and _encodable(key) else None
+    return RefusedFailure(position=position, index=number, key=text, reason=reason)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _etags(header: str) -> set[str]:

@@ -147,7 +147,7 @@ def render_overview(datasets: list[dict[str, Any]], running: list[dict[str, Any]
     return "<!DOCTYPE html>\n" + el("html", head, body, lang="en") + "\n"
 
 
-def render_login(message: str = "") -> str:
+def render_login(message: str = "", csrf: str = "") -> str:
     head = el(
         "head",
         Html('<meta charset="utf-8">'),
@@ -158,6 +158,7 @@ def render_login(message: str = "") -> str:
         "form",
         el("label", "Token ", el("input", type="password", name="token", autocomplete="off", required=True)),
         " ",
+        el("input", type="hidden", name="csrf", value=csrf),
         el("button", "Sign in", type="submit"),
         method="post",
         action="/login",

@@ -143,8 +143,9 @@ def test_unknown_datasets_bad_names_and_bad_bodies_are_4xx(scanned_service: Serv
     assert huge.status_code == 413
 
 
-def test_the_openapi_schema_is_published(scanned_service: Server) -> None:
-    schema = scanned_service.request("GET", "/openapi.json", token=None).json()
+def test_the_openapi_schema_is_published_to_readers(scanned_service: Server) -> None:
+    assert scanned_service.request("GET", "/openapi.json", token=None).status_code == 401
+    schema = scanned_service.request("GET", "/openapi.json", token="reader").json()
     assert {
         "/v1/datasets/{name}/quarantine",
         "/v1/datasets/{name}/failures",
@@ -208,7 +209,7 @@ def test_guard_rows_from_the_service_are_in_the_index_the_cli_reads(scanned_serv
     answer = scanned_service.request(
         "POST", "/v1/datasets/train/failures", token="writer", json={"failures": [failure]}
     )
-    assert answer.json() == {"accepted": 1, "committed": True}
+    assert answer.json() == {"accepted": 1, "committed": True, "refused": []}
     listed = scanned_service.request("GET", "/v1/datasets/train/quarantine", token="reader").json()
     assert 7 in [s["index"] for s in listed["samples"]]
     db = store.open_index(scanned_service.folder / "state" / "datasets" / "train" / "index.db", create=False)

@@ -28,7 +28,8 @@ def fuzzed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def api_schema(fuzzed_server: Server) -> object:
-    return schemathesis.openapi.from_url(f"{fuzzed_server.base}/openapi.json")
+    reader = {"Authorization": f"Bearer {fuzzed_server.tokens['reader']}"}  # the schema needs `read`
+    return schemathesis.openapi.from_url(f"{fuzzed_server.base}/openapi.json", headers=reader)
 
 
 def test_no_input_makes_the_service_fail_or_break_its_schema(
