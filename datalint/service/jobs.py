@@ -97,6 +97,7 @@ class JobManager:
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._cancelling: dict[str, float] = {}
         self._last_done: dict[str, tuple[float, int]] = {}
+        self._base_run: dict[str, int | None] = {}  # each job's index's last scan run before it started
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.samples_per_second = 0.0
@@ -221,6 +222,8 @@ class JobManager:
         folder.mkdir(parents=True, exist_ok=True)
         spec_path = self.folder / f"{job.id}.job.json"
         spec_path.write_text(json.dumps(self._child_spec(job, dataset)), encoding="utf-8")
+        # Progress counts from the run the child starts: until then the index shows the last scan's.
+        self._base_run[job.id] = latest_scan_run(self.registry.index_path(job.dataset))
         self.pause(job.dataset)  # one writer per index: the watcher waits while the scan runs
         self.registry.lists.hold(job.dataset)  # the list is published once, when the scan is over
         log = (self.folder / f"{job.id}.log").open("ab")
@@ -303,7 +306,7 @@ class JobManager:
             self.resume(dataset)
 
     def _update_progress(self, job: Job) -> None:
-        progress = read_progress(self.registry.index_path(job.dataset))
+        progress = read_progress(self.registry.index_path(job.dataset), self._base_run.get(job.id))
         if progress is None:
             return
         now = time.monotonic()
@@ -392,16 +395,34 @@ class JobManager:
             self.on_event(job, what)
 
 
-def read_progress(index_path: Path) -> Progress | None:
-    """Samples measured, the dataset's length and the samples that are not ok, from the live index."""
+def latest_scan_run(index_path: Path) -> int | None:
+    """The id of the index's last scan run (None: no index, or no scan in it yet)."""
+    if not index_path.is_file():
+        return None
+    try:
+        connection = sqlite3.connect(f"{index_path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+        try:
+            row = connection.execute("SELECT max(id) FROM runs WHERE kind != 'guard'").fetchone()
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return None
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def read_progress(index_path: Path, after_run: int | None = None) -> Progress | None:
+    """Samples measured, the dataset's length and the samples that are not ok, from the live index;
+    nothing measured yet while its last scan run is still `after_run` (the job's own has not begun)."""
     if not index_path.is_file():
         return None
     try:
         connection = sqlite3.connect(f"{index_path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
         try:
             run = connection.execute(
-                "SELECT length FROM runs WHERE kind != 'guard' ORDER BY id DESC LIMIT 1"
+                "SELECT length, id FROM runs WHERE kind != 'guard' ORDER BY id DESC LIMIT 1"
             ).fetchone()
+            if after_run is not None and (run is None or run[1] <= after_run):
+                return Progress(done=0, total=None, findings=0)
             scanned = "run_id IN (SELECT id FROM runs WHERE kind != 'guard')"
             done = connection.execute(f"SELECT count(*) FROM samples WHERE {scanned}").fetchone()[0]
             bad = connection.execute(

@@ -153,6 +153,9 @@ class Watchers:
     def pause(self, name: str, timeout: float = STOP_GRACE_S) -> None:
         """Stop the dataset's watcher until `resume(name)` (a scan job is about to write its index);
         returns once it has exited."""
+        dataset = self.registry.get(name)
+        if dataset is None or not dataset.watch:
+            return  # no watcher to pause (nor to resume, nor to log about)
         with self._control:
             with self._lock:
                 self._paused.add(name)

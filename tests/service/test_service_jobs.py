@@ -129,3 +129,27 @@ def test_a_dataset_with_an_interval_is_scanned_on_its_schedule(tmp_path: Path) -
         assert [s["index"] for s in listed["samples"]] == [0, 10]
     finally:
         server.stop()
+
+
+def test_a_full_rescan_counts_its_progress_forward_and_an_unwatched_dataset_logs_no_watcher(
+    tmp_path: Path,
+) -> None:
+    server = Server(tmp_path, dataset_table("slow", n=150, bad_every=50, delay=0.01)).start()
+    try:
+        first = server.request("POST", "/v1/datasets/slow/scans").json()
+        assert server.wait_job(first["id"])["state"] == "succeeded"
+        job = server.request("POST", "/v1/datasets/slow/scans", json={"mode": "full"}).json()
+        seen: list[int] = []
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            state = server.request("GET", f"/v1/scans/{job['id']}", token="reader").json()
+            seen.append(state["progress"]["done"])
+            if state["state"] not in ("queued", "running"):
+                break
+            time.sleep(0.02)
+        assert state["state"] == "succeeded", state
+        assert seen == sorted(seen), f"progress went backwards: {seen}"
+        log = server.log.read_text()
+        assert "watcher" not in log, "the dataset has no watcher: nothing to pause or resume"
+    finally:
+        server.stop()
