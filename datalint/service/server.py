@@ -1,4 +1,5 @@
-"""Running the service: the bind check, logging, and uvicorn with a graceful SIGTERM.
+"""Running the service: the bind check, the data directory's lock, logging, and uvicorn with a
+graceful SIGTERM and limits on its connections.
 
 uvicorn handles SIGTERM and SIGINT itself: it stops accepting connections, lets in-flight requests
 finish (up to `DRAIN_S`), then runs the app's shutdown, which checkpoints running scans so the next
@@ -7,22 +8,26 @@ start resumes them. SIGHUP re-reads the token file.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import logging
+import os
 import queue
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 from datalint.errors import UsageError
 from datalint.service import accesslog
 from datalint.service.auth import Authenticator
-from datalint.service.config import ServiceConfig, is_loopback
+from datalint.service.config import DEFAULT_HEADER_TIMEOUT_S, ServiceConfig, is_loopback
 
 DRAIN_S = 30
+LOCK_NAME = "service.lock"
 
 logger = logging.getLogger("datalint.service.server")
 
@@ -63,6 +68,94 @@ def configure_logging(level: str) -> None:
     service_logger.propagate = False
 
 
+def hold_data_dir(data_dir: Path) -> int:
+    """Lock `<data-dir>/service.lock` for this process's life (the descriptor returned): one service
+    per data directory. A POSIX record lock like the scan lock (`datalint.scan.store.scan_lock`), in
+    the same record of pid, host and start time: the kernel drops it when the process dies however it
+    dies, so it is never stale, and children forked by the service do not inherit it."""
+    import fcntl
+    import json
+    import socket
+
+    from datalint.scan.store import _lock_holder, utc_now
+
+    path = data_dir / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise UsageError(f"cannot create the service lock {path}: {exc.strerror}") from None
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = _lock_holder(fd)
+        os.close(fd)
+        raise UsageError(
+            f"another datalint serve is using the data directory {data_dir} ({holder}): stop it first, "
+            "or give this one another [service] data-dir"
+        ) from None
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "started": utc_now()}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(record).encode(), 0)
+    return fd
+
+
+class _HeaderDeadline(asyncio.Protocol):
+    """Mixed into uvicorn's HTTP protocol: closes a connection whose request headers have not all
+    arrived `header_timeout` seconds after it opened, or after the first byte of its next request.
+    uvicorn closes an idle connection between requests (keep-alive) but waits forever on one that
+    sends a request a byte at a time, so a few hundred such sockets (slowloris) held the service's
+    connections open."""
+
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT_S
+    # the protocol's own (uvicorn's H11Protocol, HttpToolsProtocol)
+    cycle: Any
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._arm_header_timer()
+
+    def data_received(self, data: bytes) -> None:
+        before = self.cycle  # each request's headers, once complete, make a new cycle
+        between = before is None or before.response_complete
+        super().data_received(data)
+        if self.cycle is not before:
+            self._disarm_header_timer()
+        elif between and self._header_timer is None:
+            self._arm_header_timer()  # the first bytes of a request: its headers are due
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_timer()
+        super().connection_lost(exc)
+
+    def _arm_header_timer(self) -> None:
+        if not self.transport.is_closing():
+            self._header_timer = self.loop.call_later(self.header_timeout, self._headers_late)
+
+    def _disarm_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            logger.debug("closed a connection: no complete request headers within %s s", self.header_timeout)
+            self.transport.close()
+
+
+def http_protocol(config: ServiceConfig) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol class that `[service] http` names, with the header timeout."""
+    from uvicorn.config import HTTP_PROTOCOLS
+    from uvicorn.importer import import_from_string
+
+    base = import_from_string(HTTP_PROTOCOLS[config.http])  # "auto": httptools where installed
+    attributes = {"header_timeout": config.header_timeout}
+    return type(f"HeaderDeadline{base.__name__}", (_HeaderDeadline, base), attributes)
+
+
 @contextlib.contextmanager
 def reload_tokens_on_sighup(auth: Authenticator) -> Iterator[None]:
     """SIGHUP re-reads the token file (uvicorn takes only SIGTERM and SIGINT); signals reach only the
@@ -83,13 +176,21 @@ def reload_tokens_on_sighup(auth: Authenticator) -> Iterator[None]:
 
 
 def serve(config: ServiceConfig) -> None:
+    auth = Authenticator.from_file(config.tokens)
+    check_bind(config, auth)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    lock = hold_data_dir(config.data_dir)
+    try:
+        run_uvicorn(config, auth)
+    finally:
+        os.close(lock)  # after the shutdown's checkpoints: the next service may start now
+
+
+def run_uvicorn(config: ServiceConfig, auth: Authenticator) -> None:
     import uvicorn
 
     from datalint.service.app import create_app
 
-    auth = Authenticator.from_file(config.tokens)
-    check_bind(config, auth)
-    config.data_dir.mkdir(parents=True, exist_ok=True)
     configure_logging(config.log_level)
     check_stack(config)
     app: Any = create_app(config, auth)
@@ -100,8 +201,12 @@ def serve(config: ServiceConfig) -> None:
         app,
         host=config.host,
         port=config.port,
-        http=config.http,
+        http=http_protocol(config),
         loop=config.loop,
+        # uvicorn annotates it int; it only hands it to loop.call_later, which takes float seconds
+        timeout_keep_alive=cast(int, config.keep_alive),
+        # uvicorn answers 503 once this many are open, counting the asking one: `max-connections` more
+        limit_concurrency=config.max_connections + 1,
         log_level=config.log_level,
         access_log=False,  # ours (datalint.service.accesslog): one line per request, off the loop
         timeout_graceful_shutdown=DRAIN_S,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -57,11 +58,13 @@ def add_token(tokens: Path, name: str, scopes: str) -> str:
 class Server:
     """The service of `config_text` in `folder`; tokens named admin, writer and reader."""
 
-    def __init__(self, folder: Path, datasets: str, *, tokens: bool = True, service: str = "") -> None:
+    def __init__(
+        self, folder: Path, datasets: str, *, tokens: bool = True, service: str = "", data_dir: str = "state"
+    ) -> None:
         self.folder = folder
         self.port = free_port()
         self.tokens: dict[str, str] = {}
-        lines = ["[service]", 'data-dir = "state"', f"port = {self.port}", service]
+        lines = ["[service]", f"data-dir = {json.dumps(data_dir)}", f"port = {self.port}", service]
         if tokens:
             path = folder / "tokens.toml"
             for name, scopes in (("admin", "admin"), ("writer", "write"), ("reader", "read")):
