@@ -18,7 +18,9 @@ def register(subparsers: Any) -> None:
         help="send spooled guard failures to a datalint service (idempotent: no duplicates)",
         description=(
             "Send the failures GuardedDataset(record=URL) spooled while the service was unreachable. "
-            "Each file is removed once every failure in it was acknowledged; what was not stays."
+            "Each file is removed once the service answered for every failure in it; what it did not answer "
+            "for stays. Failures it refused go to a rejects file beside the spool file "
+            "(NAME.rejects.jsonl, with its reasons) and are never sent again."
         ),
     )
     replay.add_argument(
@@ -42,12 +44,19 @@ def run_replay(args: argparse.Namespace) -> int:
             f"{args.url}: expected an http:// or https:// URL of a dataset on a datalint service"
         )
     try:
-        sent = remote.replay(spool, args.url, token=args.token)
+        replayed = remote.replay_spool(spool, args.url, token=args.token)
     except OSError as exc:
         print(
             f"datalint: error: {remote.failures_url(args.url)}: {exc}; the spool keeps what was not sent",
             file=sys.stderr,
         )
         return 1
-    print(f"datalint: {sent} failures sent to {remote.failures_url(args.url)}", file=sys.stderr)
+    refused = ""
+    if replayed.refused:
+        kept = ", ".join(map(str, replayed.rejects))
+        refused = f"; {replayed.refused} refused by the service, kept in {kept} (not sent again)"
+    print(
+        f"datalint: {replayed.sent} failures sent to {remote.failures_url(args.url)}{refused}",
+        file=sys.stderr,
+    )
     return 0

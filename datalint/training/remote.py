@@ -12,15 +12,18 @@ broadcasts the bytes, so every rank trains on the same list.
 
 Failures: `GuardedDataset(ds, record="http://...")` hands each failure to this process's
 `FailureSender` (one per process: each DataLoader worker starts its own), a background thread that
-posts batches and never blocks `__getitem__`. A batch the service did not acknowledge goes to an
+posts batches and never blocks `__getitem__`. A batch the service did not answer for goes to an
 append-only spool file (`DATALINT_SPOOL_DIR`, default `.datalint/spool`), replayed when the service
 answers again, at exit, or by hand with `datalint guard replay SPOOL URL`. Replays are idempotent:
-the service keys failures by sample index.
+the service keys failures by sample index. Failures the service refused (per item, or a whole batch
+refused by its status) go to the spool file's rejects file (`NAME.rejects.jsonl`) and are never sent
+again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import hashlib
 import http.client
 import json
@@ -425,21 +428,124 @@ def failure_document(failure: Any, run: str | None) -> dict[str, Any]:
     }
 
 
+# Statuses that say nothing against the failures themselves: the service is busy, restarting or behind
+# a proxy that is, or the token or URL is wrong (fix it, then `datalint guard replay`). They stay spooled.
+# Any other error status is the service refusing the batch: sending it again would be refused again.
+KEEP_STATUSES = frozenset({401, 403, 404, 408, 425, 429, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class Refusal:
+    position: int  # the failure's position in the batch posted
+    reason: str
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """The service's answer to one batch: the failures it committed and those it refused."""
+
+    accepted: int
+    refused: tuple[Refusal, ...] = ()
+    status: int = 200
+
+    def then(self, other: Delivery, offset: int) -> Delivery:
+        """This answer followed by `other`'s, for a batch posted in two halves (`other` from `offset`)."""
+        moved = tuple(Refusal(r.position + offset, r.reason) for r in other.refused)
+        return Delivery(self.accepted + other.accepted, self.refused + moved, max(self.status, other.status))
+
+
 def post_failures(
     url: str, documents: Sequence[dict[str, Any]], *, token: str | None, timeout: float = TIMEOUT_S
-) -> None:
-    """POST one batch; returns only when the service acknowledged it (committed), raises OSError
-    otherwise (a response cut off by a service that died while answering included: http.client
-    raises those as its own errors, which a caller catching network errors would miss)."""
+) -> Delivery:
+    """POST one batch and return what the service committed and refused. Raises OSError when it did
+    not answer for the batch (a response cut off by a service that died while answering included:
+    http.client raises those as its own errors, which a caller catching network errors would miss)
+    or answered a status in KEEP_STATUSES: the caller keeps the batch. A batch over the service's size
+    limit (413) is posted again in halves."""
     body = json.dumps({"failures": list(documents)}).encode()
     headers = {**_headers(token), "Content-Type": "application/json"}
     request = urllib.request.Request(failures_url(url), data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            response.read()
+            answer = _json_or_none(response.read())
+        if isinstance(answer, dict) and answer.get("committed") is False:
+            raise ConnectionError(f"{failures_url(url)}: the service did not commit the batch")
+        return _delivery(200, answer, len(documents))
+    except urllib.error.HTTPError as exc:
+        if exc.code in KEEP_STATUSES:
+            raise
+        if exc.code == 413 and len(documents) > 1:
+            half = len(documents) // 2
+            first = post_failures(url, documents[:half], token=token, timeout=timeout)
+            return first.then(post_failures(url, documents[half:], token=token, timeout=timeout), half)
+        return _delivery(exc.code, _json_or_none(exc.read()), len(documents))
     except http.client.HTTPException as exc:  # IncompleteRead, BadStatusLine: the answer broke off
         broke = f"{type(exc).__name__}: {exc}"
         raise ConnectionError(f"{failures_url(url)}: the answer broke off ({broke})") from exc
+
+
+def _json_or_none(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _delivery(status: int, answer: Any, count: int) -> Delivery:
+    """200: the items listed in `refused` were refused, the rest committed. An error status: every item
+    refused, for the reason given per item in `refused` (422) or for the status (an older service's 422,
+    a 400, a 500)."""
+    answer = answer if isinstance(answer, dict) else {}
+    listed = answer.get("refused") if isinstance(answer.get("refused"), list) else []
+    reasons: dict[int, str] = {}
+    for item in listed:
+        position = item.get("position") if isinstance(item, dict) else None
+        if isinstance(position, int) and not isinstance(position, bool) and 0 <= position < count:
+            reasons.setdefault(position, str(item.get("reason") or "refused")[:1000])
+    if status >= 300:
+        whole = f"HTTP {status}" + (f": {str(answer['detail'])[:1000]}" if answer.get("detail") else "")
+        reasons = {position: reasons.get(position, whole) for position in range(count)}
+    refused = tuple(Refusal(position, reason) for position, reason in sorted(reasons.items()))
+    return Delivery(count - len(refused), refused, status)
+
+
+REJECTS_SUFFIX = ".rejects.jsonl"
+
+
+def rejects_path(spool: Path) -> Path:
+    """Where the failures the service refused from `spool` are kept: beside it, never replayed."""
+    return spool.with_name(spool.name.removesuffix(".jsonl") + REJECTS_SUFFIX)
+
+
+def keep_refused(delivery: Delivery, documents: Sequence[dict[str, Any]], url: str, rejects: Path) -> None:
+    """Write each refused failure, with the service's reason, to `rejects`; log one line for the batch."""
+    if not delivery.refused:
+        return
+    at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    target = failures_url(url)
+    lines = (
+        {
+            "failure": documents[r.position],
+            "reason": r.reason,
+            "status": delivery.status,
+            "url": target,
+            "time": at,
+        }
+        for r in delivery.refused
+    )
+    try:
+        Spool(rejects).append(lines)
+        kept = f"kept in {rejects}"
+    except OSError as exc:
+        kept = f"and could not be kept in {rejects} ({exc})"
+    logger.warning(
+        "datalint guard: %s refused %d of %d failures (first: %s); %s, not sent again",
+        target,
+        len(delivery.refused),
+        len(documents),
+        delivery.refused[0].reason,
+        kept,
+    )
 
 
 class Spool:
@@ -462,12 +568,32 @@ class Spool:
         return self.path.is_file() and self.path.stat().st_size > 0
 
 
+@dataclass(frozen=True)
+class Replayed:
+    sent: int  # committed by the service
+    refused: int  # refused, and kept in the rejects files
+    rejects: tuple[Path, ...] = ()
+
+
 def replay(spool: Path, url: str, *, token: str | None = None, batch: int = BATCH) -> int:
-    """Send every failure in `spool` (a file, or a folder of `*.jsonl`); remove each file once all of it
-    was acknowledged. Returns how many were sent. Raises on the first batch the service refuses: what
-    was not acknowledged stays in the file (sending it again later duplicates nothing)."""
-    files = sorted(spool.glob("*.jsonl")) if spool.is_dir() else [spool]
-    sent = 0
+    """`replay_spool()`, returning how many failures the service committed."""
+    return replay_spool(spool, url, token=token, batch=batch).sent
+
+
+def replay_spool(spool: Path, url: str, *, token: str | None = None, batch: int = BATCH) -> Replayed:
+    """Send every failure in `spool` (a file, or a folder of `*.jsonl`); remove each file once the service
+    answered for all of it. What it refused goes to the file's rejects file, never back to the spool.
+    Raises on the first batch it did not answer for: what was not answered for stays in the file
+    (sending it again later duplicates nothing)."""
+    if spool.name.endswith(REJECTS_SUFFIX):
+        raise UsageError(f"{spool}: failures the service refused (with its reasons); they are not sent again")
+    files = (
+        sorted(p for p in spool.glob("*.jsonl") if not p.name.endswith(REJECTS_SUFFIX))
+        if spool.is_dir()
+        else [spool]
+    )
+    sent = refused = 0
+    rejects: list[Path] = []
     for path in files:
         claimed = path.with_name(path.name + f".replaying-{os.getpid()}")
         try:
@@ -475,16 +601,22 @@ def replay(spool: Path, url: str, *, token: str | None = None, batch: int = BATC
         except FileNotFoundError:
             continue
         documents = list(_read_spool(claimed))
+        done = 0
         try:
-            for start in range(0, len(documents), batch):
-                post_failures(url, documents[start : start + batch], token=token)
-                sent += len(documents[start : start + batch])
+            for done in range(0, len(documents), batch):
+                part = documents[done : done + batch]
+                delivery = post_failures(url, part, token=token)
+                keep_refused(delivery, part, url, rejects_path(path))
+                sent, refused = sent + delivery.accepted, refused + len(delivery.refused)
+                if delivery.refused and rejects_path(path) not in rejects:
+                    rejects.append(rejects_path(path))
+            done = len(documents)
         except BaseException:
-            Spool(path).append(documents)  # back in the spool (a replay sends them again, harmlessly)
+            Spool(path).append(documents[done:])  # back in the spool (a replay sends them again, harmlessly)
             claimed.unlink(missing_ok=True)
             raise
         claimed.unlink(missing_ok=True)
-    return sent
+    return Replayed(sent, refused, tuple(rejects))
 
 
 def _read_spool(path: Path) -> Iterable[dict[str, Any]]:
@@ -509,6 +641,7 @@ class FailureSender:
         self.token = token_for(token)
         self.run = run
         self.spool = Spool(spool)
+        self.rejects = rejects_path(spool)
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._idle = threading.Event()
         self._idle.set()
@@ -561,17 +694,18 @@ class FailureSender:
             return
         self._last_try = time.monotonic()
         try:
-            post_failures(self.url, batch, token=self.token)
-        except Exception as exc:  # the service is down or refused: nothing is lost, it is in the spool
+            delivery = post_failures(self.url, batch, token=self.token)
+        except Exception as exc:  # the service did not answer for them: nothing is lost, it is in the spool
             self.spool.append(batch)
             logger.warning(
-                "datalint guard: %s unreachable (%s); %d failures spooled to %s",
+                "datalint guard: %s did not take the batch (%s); %d failures spooled to %s",
                 failures_url(self.url),
                 exc,
                 len(batch),
                 self.spool.path,
             )
             return
+        keep_refused(delivery, batch, self.url, self.rejects)
         if self.spool.pending():
             try:
                 replay(self.spool.path, self.url, token=self.token)

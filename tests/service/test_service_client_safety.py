@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -349,3 +350,176 @@ def test_the_unreachable_warning_is_printed_once(stub: _Stub, tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "297"
     assert done.stderr.count(f"{url}/quarantine unreachable") == 1, done.stderr
+
+
+# ---- failures: what the service refuses is kept aside, never replayed ------------------------------
+
+
+def failure(index: int) -> dict[str, Any]:
+    return {"id": f"f{index}", "index": index, "key": None, "error_type": "OSError", "message": "m"}
+
+
+class _Failure:
+    def __init__(self, index: int) -> None:
+        self.index, self.key, self.error_type, self.message = index, None, "OSError", "read error"
+        self.traceback, self.worker, self.at, self.duration = "", None, "2026-01-01T00:00:00Z", 0.0
+
+
+def _refuse_second(batch: list[dict[str, Any]]) -> tuple[int, Any]:
+    refused = [{"position": 1, "index": batch[1]["index"], "key": None, "reason": "index past the dataset"}]
+    return 200, {"accepted": len(batch) - 1, "committed": True, "refused": refused}
+
+
+def _refuse_all(batch: list[dict[str, Any]]) -> tuple[int, Any]:
+    refused = [
+        {"position": p, "index": d["index"], "key": None, "reason": f"bad item {p}"}
+        for p, d in enumerate(batch)
+    ]
+    return 422, {"detail": "no valid failure in the batch", "refused": refused}
+
+
+def _old_422(batch: list[dict[str, Any]]) -> tuple[int, Any]:
+    return 422, {"detail": [{"loc": ["body", "failures", 0, "index"], "msg": "must be >= 0"}]}
+
+
+def _server_error(batch: list[dict[str, Any]]) -> tuple[int, Any]:
+    return 500, {"detail": "Internal Server Error"}
+
+
+ANSWERS = {
+    "200 with refused": (_refuse_second, {"index past the dataset": [11]}),
+    "422 with refused": (_refuse_all, {"bad item 0": [10], "bad item 1": [11], "bad item 2": [12]}),
+    "422 of an older service": (_old_422, {"HTTP 422": [10, 11, 12]}),
+    "500": (_server_error, {"HTTP 500: Internal Server Error": [10, 11, 12]}),
+}
+
+
+def read_rejects(path: Path) -> dict[str, list[int]]:
+    found: dict[str, list[int]] = {}
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        assert entry["url"].endswith("/v1/datasets/train/failures") and entry["time"]
+        reason = entry["reason"] if not entry["reason"].startswith("HTTP 422") else "HTTP 422"
+        found.setdefault(reason, []).append(entry["failure"]["index"])
+    return found
+
+
+@pytest.mark.parametrize("answer", list(ANSWERS), ids=list(ANSWERS))
+def test_the_sender_keeps_refused_failures_in_a_rejects_file_and_never_spools_them(
+    stub: _Stub, tmp_path: Path, caplog: pytest.LogCaptureFixture, answer: str
+) -> None:
+    stub.answer, expected = ANSWERS[answer]
+    spool = tmp_path / "spool" / "worker.jsonl"
+    sender = remote.FailureSender(stub.url, token=None, spool=spool, run=None)
+    with caplog.at_level(logging.WARNING, logger="datalint.remote"):
+        for index in (10, 11, 12):
+            sender.send(_Failure(index))
+        sender.flush(timeout=30)
+    assert len(stub.batches) == 1, "posted once, never again"
+    assert not spool.exists() or spool.stat().st_size == 0, "a refused failure was spooled for a replay"
+    rejects = tmp_path / "spool" / "worker.rejects.jsonl"
+    assert read_rejects(rejects) == expected
+    refused = sum(len(v) for v in expected.values())
+    lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(lines) == 1 and f"refused {refused} of 3 failures" in lines[0] and str(rejects) in lines[0]
+
+
+@pytest.mark.parametrize("answer", ["422 with refused", "500"])
+def test_guard_replay_keeps_refused_failures_aside_and_empties_the_spool(
+    stub: _Stub, tmp_path: Path, answer: str
+) -> None:
+    stub.answer, expected = ANSWERS[answer]
+    folder = tmp_path / "spool"
+    remote.Spool(folder / "host-1.jsonl").append(failure(i) for i in (10, 11, 12))
+    for _attempt in range(2):  # a second replay finds nothing left to send
+        done = subprocess.run(
+            [sys.executable, "-m", "datalint", "guard", "replay", str(folder), stub.url],
+            capture_output=True,
+            text=True,
+            env=environment(),
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+    assert len(stub.batches) == 1, "the refused batch was sent again"
+    assert not (folder / "host-1.jsonl").exists()
+    assert read_rejects(folder / "host-1.rejects.jsonl") == expected
+    done = subprocess.run(
+        [sys.executable, "-m", "datalint", "guard", "replay", str(folder / "host-1.rejects.jsonl"), stub.url],
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=120,
+    )
+    assert done.returncode == 2 and "not sent again" in done.stderr
+
+
+def test_guard_replay_reports_what_was_refused(stub: _Stub, tmp_path: Path) -> None:
+    stub.answer = _refuse_second
+    folder = tmp_path / "spool"
+    remote.Spool(folder / "host-1.jsonl").append(failure(i) for i in (10, 11, 12))
+    done = subprocess.run(
+        [sys.executable, "-m", "datalint", "guard", "replay", str(folder), stub.url],
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    rejects = folder / "host-1.rejects.jsonl"
+    assert (
+        f"2 failures sent to {stub.url}/failures; 1 refused by the service, kept in {rejects}" in done.stderr
+    )
+
+
+@pytest.mark.parametrize("status", [503, 401])
+def test_a_batch_the_service_did_not_answer_for_stays_spooled(
+    stub: _Stub, tmp_path: Path, status: int
+) -> None:
+    stub.answer = lambda batch: (status, {"detail": "busy or not allowed"})
+    spool = tmp_path / "spool" / "worker.jsonl"
+    sender = remote.FailureSender(stub.url, token=None, spool=spool, run=None)
+    for index in (10, 11):
+        sender.send(_Failure(index))
+    sender.flush(timeout=30)
+    assert [json.loads(line)["index"] for line in spool.read_text().splitlines()] == [10, 11]
+    assert not (tmp_path / "spool" / "worker.rejects.jsonl").exists()
+
+
+def test_a_batch_over_the_services_size_limit_is_sent_in_halves(stub: _Stub) -> None:
+    def at_most_two(batch: list[dict[str, Any]]) -> tuple[int, Any]:
+        if len(batch) > 2:
+            return 413, {"detail": "request body over the limit"}
+        if batch[0]["index"] == 13:
+            return 200, {"accepted": 0, "committed": True, "refused": [{"position": 0, "reason": "no"}]}
+        return 200, {"accepted": len(batch), "committed": True}
+
+    stub.answer = at_most_two
+    documents = [failure(i) for i in range(10, 17)]
+    delivery = remote.post_failures(stub.url, documents, token=None)
+    assert delivery.accepted == 6 and delivery.refused == (remote.Refusal(3, "no"),)
+    assert sorted(d["index"] for batch in stub.batches if len(batch) <= 2 for d in batch) == list(
+        range(10, 17)
+    )
+
+
+@pytest.mark.slow
+def test_the_real_service_refusing_an_invalid_failure_never_sees_it_again(tmp_path: Path) -> None:
+    """With the real service: a failure it cannot take (an index past 2**62) goes to the rejects file;
+    the valid ones are committed (a service that answers per item) or kept beside it (one that refuses
+    the whole batch with 422); the spool is empty either way."""
+    server = Server(tmp_path, dataset_table("train")).start()
+    url = f"{server.base}/v1/datasets/train"
+    spool = tmp_path / "spool" / "worker.jsonl"
+    try:
+        sender = remote.FailureSender(url, token=server.tokens["writer"], spool=spool, run=None)
+        for index in (3, 2**63, 4):
+            sender.send(_Failure(index))
+        sender.flush(timeout=60)
+    finally:
+        server.stop()
+    assert not spool.exists() or spool.stat().st_size == 0
+    refused = [
+        json.loads(line) for line in (tmp_path / "spool" / "worker.rejects.jsonl").read_text().splitlines()
+    ]
+    assert 2**63 in [entry["failure"]["index"] for entry in refused]
+    assert all(entry["reason"] for entry in refused)
