@@ -46,6 +46,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--loop", choices=LOOP_IMPLEMENTATIONS, help="override [service] loop (uvicorn's event loop)"
     )
+    parser.add_argument(
+        "--allow-code-specs",
+        action="store_true",
+        help=(
+            "let admin tokens register a dataset = SPEC through the API (a spec imports and runs code on "
+            "this host); without it only the config file names specs (also [service] allow-code-specs)"
+        ),
+    )
     parser.set_defaults(run=run_serve, extras=("service", "scan"))
     actions = parser.add_subparsers(dest="serve_action", metavar="ACTION")
     token = actions.add_parser(
@@ -96,6 +104,8 @@ def run_serve(args: argparse.Namespace) -> int:
     for key in ("http", "loop"):
         if getattr(args, key):
             config = replace(config, **{key: getattr(args, key)})
+    if args.allow_code_specs:
+        config = replace(config, allow_code_specs=True)
     serve(config)
     return 0
 
@@ -153,7 +163,8 @@ def run_token_list(args: argparse.Namespace) -> int:
     widths = [max(len(line[column]) for line in table) for column in range(4)]
     for line in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
-    print(f"datalint: {len(records)} tokens in {args.tokens}", file=sys.stderr)
+    missing = "" if Path(args.tokens).exists() else " (no such file: `datalint serve token add NAME` makes it)"
+    print(f"datalint: {len(records)} tokens in {args.tokens}{missing}", file=sys.stderr)
     return 0
 
 

@@ -462,6 +462,12 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
             service.watchers.start()
         registry.lists.start()  # publishes the saved lists, then keeps every list current
         logger.info("serving %d datasets from %s", len(registry.names()), config.data_dir)
+        if config.allow_code_specs:
+            logger.warning(
+                "--allow-code-specs: admin tokens may register dataset specs, which run code on this host"
+                if auth.enabled
+                else "--allow-code-specs has no effect without tokens: nobody is admin enough to send code"
+            )
         yield
         service.stopping = True
         logger.info("draining: checkpointing running scans")
