@@ -163,7 +163,8 @@ def run_token_list(args: argparse.Namespace) -> int:
     widths = [max(len(line[column]) for line in table) for column in range(4)]
     for line in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
-    missing = "" if Path(args.tokens).exists() else " (no such file: `datalint serve token add NAME` makes it)"
+    missing = " (no such file yet: `datalint serve token add NAME` makes it)"
+    missing = "" if Path(args.tokens).exists() else missing
     print(f"datalint: {len(records)} tokens in {args.tokens}{missing}", file=sys.stderr)
     return 0
 
