@@ -115,6 +115,21 @@ def test_pipelined_requests_are_answered_in_order_and_a_slow_third_one_is_closed
         sock.close()
 
 
+def test_keep_alive_holds_an_idle_connection_as_long_as_configured(tmp_path: Path) -> None:
+    server = Server(tmp_path, "", tokens=False, service='keep-alive = "60s"').start()
+    sock = connect(server)
+    try:
+        request = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n".encode()
+        sock.sendall(request)
+        assert read_responses(sock, 1)[0][0] == 200
+        time.sleep(7)  # past uvicorn's default of 5 s
+        sock.sendall(request)
+        assert read_responses(sock, 1)[0][0] == 200, "the idle connection was closed before keep-alive"
+    finally:
+        sock.close()
+        server.stop()
+
+
 def test_over_max_connections_a_request_is_answered_503(tmp_path: Path) -> None:
     server = Server(tmp_path, "", tokens=False, service="max-connections = 5\nheader-timeout = 60").start()
     idle = [connect(server) for _ in range(5)]
