@@ -228,14 +228,36 @@ class _Refused(_NoList):
     said = "the datalint service served a list that failed the checks"
 
 
-def _download(
-    target: str, token: str | None, etag: str | None, seconds: float
-) -> tuple[bytes | None, str | None]:
+Downloaded = tuple[bytes | None, str | None]
+
+
+def _download(target: str, token: str | None, etag: str | None, seconds: float) -> Downloaded:
     """The list's bytes and ETag (None for 304: the cached copy is current), all within `seconds`.
 
-    urllib's timeout bounds each socket operation, not the whole: a body trickled a byte at a time
-    never hits it. So the body is read a chunk at a time against a monotonic deadline.
+    urllib's timeout bounds each socket operation, not the whole: a name lookup that hangs, or headers
+    or a body trickled a byte at a time, never hit it. So the fetch runs in a thread the caller stops
+    waiting for at the deadline, and reads the body a chunk at a time against that deadline, which
+    ends the thread soon after.
     """
+    outcome: list[Downloaded | BaseException] = []
+
+    def fetch() -> None:
+        try:
+            outcome.append(_fetch(target, token, etag, seconds))
+        except BaseException as exc:  # handed to the caller's thread, raised there
+            outcome.append(exc)
+
+    worker = threading.Thread(target=fetch, name="datalint-fetch", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if not outcome:
+        raise _BadAnswer(_late(seconds))
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _fetch(target: str, token: str | None, etag: str | None, seconds: float) -> Downloaded:
     headers = {**_headers(token), "Accept-Encoding": "gzip"}
     if etag is not None:
         headers["If-None-Match"] = etag

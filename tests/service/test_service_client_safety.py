@@ -93,6 +93,11 @@ class _Stub(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/v1/datasets/train"
 
     def serve_list(self, request: _Handler) -> None:
+        if self.mode == "slow-headers":  # the status line and headers, one byte a second
+            self.drip(
+                request, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: " + b"x" * 40
+            )
+            return
         etag = '"' + hashlib.sha256(self.body).hexdigest()[:16] + '"'
         if self.mode == "normal" and request.headers.get("If-None-Match") == etag:
             request.send_response(304)
@@ -108,19 +113,23 @@ class _Stub(ThreadingHTTPServer):
         declared = len(body) + (1000 if self.mode in ("slow", "cut-off") else 0)
         request.send_header("Content-Length", str(declared))
         request.end_headers()
-        if self.mode == "slow":  # one byte a second, for at most 40 s
-            try:
-                for byte in body[:40]:
-                    request.wfile.write(bytes([byte]))
-                    request.wfile.flush()
-                    if self.stopping.wait(1.0):
-                        return
-            except OSError:
-                return  # the client gave up
+        if self.mode == "slow":
+            self.drip(request, body)
         elif self.mode == "cut-off":
             request.wfile.write(body[:10])  # then the connection closes, 1000 bytes short
         else:
             request.wfile.write(body)
+
+    def drip(self, request: _Handler, data: bytes) -> None:
+        """Send `data` one byte a second, for at most 40 s."""
+        try:
+            for byte in data[:40]:
+                request.wfile.write(bytes([byte]))
+                request.wfile.flush()
+                if self.stopping.wait(1.0):
+                    return
+        except OSError:
+            return  # the client gave up
 
     def close(self) -> None:
         self.stopping.set()
@@ -268,7 +277,7 @@ def test_a_list_the_real_service_served_survives_a_hostile_server_on_its_address
 # ---- lists: a deadline, and broken answers ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["slow", "cut-off", "not-json", "broken-gzip"])
+@pytest.mark.parametrize("mode", ["slow", "slow-headers", "cut-off", "not-json", "broken-gzip"])
 def test_a_broken_answer_is_a_remote_list_error_and_the_cached_list_is_used(
     stub: _Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
@@ -297,8 +306,9 @@ def test_a_broken_answer_is_a_remote_list_error_and_the_cached_list_is_used(
     assert time.monotonic() - started < 20
 
 
-def test_the_deadline_covers_the_whole_body_and_is_named_in_the_error(stub: _Stub) -> None:
-    stub.mode = "slow"
+@pytest.mark.parametrize("mode", ["slow", "slow-headers"])
+def test_the_deadline_covers_the_whole_answer_and_is_named_in_the_error(stub: _Stub, mode: str) -> None:
+    stub.mode = mode
     started = time.monotonic()
     with pytest.raises(remote.RemoteListError, match=r"no complete answer within 2 s"):
         load_quarantine(stub.url, deadline=2)
