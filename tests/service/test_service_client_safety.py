@@ -481,18 +481,32 @@ def test_guard_replay_reports_what_was_refused(stub: _Stub, tmp_path: Path) -> N
     )
 
 
+def _refuse_eleven(batch: list[dict[str, Any]]) -> tuple[int, Any]:
+    refused = [{"position": p, "reason": "no such sample"} for p, d in enumerate(batch) if d["index"] == 11]
+    return 200, {"accepted": len(batch) - len(refused), "committed": True, "refused": refused}
+
+
 @pytest.mark.parametrize("status", [503, 401])
-def test_a_batch_the_service_did_not_answer_for_stays_spooled(
-    stub: _Stub, tmp_path: Path, status: int
+def test_a_batch_the_service_did_not_answer_for_is_spooled_and_its_refusals_set_aside_on_replay(
+    stub: _Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int
 ) -> None:
-    stub.answer = lambda batch: (status, {"detail": "busy or not allowed"})
+    answers = iter([(status, {"detail": "busy, or not allowed"})])
+    stub.answer = lambda batch: next(answers, None) or _refuse_eleven(batch)
+    monkeypatch.setattr(remote, "RETRY_S", 0.0)
     spool = tmp_path / "spool" / "worker.jsonl"
+    rejects = tmp_path / "spool" / "worker.rejects.jsonl"
     sender = remote.FailureSender(stub.url, token=None, spool=spool, run=None)
     for index in (10, 11):
         sender.send(_Failure(index))
     sender.flush(timeout=30)
     assert [json.loads(line)["index"] for line in spool.read_text().splitlines()] == [10, 11]
-    assert not (tmp_path / "spool" / "worker.rejects.jsonl").exists()
+    assert not rejects.exists(), "a busy or wrongly configured service refused nothing"
+
+    sender.send(_Failure(12))  # the service answers again: the spool is replayed after this batch
+    sender.flush(timeout=30)
+    assert [[d["index"] for d in batch] for batch in stub.batches] == [[10, 11], [12], [10, 11]]
+    assert not spool.exists() or spool.stat().st_size == 0
+    assert read_rejects(rejects) == {"no such sample": [11]}
 
 
 def test_a_batch_over_the_services_size_limit_is_sent_in_halves(stub: _Stub) -> None:
