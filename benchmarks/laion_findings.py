@@ -39,7 +39,8 @@ from typing import Any
 
 from laion_common import in_fresh_process, peak_rss_mib
 
-from datalint.scan import hash_partitions, policy, store, summaries, summary_findings
+from datalint.index import store
+from datalint.scan import hash_partitions, policy, summaries, summary_findings
 from datalint.scan.shards import merge_shard_indexes
 
 SIGNATURE = json.dumps({"type": "dict", "fields": {

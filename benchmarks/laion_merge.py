@@ -39,7 +39,8 @@ from typing import Any
 
 from laion_common import in_fresh_process, peak_rss_mib
 
-from datalint.scan import policy, store, summaries
+from datalint.index import store
+from datalint.scan import policy, summaries
 from datalint.scan.shards import merge_shard_indexes
 
 BATCH = 2000

@@ -30,7 +30,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from datalint.scan import store, summaries
+from datalint.index import store
+from datalint.scan import summaries
 from datalint.scan.shards import merge_shard_indexes
 
 BATCH = 2000

@@ -39,7 +39,7 @@ def sample_row(index: int, mixed: bool) -> tuple[Any, ...]:
 
 
 def build(path: Path, samples: int, mixed: bool) -> None:
-    from datalint.scan import store
+    from datalint.index import store
 
     db = store.open_index(path)
     for start in range(0, samples, 2000):
@@ -48,7 +48,8 @@ def build(path: Path, samples: int, mixed: bool) -> None:
 
 
 def time_policy(path: Path, labelled: bool) -> tuple[float, int]:
-    from datalint.scan import policy, store
+    from datalint.index import store
+    from datalint.scan import policy
 
     db = store.open_index(path, create=False)
     options = policy.PolicyOptions()  # no --num-classes: the candidate filter is in play

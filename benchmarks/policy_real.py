@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import datalint
-    from datalint.scan import store
+    from datalint.index import store
 
     print("file\tview\tsamples\tindex\tkind\tdetail")
     with tempfile.TemporaryDirectory(prefix="datalint-policy-real-") as folder:

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from datalint.scan import store
+from datalint.index import store
 
 FLAGGED_SQL = (
     "select s.idx, s.key, s.status, group_concat(f.kind, ' ') as kinds, s.error_type, s.error_message, "

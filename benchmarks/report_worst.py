@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from datalint.scan import store
+from datalint.index import store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "report"))
 from report_browser import Browser

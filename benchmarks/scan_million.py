@@ -56,7 +56,7 @@ def watch_scan(samples: int, workers: int, db: Path) -> tuple[float, list[tuple[
 
 
 def writer_rate(rows: int, folder: Path) -> tuple[float, float]:
-    from datalint.scan import store
+    from datalint.index import store
 
     db = store.open_index(folder / "writer.db")
     signature = '{"type":"dict","fields":{"x":{"type":"float"},"y":{"type":"int"}}}'

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 from service_common import Service, environment, load, percentile
 
-from datalint.scan import store
+from datalint.index import store
 
 
 def write_index(path: Path, entries: int) -> None:

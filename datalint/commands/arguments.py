@@ -9,12 +9,11 @@ got 0`) and exits 2. Standard library only, like every command module.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?))?b?\s*", re.IGNORECASE)
+from datalint import units
 
 
 def positive_int(text: str) -> int:
@@ -56,19 +55,27 @@ def non_negative_float(text: str) -> float:
 
 
 def size(text: str) -> int:
-    """Bytes, the way disks are sold: `500000`, `64MB` (64 x 1000^2), `1.5GiB` (1.5 x 1024^3).
-
-    For a sample-size threshold (`scan --max-bytes`), where MB and MiB both mean what they say.
-    """
-    return _bytes(text, binary_units=False, examples="500000, 64MB or 1GiB")
+    """Bytes, the way disks are sold (`units.parse_size`): for a sample-size threshold (`scan
+    --max-bytes`), where MB and MiB both mean what they say."""
+    return _converted(units.parse_size, text)
 
 
 def binary_size(text: str) -> int:
-    """Bytes, the way Docker reads `--shm-size`: `67108864`, `64m`, `64MB`, `8g`, every unit binary.
+    """Bytes, the way Docker reads `--shm-size` (`units.parse_binary_size`): for memory limits
+    (`doctor --shm-bytes`), so a value copied from `docker run` means the same here."""
+    return _converted(units.parse_binary_size, text)
 
-    For memory limits (`doctor --shm-bytes`), so a value copied from `docker run` means the same here.
-    """
-    return _bytes(text, binary_units=True, examples="67108864, 64m or 8g")
+
+def duration(text: str) -> float:
+    """Seconds from `2s`, `500ms`, `5m`, `1h`, `1d` or a plain number of seconds (`2.5`)."""
+    return _converted(units.parse_duration, text)
+
+
+def _converted(parse: Callable[[str], Any], text: str) -> Any:
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _whole_number(text: str) -> int:
@@ -76,30 +83,6 @@ def _whole_number(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-
-
-def _bytes(text: str, *, binary_units: bool, examples: str) -> int:
-    match = _SIZE.fullmatch(text)
-    if match is None:
-        raise argparse.ArgumentTypeError(f"expected a size such as {examples}, got {text!r}")
-    number, unit, binary = float(match[1]), (match[2] or "").lower(), bool(match[3])
-    power = "kmgt".index(unit) + 1 if unit else 0
-    return int(number * (1024 if binary or binary_units else 1000) ** power)
-
-
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", re.IGNORECASE)
-_SECONDS_PER_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def duration(text: str) -> float:
-    """Seconds from `2s`, `500ms`, `5m`, `1h`, `1d` or a plain number of seconds (`2.5`)."""
-    match = _DURATION.fullmatch(text)
-    if match is None:
-        raise argparse.ArgumentTypeError(f"expected a duration such as 2s, 5m or 1h, got {text!r}")
-    seconds = float(match[1]) * _SECONDS_PER_UNIT[(match[2] or "s").lower()]
-    if not seconds > 0:
-        raise argparse.ArgumentTypeError(f"expected a duration above 0, got {text!r}")
-    return seconds
 
 
 # ----------------------------------------------------------------------------------------------

@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datalint.limits import effective_cpu_count
+    from datalint.host.cpus import effective_cpu_count
     from datalint.scan import policy
     from datalint.scan.api import check_output_path, derive_quarantine
     from datalint.scan.settings import apply, resolve, verdict_keys
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 def _show_settings(db: str, settings: Any) -> int:
     import contextlib
 
-    from datalint.scan import store
+    from datalint.index import store
     from datalint.scan.settings import settings_text, under_scan
 
     index = store.open_index(Path(db), create=False)

@@ -391,7 +391,7 @@ def scan_lock(index: Path) -> Iterator[None]:
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            holder = _lock_holder(fd)
+            holder = lock_holder(fd)
             os.close(fd)
             raise IndexBusyError(
                 f"another scan is writing the index {index} ({holder}): wait for it to finish, or scan "
@@ -411,7 +411,8 @@ def scan_lock(index: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _lock_holder(fd: int) -> str:
+def lock_holder(fd: int) -> str:
+    """Who holds the lock of the open lock file `fd`, as its holder wrote it (pid, host, start)."""
     try:
         record = json.loads(os.pread(fd, 4096, 0) or b"{}")
         return f"pid {int(record['pid'])} on host {record['host']}, since {record['started']}"
@@ -680,10 +681,14 @@ def missing_ranges(db: Any, length: int) -> list[range]:
 
 
 def clear_samples(db: Any) -> None:
-    """Forget every measured sample and finding (a --rescan); the runs history stays."""
+    """Forget every measured sample and finding (a --rescan); the runs history stays, and so do the
+    training failures (each keeps its finding: a rescan killed halfway lists them all the same)."""
+    from datalint.index import failures  # it builds on this module
+
     with transaction(db):
         db.execute("DELETE FROM samples")
         db.execute("DELETE FROM findings")
+        failures.keep_listed(db.conn)
 
 
 def count_samples(db: Any, scanned_only: bool = False) -> int:
@@ -728,215 +733,6 @@ def write_findings(db: Any, findings: Iterable[dict[str, Any]]) -> None:
     with transaction(db):
         db.execute("DELETE FROM findings")
         db["findings"].insert_all(rows, pk=("idx", "kind"), replace=True, batch_size=500)
-        _keep_failures_listed(db.conn)
+        from datalint.index import failures  # it builds on this module
 
-
-# ----------------------------------------------------------------------------------------------
-# Acknowledged failures: what the training guard reported (locally or through the service)
-#
-# A guard failure is a fact about a sample that a scan cannot undo: runtime failures are often
-# intermittent (memory, I/O), so a scan measuring the same file as ok proves nothing. A failure
-# stays listed until the *changed* sample (another file behind its key, or another key at its
-# position) measures ok, or someone clears it; each end is an event in `failure_events`.
-
-
-@dataclass(frozen=True)
-class FailureFact:
-    """One failure to remember: the sample, what it raised, who reported it."""
-
-    index: int
-    key: str | None
-    error_type: str
-    message: str
-    at: str
-    source: str  # "guard" (a local record) or "service" (posted to `datalint serve`)
-    id: str | None = None  # the client's id of the failure: a replayed one is counted once
-
-
-# The key's file as the index knew it when the failure came in (incremental scans keep it).
-_FILE_STATE = "(SELECT json_array(size, mtime_ns, inode, content) FROM sample_files WHERE key = ?)"
-_IDENT = "coalesce(CAST(? AS TEXT), '#' || ?)"
-_REMEMBER = f"""
-INSERT INTO failures (ident, idx, key, error_type, message, count, first_at, last_at, last_id, source,
-                      file_state)
-VALUES ({_IDENT}, ?, ?, ?, ?, 1, ?, ?, ?, ?, {_FILE_STATE})
-ON CONFLICT (ident) DO UPDATE SET
-    idx = excluded.idx,
-    error_type = excluded.error_type,
-    message = excluded.message,
-    last_at = excluded.last_at,
-    source = excluded.source,
-    count = CASE WHEN failures.cleared_at IS NOT NULL THEN 1
-                 WHEN excluded.last_id = failures.last_id THEN failures.count
-                 ELSE failures.count + 1 END,
-    first_at = CASE WHEN failures.cleared_at IS NOT NULL THEN excluded.first_at ELSE failures.first_at END,
-    file_state = CASE WHEN failures.cleared_at IS NOT NULL THEN excluded.file_state
-                      ELSE coalesce(failures.file_state, excluded.file_state) END,
-    last_id = excluded.last_id,
-    cleared_at = NULL, cleared_by = NULL, cleared_reason = NULL
-"""
-
-
-def remember_failures(connection: sqlite3.Connection, facts: Iterable[FailureFact]) -> None:
-    """Add or count failures, inside the caller's write transaction (one row per sample)."""
-    connection.executemany(
-        _REMEMBER,
-        [
-            (
-                stored_key(f.key), f.index, f.index, stored_key(f.key), storable_text(f.error_type),
-                storable_text(f.message), f.at, f.at, f.id, f.source, stored_key(f.key),
-            )
-            for f in facts
-        ],
-    )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class ActiveFailure:
-    """A failure that keeps its sample on every list."""
-
-    index: int
-    key: str | None
-    error_type: str | None
-    message: str | None
-    count: int
-    last_at: str | None
-    source: str | None
-
-
-def active_failures(connection: Any) -> list[ActiveFailure]:
-    """The failures no event has ended, by index (none in an index older than the table)."""
-    exists = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'failures'"
-    if connection.execute(exists).fetchone() is None:
-        return []
-    rows = connection.execute(
-        "SELECT idx, key, error_type, message, count, last_at, source FROM failures"
-        " WHERE cleared_at IS NULL ORDER BY idx"
-    )
-    return [
-        ActiveFailure(idx, read_key(key), error_type, message, count, last_at, source)
-        for idx, key, error_type, message, count, last_at, source in rows
-    ]
-
-
-def failure_detail(failure: ActiveFailure, scanned: str | None) -> str:
-    """One line for an acknowledged failure: how often, the last error, and what a scan measured."""
-    times = "once" if failure.count == 1 else f"{failure.count} times"
-    error = f"{failure.error_type}: {failure.message}".rstrip(": ") if failure.error_type else "an error"
-    when = f" {failure.last_at}" if failure.last_at else ""
-    seen = f"; {scanned} when scanned" if scanned else ""
-    return f"failed in training {times} (last{when}: {error}){seen}"
-
-
-def _keep_failures_listed(connection: sqlite3.Connection) -> None:
-    """Every active failure has its quarantined `error` finding, whatever replaced the findings: a
-    failure committed while a scan judged the index is listed all the same."""
-    missing = [
-        failure
-        for failure in active_failures(connection)
-        if connection.execute(
-            "SELECT 1 FROM findings WHERE idx = ? AND kind = 'error' AND quarantine = 1", (failure.index,)
-        ).fetchone()
-        is None
-    ]
-    connection.executemany(
-        "INSERT OR REPLACE INTO findings (idx, kind, detail, quarantine) VALUES (?, 'error', ?, 1)",
-        [(failure.index, storable_text(failure_detail(failure, None))) for failure in missing],
-    )
-
-
-def clear_failures(
-    connection: sqlite3.Connection, indexes: Sequence[int], *, by: str, reason: str, at: str
-) -> list[int]:
-    """End the active failures of these samples (inside the caller's write transaction); the samples'
-    rows the guard wrote are forgotten too, so the next scan measures them. Returns those ended."""
-    ended: list[int] = []
-    for start in range(0, len(indexes), 500):
-        part = sorted(set(indexes[start : start + 500]))
-        marks = ", ".join("?" for _ in part)
-        found = [
-            row[0]
-            for row in connection.execute(
-                f"SELECT idx FROM failures WHERE cleared_at IS NULL AND idx IN ({marks})", part
-            )
-        ]
-        if not found:
-            continue
-        _end_failures(connection, f"idx IN ({', '.join('?' for _ in found)})", found, by, reason, at)
-        chosen = ", ".join("?" for _ in found)
-        connection.execute(
-            f"DELETE FROM findings WHERE kind = 'error' AND idx IN ({chosen}) AND idx IN"
-            f" (SELECT idx FROM samples WHERE {_GUARD_ROW})",
-            found,
-        )
-        connection.execute(f"DELETE FROM samples WHERE idx IN ({chosen}) AND {_GUARD_ROW}", found)
-        ended += found
-    return ended
-
-
-_GUARD_ROW = "run_id IN (SELECT id FROM runs WHERE kind = 'guard')"
-
-
-def _end_failures(
-    connection: sqlite3.Connection, where: str, parameters: Sequence[Any], by: str, reason: str, at: str
-) -> int:
-    active = f"cleared_at IS NULL AND {where}"
-    connection.execute(
-        "INSERT INTO failure_events (ident, idx, key, at, event, by, reason)"
-        f" SELECT ident, idx, key, ?, 'cleared', ?, ? FROM failures WHERE {active}",
-        [at, by, reason, *parameters],
-    )
-    cursor = connection.execute(
-        f"UPDATE failures SET cleared_at = ?, cleared_by = ?, cleared_reason = ? WHERE {active}",
-        [at, by, reason, *parameters],
-    )
-    return cursor.rowcount
-
-
-def settle_failures(connection: sqlite3.Connection, run_id: int, at: str, *, complete: bool) -> None:
-    """After a scan measured the index (inside the caller's write transaction): each keyed failure
-    follows its key to the sample's position now; one whose changed sample measured ok ends, and
-    (after a scan that measured every sample, `complete`) one whose key the scan no longer lists.
-    A sample measured ok again, unchanged, stays listed."""
-    by = f"scan run {run_id}"
-    keyed_scan = (
-        "EXISTS (SELECT 1 FROM samples WHERE key IS NOT NULL AND run_id IN"
-        " (SELECT id FROM runs WHERE kind != 'guard'))"
-    )
-    if connection.execute(f"SELECT {keyed_scan}").fetchone()[0]:
-        if complete:
-            _end_failures(
-                connection,
-                "key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM samples s WHERE s.key = failures.key)",
-                [],
-                by,
-                "the sample is no longer in the dataset (its key was not found)",
-                at,
-            )
-        connection.execute(
-            "UPDATE failures SET idx = (SELECT s.idx FROM samples s WHERE s.key = failures.key)"
-            " WHERE cleared_at IS NULL AND key IS NOT NULL"
-            " AND idx IS NOT (SELECT s.idx FROM samples s WHERE s.key = failures.key)"
-        )
-    measured_ok = (
-        "EXISTS (SELECT 1 FROM samples s WHERE s.idx = failures.idx AND s.status = 'ok'"
-        " AND s.run_id IN (SELECT id FROM runs WHERE kind != 'guard')"
-    )
-    _end_failures(
-        connection,
-        f"{measured_ok} AND s.key IS NOT NULL AND failures.key IS NOT NULL"
-        " AND CAST(s.key AS TEXT) IS NOT CAST(failures.key AS TEXT))",
-        [],
-        by,
-        "another sample is at its position now, and it measured ok",
-        at,
-    )
-    _end_failures(
-        connection,
-        f"{measured_ok}) AND file_state IS NOT NULL AND key IS NOT NULL AND file_state IS NOT"
-        f" {_FILE_STATE.replace('key = ?', 'key = failures.key')}",
-        [],
-        by,
-        "its file changed since it failed, and the changed sample measured ok",
-        at,
-    )
+        failures.keep_listed(db.conn)

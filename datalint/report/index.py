@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from datalint.errors import DatalintError
+from datalint.index import read
+from datalint.index.store import RunRecord, read_key, reading_index
 from datalint.report.charts import Threshold
 from datalint.report.limits import policy_thresholds
 from datalint.scan.images import DAMAGE_KINDS, UNSUPPORTED_KIND
-from datalint.scan.store import SCHEMA_VERSION, RunRecord, read_key, reading_index
-
-REQUIRED_TABLES = ("runs", "samples")
 
 # Statuses that are findings in their own right even before policy has written `findings`
 # (a scan killed before the end leaves samples but no derived findings).
@@ -101,32 +100,9 @@ def latest_scan(runs: tuple[RunRecord, ...]) -> RunRecord | None:
 
 def open_index(path: Path) -> sqlite3.Connection:
     """Open an index read-only, or say clearly why this file is not one."""
-    if not path.exists():
-        raise DatalintError(f"{path}: no such index; run `datalint scan ... --db {path}` first")
-    if path.is_dir():
-        raise DatalintError(f"{path}: is a directory; pass the index file (e.g. .datalint/scan.db)")
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
-    try:
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise DatalintError(f"{path}: not a datalint index ({exc})") from exc
-    missing = [name for name in REQUIRED_TABLES if name not in tables]
-    if missing:
-        conn.close()
-        raise DatalintError(
-            f"{path}: not a datalint index (no table {', '.join(missing)}); "
-            "pass the .db file written by `datalint scan`"
-        )
-    if version > SCHEMA_VERSION:
-        conn.close()
-        raise DatalintError(
-            f"{path}: index schema version {version} is newer than this datalint understands "
-            f"({SCHEMA_VERSION}); upgrade datalint"
-        )
-    return conn
+    connection = read.open_index(path, required=("runs", "samples"))
+    connection.row_factory = sqlite3.Row
+    return connection
 
 
 def read_index(path: Path, *, max_rows: int, max_good_images: int) -> IndexSummary:

@@ -15,12 +15,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from datalint.index import read
+from datalint.index.store import read_key
 from datalint.report.charts import Threshold, format_count, score_histogram
 from datalint.report.index import FlaggedSample, IndexSummary
 from datalint.report.markup import Html, el, join
 from datalint.report.thumbs import Thumbnail, thumbnail
 from datalint.scan import quality
-from datalint.scan.store import read_key
 from datalint.text import shown_name
 
 # score -> (how its values read, whether its histogram needs a log x axis)
@@ -74,7 +75,7 @@ class QualityView:
 def read_quality(index: IndexSummary, root: Path | None, per_kind: int) -> QualityView | None:
     """The quality views of an index whose images were scored, or None (a scan with --no-scores,
     a dataset scan without image-like tensors, an index from before the scores)."""
-    conn = sqlite3.connect(f"{index.path.resolve().as_uri()}?mode=ro", uri=True)
+    conn = read.connect(index.path)
     try:
         if not _has_scores(conn):
             return None
@@ -279,7 +280,7 @@ def _leaks(
 def _scanned_folder(db: Path) -> Path | None:
     """The folder the latest scan of another index read, when that is still a folder here."""
     try:
-        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        conn = read.connect(db)
         try:
             row = conn.execute(
                 "SELECT kind, spec FROM runs WHERE kind != 'guard' ORDER BY id DESC LIMIT 1"

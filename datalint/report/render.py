@@ -19,6 +19,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
+from datalint.index.store import RunRecord
 from datalint.report.charts import (
     Bar,
     Threshold,
@@ -35,7 +36,6 @@ from datalint.report.index import FlaggedSample, ImageStats, IndexSummary, KindC
 from datalint.report.markup import Html, el, join
 from datalint.report.quality import QualityView, picture, quality_section
 from datalint.report.thumbs import Thumbnail
-from datalint.scan.store import RunRecord
 from datalint.text import shown_name
 
 PAGE_SIZE = 100

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datalint.scan import store, summaries
+from datalint.index import store
+from datalint.scan import summaries
 
 _TABLE_NAME = "current_samples"
 _TABLE = f"temp.{_TABLE_NAME}"

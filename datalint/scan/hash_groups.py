@@ -26,7 +26,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from datalint.scan import quality, store
+from datalint.index import store
+from datalint.scan import quality
 from datalint.scan.hash_index import popcount
 
 _CREATE = (

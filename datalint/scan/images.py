@@ -57,7 +57,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from datalint.errors import UsageError
 from datalint.files import FileTooLarge, read_regular_file
-from datalint.scan.store import read_key
+from datalint.index.store import read_key
 from datalint.text import safe_str, shown_name
 
 if TYPE_CHECKING:

@@ -366,7 +366,7 @@ def derive_findings(
 
     `keep_groups`: update the near-duplicate groups stored in the index instead of finding them
     from scratch (a scan does; datalint/scan/hash_groups.py)."""
-    from datalint.scan.store import iter_samples
+    from datalint.index.store import iter_samples
 
     peers = peers or population(db)
     judge = _SignatureJudge(peers, options)
@@ -391,16 +391,16 @@ def derive_findings(
 def with_failures(findings: list[Finding], db: Any) -> list[Finding]:
     """`findings` with each acknowledged training failure as a quarantined `error` finding that says
     both facts ("failed in training 3 times ...; ok when scanned"): a scan never clears one."""
-    from datalint.scan.store import active_failures, failure_detail
+    from datalint.index import failures as kept
 
-    failures = active_failures(db)
+    failures = kept.active(db)
     if not failures:
         return findings
     scanned = _scanned_statuses(db, [failure.index for failure in failures])
     errors = {f.idx: n for n, f in enumerate(findings) if f.kind == "error"}
     result = list(findings)
     for failure in failures:
-        said = failure_detail(failure, scanned.get(failure.index))
+        said = kept.failure_detail(failure, scanned.get(failure.index))
         at = errors.get(failure.index)
         if at is None:
             result.append(Finding(failure.index, "error", said, True))
@@ -614,7 +614,7 @@ def image_index_findings(db: Any, thresholds: ShapeThresholds) -> list[tuple[int
     for position in np.flatnonzero(odd).tolist():
         idx, _key, _digest, w, h = files[position]
         found.extend((idx, f.kind, f.detail) for f in shape_findings(int(w), int(h), thresholds))
-    from datalint.scan.store import read_key
+    from datalint.index.store import read_key
 
     counts = Counter(digest for _idx, _key, digest, _w, _h in files)
     hashes = {
@@ -656,7 +656,7 @@ def _index_state(db: Any) -> tuple[int, int] | None:
 
 def _image_key(idx: int, stored: Any) -> str:
     """A sample's key as the dataset gave it (a name that is not UTF-8 is stored as its bytes), or #idx."""
-    from datalint.scan.store import read_key
+    from datalint.index.store import read_key
 
     key = read_key(stored)
     return key if key is not None else f"#{idx}"
@@ -797,7 +797,7 @@ def hashed_images(db: Any) -> list[tuple[int, str, str | None, str | None]]:
 def _leaks(db: Any, against: str, radius: int) -> list[tuple[int, str, str]]:
     from pathlib import Path
 
-    from datalint.scan.store import open_index
+    from datalint.index.store import open_index
 
     other = open_index(Path(against), create=False)
     try:

@@ -11,8 +11,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from datalint.index import read
+from datalint.index.store import IndexFileError
 from datalint.scan.quality import SCORE_NAMES
-from datalint.scan.store import IndexFileError
 
 _SCORED_SAMPLES = """
 SELECT idx, key, info FROM samples WHERE json_extract(info, '$.quality') IS NOT NULL ORDER BY idx
@@ -28,7 +29,7 @@ class IndexReader:
             raise IndexFileError(
                 f"no scan index at {self.path}; run `datalint scan` first (or pass its --db path)"
             )
-        self._connection = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        self._connection = read.connect(self.path)
         self._pandas = _pandas() if as_frames is not False else None
         if as_frames and self._pandas is None:
             raise ImportError("as_frames=True needs pandas: pip install 'datalint[frames]'")

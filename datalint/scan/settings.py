@@ -24,6 +24,7 @@ from typing import Any
 
 from datalint.config import ConfigError, find_pyproject, scan_table
 from datalint.text import did_you_mean
+from datalint.units import parse_size
 
 DEFAULT = "default"
 
@@ -76,15 +77,13 @@ def _kinds(value: Any) -> str:
 
 
 def _size(value: Any) -> int:
-    from datalint.commands.arguments import size
-
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     if not isinstance(value, str):
         raise ValueError(f"must be a size in bytes (a whole number, or text such as '64MB'), got {value!r}")
     try:
-        return size(value)
-    except argparse.ArgumentTypeError:
+        return parse_size(value)
+    except ValueError:
         raise ValueError(f"must be a size such as 500000, '64MB' or '1GiB', got {value!r}") from None
 
 

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from datalint.errors import UsageError
-from datalint.scan import runner, store, summaries
+from datalint.index import read, store
+from datalint.scan import runner, summaries
 from datalint.scan.progress import outcome
 from datalint.scan.runner import EngineError, RunnerOptions
 from datalint.scan.shards import KEEP_RUN_IDS, SHARDED_KINDS, merge_shard_indexes, split_by_shard
@@ -207,7 +208,7 @@ def recover(index_path: str | Path, *, rescan: bool) -> MergedFiles:
 
 def _readable(path: Path) -> bool:
     try:
-        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+        with contextlib.closing(read.connect(path)) as db:
             db.execute("SELECT count(*) FROM samples").fetchone()
             return bool(db.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION)
     except sqlite3.DatabaseError:

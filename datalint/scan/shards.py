@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.errors import DatalintError
-from datalint.scan import store
+from datalint.index import read, store
 
 ATTACH_BATCH = 8  # below SQLite's default SQLITE_MAX_ATTACHED of 10
 
@@ -94,7 +94,7 @@ def _drop_superseded(connection: sqlite3.Connection, shard_files: Sequence[Path]
     """Remove the target's rows of other runs for the samples these files hold (one range probe per
     file first: a fresh scan has none, and pays only that)."""
     for path in shard_files:
-        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as shard:
+        with contextlib.closing(read.connect(path)) as shard:
             first, last = shard.execute("SELECT min(idx), max(idx) FROM samples").fetchone()
             if first is None:
                 continue
@@ -126,7 +126,7 @@ def _merge_batch(
     for alias, path in zip(aliases, shard_files, strict=True):
         if not path.is_file():
             raise ShardMergeError(f"{path}: no such shard index")
-        connection.execute(f"ATTACH DATABASE ? AS {alias}", (f"{path.resolve().as_uri()}?mode=ro",))
+        connection.execute(f"ATTACH DATABASE ? AS {alias}", (read.uri(path),))
     try:
         for alias, path in zip(aliases, shard_files, strict=True):
             version = connection.execute(f"PRAGMA {alias}.user_version").fetchone()[0]

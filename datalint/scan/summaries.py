@@ -57,6 +57,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from datalint.index import read
+
 if TYPE_CHECKING:
     from datalint.scan.policy import Population
 
@@ -417,7 +419,7 @@ MARKED = ("key", "status", "signature", "nbytes", "duration", "info")  # what `r
 
 
 def _positions() -> tuple[int, ...]:
-    from datalint.scan.store import SAMPLE_COLUMNS
+    from datalint.index.store import SAMPLE_COLUMNS
 
     return tuple(
         SAMPLE_COLUMNS.index(c) for c in ("status", "signature", "nbytes", "duration", "info", "key")
@@ -618,16 +620,14 @@ def is_empty(index_path: str | Path) -> bool:
 
 def summary_of_file_rows(path: str | Path) -> PopulationSummary:
     """A shard or index file's summary counted from its rows now, whatever summary it keeps."""
-    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
-    with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+    with read.reading(path) as connection:
         return summarize(connection)
 
 
 def summary_of_file(path: str | Path) -> PopulationSummary:
     """A shard file's summary: the one its writer kept, or (missing, or of an older version) one
     computed from its rows now."""
-    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
-    with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+    with read.reading(path) as connection:
         kept = read_summary(connection)
         return kept if kept is not None else summarize(connection)
 

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datalint.scan import hash_partitions, policy, quality, store, summaries
+from datalint.index import store
+from datalint.scan import hash_partitions, policy, quality, summaries
 from datalint.scan.hash_partitions import GatheredHashes
 from datalint.scan.images import ShapeThresholds, duplicate_findings, shape_findings
 from datalint.scan.policy import Finding, PolicyOptions, Population

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datalint.scan import api, store
+from datalint.index import read, store
+from datalint.scan import api
 from datalint.scan.sources import SourceDescription
 
 Log = Callable[[str], None]
@@ -328,8 +329,7 @@ def _indexed_keys(db: Path) -> set[str] | None:
     """The keys of the last complete listing, or None when the index cannot say (an interrupted
     scan, folders that could not be listed)."""
     try:
-        uri = f"{db.resolve().as_uri()}?mode=ro"  # a path may hold `?` or `#`
-        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as connection:
+        with read.reading(db, timeout=5) as connection:
             last = connection.execute(
                 "SELECT length FROM runs WHERE kind != 'guard' ORDER BY id DESC LIMIT 1"
             )

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from datalint import __version__
 from datalint.errors import UsageError
+from datalint.index.failures import FailureRecord
 from datalint.service import ingest, overview
 from datalint.service.auth import Authenticator
 from datalint.service.config import (
@@ -42,7 +43,7 @@ from datalint.service.config import (
     ServiceConfig,
     dataset_settings,
 )
-from datalint.service.ingest import IncomingFailure, IngestWriter
+from datalint.service.ingest import IngestWriter
 from datalint.service.jobs import MODES, Job, JobManager
 from datalint.service.lists import index_state
 from datalint.service.origins import Origins, RequestGate, send_json
@@ -503,13 +504,10 @@ def create_app(config: ServiceConfig, auth: Authenticator, *, start_jobs: bool =
         async def check(
             request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
         ) -> None:
-            verdict = auth.allows(token_of(request, credentials, cookie_ok), name)
-            if verdict is None:
-                raise HTTPException(
-                    401,
-                    "a valid token is required (Authorization: Bearer TOKEN)",
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
+            token = token_of(request, credentials, cookie_ok)
+            verdict = auth.allows(token, name)
+            if verdict is None:  # no token, an unknown one, or one that expired: say which
+                raise HTTPException(401, auth.refusal(token), headers={"WWW-Authenticate": "Bearer"})
             if verdict is False:
                 raise HTTPException(403, f"this token lacks the {name!r} scope")
 
@@ -883,9 +881,9 @@ def _failure_items(document: Any) -> list[Any]:
     return document["failures"]
 
 
-def _checked_failures(items: list[Any]) -> tuple[list[tuple[int, IncomingFailure]], list[RefusedFailure]]:
+def _checked_failures(items: list[Any]) -> tuple[list[tuple[int, FailureRecord]], list[RefusedFailure]]:
     """(position, failure) for each valid item; a refusal naming each other one."""
-    valid: list[tuple[int, IncomingFailure]] = []
+    valid: list[tuple[int, FailureRecord]] = []
     refused: list[RefusedFailure] = []
     for position, item in enumerate(items):
         try:
@@ -898,7 +896,9 @@ def _checked_failures(items: list[Any]) -> tuple[list[tuple[int, IncomingFailure
             raw = item if isinstance(item, dict) else {}
             refused.append(_refused(position, raw.get("index"), raw.get("key"), reason))
             continue
-        valid.append((position, IncomingFailure(**failure.model_dump())))
+        fields = failure.model_dump()
+        at = fields.pop("time")
+        valid.append((position, FailureRecord(**fields, at=at, source="service")))
     return valid, refused
 
 
@@ -962,8 +962,7 @@ def _metrics_text(service: Service) -> str:
 
 def app_from_config(path: str) -> FastAPI:
     """For `uvicorn --factory`: the app of a config file (tokens read from the file it names)."""
-    from datalint.service.auth import load_tokens
     from datalint.service.config import load_config
 
     config = load_config(path)
-    return create_app(config, Authenticator(load_tokens(config.tokens) if config.tokens else ()))
+    return create_app(config, Authenticator.from_file(config.tokens))

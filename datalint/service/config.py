@@ -21,6 +21,7 @@ dark = 0.1
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 import tomllib
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.errors import UsageError
+from datalint.units import parse_duration
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -77,7 +79,6 @@ _WATCH_USE = {
     "rescan_every": "only for images = DIR (the folder's periodic walk)",
     "poll": "only for dataset = SPEC (an image folder is watched by its file events)",
 }
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 DEFAULT_HEADER_TIMEOUT_S = 10.0
 DEFAULT_KEEP_ALIVE_S = 5.0
 DEFAULT_MAX_CONNECTIONS = 1024
@@ -387,9 +388,8 @@ def _interval(value: Any, source: Path, table: str, key: str = "interval") -> fl
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf"):
         return float(value)
     if isinstance(value, str):
-        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|[smhd])\s*", value)
-        if match and float(match[1]) > 0:
-            return float(match[1]) * _UNITS[match[2]]
+        with contextlib.suppress(ValueError):
+            return parse_duration(value)
     raise ConfigError(
         f"{source}: {table}.{key}: expected seconds or a duration such as '30m', '6h', got {value!r}"
     )

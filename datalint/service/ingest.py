@@ -5,10 +5,10 @@ the writer takes every batch waiting at that moment and commits them in one tran
 them all: under load a commit serves many requests, so throughput grows with concurrency while each
 request still waits for its own rows to be committed. Acknowledged therefore means committed.
 
-Rows are written as the guard writes them locally (`datalint.training.record`): a `samples` row with
-status `error`, an `error` finding marked for quarantine, keyed by the sample index, and the failure
-itself (`store.remember_failures`), which no scan clears. A failure sent twice (a replayed spool) is
-counted once and never duplicates.
+Rows are written by the index's one failure writer (`datalint.index.failures.write`), as the local
+guard's are: a `samples` row with status `error`, an `error` finding marked for quarantine, and the
+failure itself, which no scan clears. A failure sent twice (a replayed spool) is counted once and
+never duplicates.
 """
 
 from __future__ import annotations
@@ -25,31 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datalint.scan import store
+from datalint.index import failures, read, store
+from datalint.index.failures import FailureRecord
 
 logger = logging.getLogger("datalint.service")
-
-
-@dataclass(frozen=True)
-class IncomingFailure:
-    """One failure as a client sent it (validated by the HTTP layer)."""
-
-    index: int
-    key: str | None
-    error_type: str
-    message: str
-    traceback: str | None = None
-    host: str | None = None
-    pid: int | None = None
-    time: str | None = None
-    run: str | None = None
-    id: str | None = None
-    worker: int | None = None
-    duration: float | None = None
-
-    @property
-    def detail(self) -> str:
-        return f"{self.error_type}: {self.message}".rstrip(": ")
 
 
 @dataclass(frozen=True)
@@ -86,7 +65,7 @@ class IngestWriter:
         self._errors = 0  # samples recorded by this writer's guard run
         self._thread.start()
 
-    def submit(self, failures: Sequence[IncomingFailure]) -> Future[int]:
+    def submit(self, failures: Sequence[FailureRecord]) -> Future[int]:
         future: Future[int] = Future()
         self._queue.put((failures, future))
         return future
@@ -137,7 +116,7 @@ class IngestWriter:
             before = self.before_commit()
             db, _ = self._open()
             with store.transaction(db):
-                ended = store.clear_failures(
+                ended = failures.clear(
                     db.conn, order.indexes, by=order.by, reason=order.reason, at=store.utc_now()
                 )
         except Exception as exc:  # the edge: the request gets the error, the writer lives on
@@ -154,10 +133,10 @@ class IngestWriter:
             self._db.close()
         self._db, self._run_id, self._errors = None, None, 0
 
-    def _commit(self, waiting: list[tuple[Sequence[IncomingFailure], Future[int]]]) -> None:
+    def _commit(self, waiting: list[tuple[Sequence[FailureRecord], Future[int]]]) -> None:
         if not waiting:
             return
-        rows = [failure for failures, _ in waiting for failure in failures]
+        rows = [failure for batch, _ in waiting for failure in batch]
         try:
             before = self.before_commit()
             self._write(rows)
@@ -168,8 +147,8 @@ class IngestWriter:
                 future.set_exception(exc)
             return
         self.on_commit(self.name, sorted({f.index for f in rows}), before)
-        for failures, future in waiting:
-            future.set_result(len(failures))
+        for batch, future in waiting:
+            future.set_result(len(batch))
 
     def _open(self) -> tuple[Any, int]:
         if self._db is None or self._run_id is None:
@@ -186,24 +165,8 @@ class IngestWriter:
             )
         return self._db, self._run_id
 
-    def _write(self, rows: list[IncomingFailure]) -> None:
+    def _write(self, rows: list[FailureRecord]) -> None:
         db, run_id = self._open()
-        samples = [
-            (
-                f.index,
-                f.key,
-                run_id,
-                f.duration,
-                f.error_type,
-                f.message,
-                f.traceback,
-                f.worker or f.pid,
-                f.time or store.utc_now(),
-                json.dumps(_info(f), separators=(",", ":")),
-            )
-            for f in rows
-        ]
-        findings = [(f.index, f.detail) for f in rows]
         with store.transaction(db):
             # The run's count grows by the samples new to it; a count(*) over the run would scan the
             # whole table on every commit (there is no index on run_id), this looks up the batch by key.
@@ -217,30 +180,19 @@ class IngestWriter:
                 ).fetchone()
                 known += count
             self._errors += len(distinct) - known
-            db.conn.executemany(
-                "INSERT OR REPLACE INTO samples (idx, key, status, run_id, duration, error_type,"
-                " error_message, traceback, worker, measured_at, info)"
-                " VALUES (?, ?, 'error', ?, ?, ?, ?, ?, ?, ?, ?)",
-                samples,
-            )
-            db.conn.executemany(
-                "INSERT OR REPLACE INTO findings (idx, kind, detail, quarantine) VALUES (?, 'error', ?, 1)",
-                findings,
-            )
-            # Acknowledged means kept: the failure outlives the samples row a later scan replaces.
-            store.remember_failures(db.conn, (_fact(f) for f in rows))
+            failures.write(db.conn, run_id, rows)
             db.conn.execute(
                 "UPDATE runs SET counts = ? WHERE id = ?", (json.dumps({"error": self._errors}), run_id)
             )
 
 
-def refusals_by_index(index_path: Path, failures: Sequence[tuple[int, IncomingFailure]]) -> dict[int, str]:
+def refusals_by_index(index_path: Path, failures: Sequence[tuple[int, FailureRecord]]) -> dict[int, str]:
     """Why each of these (position, failure) pairs cannot be a failure of the dataset the index holds:
     an index past its length, or a key that is not the one the scan found at that index."""
     if not index_path.is_file():
         return {}
     reasons: dict[int, str] = {}
-    connection = sqlite3.connect(f"{index_path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+    connection = read.connect(index_path, timeout=10)
     try:
         run = store.latest_run(connection)
         length = run.length if run is not None else None
@@ -277,29 +229,3 @@ def _scanned_keys(connection: sqlite3.Connection, indexes: list[int]) -> dict[in
         )
         found.update((index, key) for index, key in ((i, store.read_key(k)) for i, k in rows) if key)
     return found
-
-
-def _fact(failure: IncomingFailure) -> store.FailureFact:
-    return store.FailureFact(
-        index=failure.index,
-        key=failure.key,
-        error_type=failure.error_type,
-        message=failure.message,
-        at=failure.time or store.utc_now(),
-        source="service",
-        id=failure.id,
-    )
-
-
-def _info(failure: IncomingFailure) -> dict[str, Any]:
-    return {
-        key: value
-        for key, value in (
-            ("host", failure.host),
-            ("pid", failure.pid),
-            ("run", failure.run),
-            ("id", failure.id),
-            ("source", "guard"),
-        )
-        if value is not None
-    }

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from datalint.scan import store
+from datalint.index import read, store
 from datalint.service.config import DatasetConfig
 from datalint.service.registry import Registry
 
@@ -400,7 +400,7 @@ def latest_scan_run(index_path: Path) -> int | None:
     if not index_path.is_file():
         return None
     try:
-        connection = sqlite3.connect(f"{index_path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+        connection = read.connect(index_path, timeout=5)
         try:
             row = connection.execute("SELECT max(id) FROM runs WHERE kind != 'guard'").fetchone()
         finally:
@@ -416,7 +416,7 @@ def read_progress(index_path: Path, after_run: int | None = None) -> Progress | 
     if not index_path.is_file():
         return None
     try:
-        connection = sqlite3.connect(f"{index_path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+        connection = read.connect(index_path, timeout=5)
         try:
             run = connection.execute(
                 "SELECT length, id FROM runs WHERE kind != 'guard' ORDER BY id DESC LIMIT 1"

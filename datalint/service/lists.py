@@ -29,7 +29,6 @@ import hashlib
 import json
 import logging
 import os
-import sqlite3
 import threading
 import time
 import zlib
@@ -38,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datalint.scan import store
+from datalint.index import failures, read, store
 
 logger = logging.getLogger("datalint.service")
 
@@ -406,7 +405,7 @@ def scan_list(path: Path) -> ServedList | None:
         head = json.loads(body[:start] + b'"samples": []}')
     except (OSError, ValueError):
         return None
-    with read_only(path) as connection:
+    with read.reading(path) as connection:
         run = store.latest_run(connection)
         # no guard run, no guard failure (and no scan of a million sample rows to find that out)
         guarded = connection.execute("SELECT 1 FROM runs WHERE kind = 'guard' LIMIT 1").fetchone()
@@ -548,23 +547,10 @@ def _entries_query(where: str) -> str:
     """
 
 
-class read_only:
-    """A read-only connection to an index (never creates or changes it)."""
-
-    def __init__(self, path: Path) -> None:
-        self.connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
-
-    def __enter__(self) -> sqlite3.Connection:
-        return self.connection
-
-    def __exit__(self, *exc: object) -> None:
-        self.connection.close()
-
-
 def list_entries(path: Path, indexes: list[int]) -> list[tuple[int, str]]:
     """The list's entries for `indexes` (those quarantined), read by key: cheap for a batch of failures."""
     found: list[tuple[int, str]] = []
-    with read_only(path) as connection:
+    with read.reading(path) as connection:
         for start in range(0, len(indexes), 500):
             part = sorted(set(indexes[start : start + 500]))
             marks = ", ".join("?" for _ in part)
@@ -574,8 +560,8 @@ def list_entries(path: Path, indexes: list[int]) -> list[tuple[int, str]]:
 
 def guard_failures(path: Path) -> list[int]:
     """The quarantined samples whose row the guard wrote (the service's ingest or a local recorder)."""
-    with read_only(path) as connection:
-        return [failure.index for failure in store.active_failures(connection)]
+    with read.reading(path) as connection:
+        return [failure.index for failure in failures.active(connection)]
 
 
 @dataclass(frozen=True)
@@ -611,7 +597,7 @@ def build_list(path: Path) -> _Built:
     query = f"""SELECT count(*), '[' || coalesce(group_concat(entry, ','), '') || ']',
                        coalesce(group_concat(idx, ','), '')
                 FROM ({_entries_query('')})"""
-    with read_only(path) as connection:
+    with read.reading(path) as connection:
         connection.execute("BEGIN")  # one snapshot of the index for every query below (WAL)
         count, samples, indexes = connection.execute(query).fetchone()
         run = store.latest_run(connection)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datalint.scan import store
+from datalint.index import failures, read, store
 from datalint.service.config import ConfigError, DatasetConfig, ServiceConfig, parse_dataset, valid_name
-from datalint.service.lists import ListKeeper, read_only
+from datalint.service.lists import ListKeeper
 
 logger = logging.getLogger("datalint.service")
 
@@ -99,12 +99,12 @@ class Registry:
         path = self.index_path(name)
         if not path.is_file():
             return DatasetStats(0, 0, None, 0)
-        with read_only(path) as connection:
+        with read.reading(path) as connection:
             samples = connection.execute("SELECT count(*) FROM samples").fetchone()[0]
             quarantined = connection.execute(
                 "SELECT count(DISTINCT idx) FROM findings WHERE quarantine = 1"
             ).fetchone()[0]
-            guard = len(store.active_failures(connection))
+            guard = len(failures.active(connection))
             run = store.latest_run(connection)
         last = None
         if run is not None:

@@ -70,14 +70,14 @@ def configure_logging(level: str) -> None:
 
 def hold_data_dir(data_dir: Path) -> int:
     """Lock `<data-dir>/service.lock` for this process's life (the descriptor returned): one service
-    per data directory. A POSIX record lock like the scan lock (`datalint.scan.store.scan_lock`), in
+    per data directory. A POSIX record lock like the scan lock (`datalint.index.store.scan_lock`), in
     the same record of pid, host and start time: the kernel drops it when the process dies however it
     dies, so it is never stale, and children forked by the service do not inherit it."""
     import fcntl
     import json
     import socket
 
-    from datalint.scan.store import _lock_holder, utc_now
+    from datalint.index.store import lock_holder, utc_now
 
     path = data_dir / LOCK_NAME
     try:
@@ -87,7 +87,7 @@ def hold_data_dir(data_dir: Path) -> int:
     try:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        holder = _lock_holder(fd)
+        holder = lock_holder(fd)
         os.close(fd)
         raise UsageError(
             f"another datalint serve is using the data directory {data_dir} ({holder}): stop it first, "

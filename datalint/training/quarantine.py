@@ -6,7 +6,6 @@ The format is the `datalint-quarantine/1` contract of `datalint docs index`. Eve
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import sqlite3
@@ -20,7 +19,7 @@ import numpy.typing as npt
 
 from datalint.errors import DatalintError
 from datalint.files import UnreadableDocument, is_regular, load_json_document
-from datalint.scan import store
+from datalint.index import read, store
 from datalint.training import binary_list
 
 FORMAT = "datalint-quarantine/1"
@@ -286,10 +285,9 @@ ORDER BY f.idx
 
 def _load_index(path: Path) -> Quarantine:
     # Read-only, so pointing the sampler at an index never creates or changes it.
-    uri = f"{path.resolve().as_uri()}?mode=ro"
     try:
-        with store.reading_index(path), contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
-            _check_index_schema(connection, path)
+        with store.reading_index(path), read.reading(path) as connection:
+            read.check_index(connection, path)
             rows = connection.execute(_QUARANTINED_SQL).fetchall()
             latest = store.latest_run(connection)  # the dataset as scanned; guard runs only add failures
             return Quarantine(
@@ -306,18 +304,3 @@ def _load_index(path: Path) -> Quarantine:
         raise QuarantineFormatError(f"{path}: cannot read the scan index: {exc}") from None
     except store.IndexFileError as exc:
         raise QuarantineFormatError(str(exc)) from None
-
-
-def _check_index_schema(connection: sqlite3.Connection, path: Path) -> None:
-    version = connection.execute("PRAGMA user_version").fetchone()[0]
-    if not 1 <= version <= store.SCHEMA_VERSION:  # older versions lack tables training does not read
-        raise QuarantineFormatError(
-            f"{path}: index schema version {version}, this datalint reads versions 1 to"
-            f" {store.SCHEMA_VERSION} (rescan with this version of datalint)"
-        )
-    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    missing = sorted({"runs", "samples", "findings"} - tables)
-    if missing:
-        raise QuarantineFormatError(
-            f"{path}: not a datalint scan index (missing tables: {', '.join(missing)})"
-        )

@@ -1,6 +1,6 @@
 """The guard's record: failures at training time, written into a scan index (`datalint docs index`).
 
-The index is opened through the scan's store (`datalint.scan.store`), so the schema lives in one
+The index is opened through the scan's store (`datalint.index.store`), so the schema lives in one
 place. Several DataLoader workers write at once, each through its own short-lived connection (never
 one opened before a fork). `BEGIN IMMEDIATE` takes the write lock before anything is read, so a busy
 database makes a writer wait its turn (the busy timeout) instead of failing with "database is
@@ -16,12 +16,12 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from datalint.errors import DatalintError
-from datalint.scan import store
+from datalint.index import failures, store
+from datalint.index.failures import FailureRecord
 
 # Long enough to outlast any other writer's single-row transaction, even on a loaded machine.
 BUSY_TIMEOUT_S = 60.0
@@ -33,23 +33,8 @@ class RecordError(DatalintError):
     """The guard's record file cannot be used as a scan index."""
 
 
-@dataclass(frozen=True)
-class Failure:
-    """One sample that raised at training time."""
-
-    index: int
-    key: str | None
-    error_type: str
-    message: str
-    traceback: str
-    duration: float
-    worker: int
-    at: str
-
-    @property
-    def detail(self) -> str:
-        """One line, as the scan's policy words an `error` finding."""
-        return f"{self.error_type}: {self.message}".rstrip(": ")
+# The guard's failure is the index's one failure record.
+Failure = FailureRecord
 
 
 @contextmanager
@@ -121,27 +106,7 @@ def record_failure(path: str | os.PathLike[str], run_id: int, failure: Failure) 
 
 
 def _write_failure(connection: sqlite3.Connection, run_id: int, failure: Failure) -> None:
-    connection.execute(
-        "INSERT OR REPLACE INTO samples (idx, key, status, run_id, duration, error_type, error_message,"
-        " traceback, worker, measured_at) VALUES (?, ?, 'error', ?, ?, ?, ?, ?, ?, ?)",
-        (failure.index, store.stored_key(failure.key), run_id, failure.duration,
-         store.storable_text(failure.error_type), store.storable_text(failure.message),
-         store.storable_text(failure.traceback), failure.worker, failure.at),
-    )
-    # The scan's policy rederives findings from the samples after each scan; writing the finding now
-    # lets `load_quarantine(index)` and `datalint report` see the failure before that.
-    connection.execute(
-        "INSERT OR REPLACE INTO findings (idx, kind, detail, quarantine) VALUES (?, 'error', ?, 1)",
-        (failure.index, store.storable_text(failure.detail)),
-    )
-    store.remember_failures(
-        connection,
-        [
-            store.FailureFact(
-                failure.index, failure.key, failure.error_type, failure.message, failure.at, "guard"
-            )
-        ],
-    )
+    failures.write(connection, run_id, [failure])
     # Counted inside the same transaction, so concurrent workers never overwrite each other's total.
     (errors,) = connection.execute("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,)).fetchone()
     connection.execute("UPDATE runs SET counts = ? WHERE id = ?", (json.dumps({"error": errors}), run_id))

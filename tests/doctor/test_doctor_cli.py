@@ -149,7 +149,7 @@ def test_a_size_that_does_not_parse_is_refused(capsys: pytest.CaptureFixture[str
 def test_sizes_can_come_from_an_existing_scan_index(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from datalint.scan.store import SampleWriter, open_index, start_run
+    from datalint.index.store import SampleWriter, open_index, start_run
 
     db = open_index(tmp_path / "scan.db")
     run_id = start_run(

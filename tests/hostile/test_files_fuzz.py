@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from datalint.config import config_from_table, load_config
 from datalint.errors import DatalintError
+from datalint.index import store
 from datalint.lint.engine import lint_source
 from datalint.report.index import read_index
-from datalint.scan import store
 from datalint.scan.api import derive_quarantine
 from datalint.scan.specs import parse_spec
 from datalint.text import is_utf8, shown_name

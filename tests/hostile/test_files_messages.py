@@ -147,7 +147,7 @@ def test_readers_name_the_file_and_the_problem(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_report_of_long_failures_keeps_to_its_size_budget(tmp_path: Path) -> None:
-    from datalint.scan import store
+    from datalint.index import store
 
     db_path = tmp_path / "index.db"
     db = store.open_index(db_path)

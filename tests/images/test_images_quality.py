@@ -322,7 +322,7 @@ def test_open_index_gives_lists_of_dicts_without_pandas(scanned: tuple[Path, dic
 
 def test_open_index_on_a_missing_file_says_so(tmp_path: Path) -> None:
     import datalint
-    from datalint.scan.store import IndexFileError
+    from datalint.index.store import IndexFileError
 
     with pytest.raises(IndexFileError, match="no scan index"):
         datalint.open_index(tmp_path / "none.db")

@@ -11,8 +11,8 @@ import pytest
 from packaging_support import ROOT, clean_env, git
 
 from datalint.cli import build_parser, main
+from datalint.index.store import create_parent
 from datalint.scan.policy import KINDS
-from datalint.scan.store import create_parent
 from datalint.text import did_you_mean
 
 

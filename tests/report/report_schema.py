@@ -1,4 +1,4 @@
-"""Indexes written row by row through the scan's own store (datalint.scan.store), for tests that
+"""Indexes written row by row through the scan's own store (datalint.index.store), for tests that
 need exact control over the rows (hostile strings, 100k samples, unfinished scans). Tests of the
 whole pipeline use an index from a real `datalint scan` instead (see conftest.py)."""
 
@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from datalint.scan import store
+from datalint.index import store
 
 
 def write_index(

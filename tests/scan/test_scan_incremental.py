@@ -197,7 +197,7 @@ def test_a_dataset_without_keys_is_measured_again_with_one_line_saying_why(tmp_p
 
 
 def test_an_index_of_the_previous_schema_is_migrated(tmp_path: Path) -> None:
-    from datalint.scan import store
+    from datalint.index import store
 
     path = tmp_path / "v1.db"
     with closing(sqlite3.connect(path)) as connection:

@@ -15,7 +15,8 @@ import pytest
 from PIL import Image
 from scan_support import rows, run_cli
 
-from datalint.scan import hash_groups, quality, store
+from datalint.index import store
+from datalint.scan import hash_groups, quality
 
 RADIUS = 3
 

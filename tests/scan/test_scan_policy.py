@@ -14,7 +14,7 @@ import kinds  # the fixture module, for its PLANTED tables
 
 
 def findings_by_index(summary) -> dict[int, set[str]]:
-    from datalint.scan import store
+    from datalint.index import store
 
     db = store.open_index(summary.index_path, create=False)
     try:

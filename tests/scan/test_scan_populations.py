@@ -104,7 +104,7 @@ def _scan(population: dict[str, Any], folder: Path) -> tuple[dict[int, set[str]]
         workers=1,
         **population["options"],
     )
-    from datalint.scan import store
+    from datalint.index import store
 
     db = store.open_index(summary.index_path, create=False)
     try:

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from datalint.scan import store
+from datalint.index import store
 
 
 def _open_and_write(path: str, worker: int) -> None:

@@ -61,7 +61,9 @@ def test_acknowledged_failures_survive_a_sigkilled_scan_job_and_a_restart(tmp_pa
     server = Server(tmp_path, dataset_table("train", n=40, delay=0.05)).start()
     try:
         _scan(server, "resume")
-        server.request("POST", "/v1/datasets/train/failures", token="writer", json={"failures": [_failure(7)]})
+        server.request(
+            "POST", "/v1/datasets/train/failures", token="writer", json={"failures": [_failure(7)]}
+        )
         job = server.request("POST", "/v1/datasets/train/scans", json={"mode": "full"}).json()
         running = server.wait_job(job["id"], states=("running",))
         deadline = time.monotonic() + 60
@@ -85,9 +87,14 @@ def test_a_retry_of_the_same_failure_is_counted_once_and_another_failure_again(a
     try:
         again = {**_failure(5), "id": "a1"}
         for _ in range(2):  # a replayed spool sends the same failure twice
-            acknowledged.request("POST", "/v1/datasets/train/failures", token="writer", json={"failures": [again]})
+            acknowledged.request(
+                "POST", "/v1/datasets/train/failures", token="writer", json={"failures": [again]}
+            )
         acknowledged.request(
-            "POST", "/v1/datasets/train/failures", token="writer", json={"failures": [{**_failure(5), "id": "a2"}]}
+            "POST",
+            "/v1/datasets/train/failures",
+            token="writer",
+            json={"failures": [{**_failure(5), "id": "a2"}]},
         )
         _scan(acknowledged, "resume")
         entries = acknowledged.request("GET", "/v1/datasets/train/quarantine", token="reader").json()
@@ -119,12 +126,14 @@ def test_an_admin_clears_a_failure_and_the_index_records_who_and_when(acknowledg
 
 
 def test_an_index_written_before_failures_were_kept_apart_keeps_its_guard_failures(tmp_path: Path) -> None:
-    from datalint.scan import store
+    from datalint.index import failures, store
 
     server = Server(tmp_path, dataset_table("train", n=30)).start()
     try:
         _scan(server, "resume")
-        server.request("POST", "/v1/datasets/train/failures", token="writer", json={"failures": [_failure(4)]})
+        server.request(
+            "POST", "/v1/datasets/train/failures", token="writer", json={"failures": [_failure(4)]}
+        )
     finally:
         server.stop()
     index = tmp_path / "state" / "datasets" / "train" / "index.db"
@@ -132,6 +141,6 @@ def test_an_index_written_before_failures_were_kept_apart_keeps_its_guard_failur
         connection.executescript("DROP TABLE failures; DROP TABLE failure_events; PRAGMA user_version = 2;")
     db = store.open_index(index)
     try:
-        assert [failure.index for failure in store.active_failures(db)] == [4]
+        assert [failure.index for failure in failures.active(db)] == [4]
     finally:
         db.close()

@@ -13,7 +13,7 @@ import pytest
 from service_data import bad_indices
 from service_server import Server, environment
 
-from datalint.scan import store
+from datalint.index import store
 from datalint.training.quarantine import load_quarantine
 
 # Every endpoint that changes something, and the scope it needs.

@@ -20,9 +20,10 @@ from service_data import bad_indices
 from service_server import Server, dataset_table
 
 from datalint.cli import main
-from datalint.scan import store
+from datalint.index import store
+from datalint.index.failures import FailureRecord
 from datalint.service.config import parse_config
-from datalint.service.ingest import IncomingFailure, IngestWriter
+from datalint.service.ingest import IngestWriter
 from datalint.service.lists import build_list, index_state, scan_list
 from datalint.service.registry import Registry
 from datalint.training.quarantine import load_quarantine
@@ -53,7 +54,7 @@ def _scanned_index(
 _WRITERS: dict[int, IngestWriter] = {}
 
 
-def _ingest(registry: Registry, failures: list[IncomingFailure]) -> None:
+def _ingest(registry: Registry, failures: list[FailureRecord]) -> None:
     """Through the registry's one writer, kept open as the service keeps it (closing it checkpoints the
     WAL, which the service does only at shutdown)."""
     writer = _WRITERS.get(id(registry))
@@ -98,7 +99,7 @@ def test_new_failures_are_appended_to_the_built_list(
     assert first is not None and first.entries == 3
     caplog.set_level(logging.INFO, logger="datalint.service")
     _ingest(
-        registry, [IncomingFailure(7, "img/7.jpg", "OSError", "flaky"), IncomingFailure(99, None, "E", "m")]
+        registry, [FailureRecord(7, "img/7.jpg", "OSError", "flaky"), FailureRecord(99, None, "E", "m")]
     )
     served = registry.lists.served_list("ds")
     assert served is not None
@@ -123,9 +124,9 @@ def test_new_failures_are_appended_to_the_built_list(
 
 def test_a_failure_for_a_listed_sample_or_sent_twice_is_never_listed_twice(registry: Registry) -> None:
     registry.lists.served_list("ds")
-    _ingest(registry, [IncomingFailure(60, "img/60.jpg", "OSError", "flaky")])
+    _ingest(registry, [FailureRecord(60, "img/60.jpg", "OSError", "flaky")])
     _ingest(
-        registry, [IncomingFailure(60, "img/60.jpg", "OSError", "flaky"), IncomingFailure(10, None, "E", "m")]
+        registry, [FailureRecord(60, "img/60.jpg", "OSError", "flaky"), FailureRecord(10, None, "E", "m")]
     )
     served = registry.lists.served_list("ds")
     assert served is not None
@@ -145,7 +146,7 @@ def test_an_unchanged_list_keeps_its_etag_and_an_empty_list_takes_appends(tmp_pa
     empty = registry.lists.served_list("ds")
     assert empty is not None and empty.entries == 0
     assert registry.lists.served_list("ds") is empty
-    _ingest(registry, [IncomingFailure(5, "k", "E", "m")])
+    _ingest(registry, [FailureRecord(5, "k", "E", "m")])
     served = registry.lists.served_list("ds")
     assert served is not None and sorted(_entries(served.body)) == [5]
     assert gzip.decompress(served.gzipped) == served.body
@@ -156,7 +157,7 @@ def test_the_etag_is_the_contents_hash_whether_appended_or_rebuilt(registry: Reg
     assert first is not None
     # entries past the last listed index: the appended bytes are the bytes a rebuild writes
     _ingest(
-        registry, [IncomingFailure(70, "img/70.jpg", "OSError", "a"), IncomingFailure(90, None, "E", "b")]
+        registry, [FailureRecord(70, "img/70.jpg", "OSError", "a"), FailureRecord(90, None, "E", "b")]
     )
     appended = registry.lists.current("ds")
     rebuilt = build_list(registry.index_path("ds")).served
@@ -220,7 +221,7 @@ def test_a_restarted_service_serves_its_saved_list_and_the_failures_acknowledged
 ) -> None:
     registry.lists.served_list("ds")
     registry.lists._save("ds")
-    _ingest(registry, [IncomingFailure(99, "img/99.jpg", "OSError", "late")])  # after the save
+    _ingest(registry, [FailureRecord(99, "img/99.jpg", "OSError", "late")])  # after the save
     acknowledged = registry.lists.current("ds")
     assert acknowledged is not None
 
@@ -300,7 +301,7 @@ def test_a_never_listed_index_is_served_the_scans_list_until_its_first_build_is_
         assert served.etag == f'"{hashlib.sha256(scans).hexdigest()[:32]}"'
         # an acknowledged failure cannot be added to the scan's file: that list is withdrawn, and a
         # GET waits for the build, which has it
-        _ingest(registry, [IncomingFailure(70, "img/70.jpg", "OSError", "flaky")])
+        _ingest(registry, [FailureRecord(70, "img/70.jpg", "OSError", "flaky")])
         assert keeper.current("ds") is None
     try:
         built = keeper.served_list("ds")
@@ -356,7 +357,7 @@ def test_stopping_while_the_list_is_saved_finishes_the_save(
     from datalint.service import lists
 
     registry.lists.served_list("ds")  # built and saved
-    _ingest(registry, [IncomingFailure(99, "img/99.jpg", "OSError", "late")])  # appended, not saved
+    _ingest(registry, [FailureRecord(99, "img/99.jpg", "OSError", "late")])  # appended, not saved
     published = registry.lists.current("ds")
     assert published is not None
     writing, real_write = threading.Event(), lists._write_atomically

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from datalint.scan import policy, store, summaries
+from datalint.index import store
+from datalint.scan import policy, summaries
 from datalint.scan.shards import merge_shard_indexes
 
 SIGNATURES: list[dict[str, Any] | None] = [

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from datalint.scan import hash_partitions, policy, store, summaries, summary_findings
+from datalint.index import store
+from datalint.scan import hash_partitions, policy, summaries, summary_findings
 from datalint.scan.shards import merge_shard_indexes
 from tests.shards.test_shard_summaries import SIGNATURES, shard_file
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from torch_test_data import write_quarantine
 
-from datalint.scan import store
+from datalint.index import store
 from datalint.torch import Quarantine, QuarantineFormatError, load_quarantine
 from datalint.training.record import Failure, record_failure, start_guard_run
 
@@ -126,7 +126,7 @@ def test_foreign_sqlite_file_is_refused(tmp_path: Path) -> None:
     with sqlite3.connect(path) as connection:
         connection.execute("PRAGMA user_version = 1")
         connection.execute("CREATE TABLE t (x)")
-    with pytest.raises(QuarantineFormatError, match=r"not a datalint scan index \(missing tables: findings"):
+    with pytest.raises(QuarantineFormatError, match=r"not a datalint index \(no table runs, samples"):
         load_quarantine(path)
 
 
