@@ -22,7 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 TIMEOUT_S = 30.0
+MISSING = "chromium is not installed (`make browser` installs Debian's package)"
 
 
 def find_chromium() -> str | None:
@@ -31,6 +34,22 @@ def find_chromium() -> str | None:
         if path:
             return path
     return None
+
+
+# The one place that decides what a missing Chromium means. Locally the browser tests are skipped;
+# with CI=true they fail, so CI can never go green on browser tests it did not run.
+CHROMIUM = find_chromium()
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None and not IN_CI, reason=MISSING)
+
+
+def chromium() -> str:
+    """The Chromium to drive: without one the test is skipped, or failed when CI=true."""
+    if CHROMIUM is None:
+        if IN_CI:
+            pytest.fail(f"{MISSING}; with CI=true the browser tests must run, not be skipped", pytrace=False)
+        pytest.skip(MISSING)
+    return CHROMIUM
 
 
 class BrowserError(RuntimeError):

@@ -8,18 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from report_browser import Browser, Page, find_chromium
+from report_browser import Browser, Page, chromium, needs_chromium
 from report_dataset import HOSTILE_KEY, HOSTILE_MESSAGE, PLANTED
 from report_images import ImageCase
 
 from datalint.cli import main
 
 pytestmark = pytest.mark.slow
-
-CHROMIUM = find_chromium()
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (`make browser` installs Debian's package)"
-)
 
 ROWS = "Array.from(document.querySelectorAll('#samples tbody tr')).map(tr => Number(tr.dataset.idx))"
 MATCHING = "Number(document.getElementById('table-status').dataset.matching)"
@@ -33,13 +28,11 @@ CRASH, ERROR, OVERSIZED = (
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
     """One browser for the module (starting one costs seconds); each test opens its own tab."""
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (`make browser` installs Debian's package)")
-    chromium = Browser(CHROMIUM, tmp_path_factory.mktemp("profile"))
+    started = Browser(chromium(), tmp_path_factory.mktemp("profile"))
     try:
-        yield chromium
+        yield started
     finally:
-        chromium.close()
+        started.close()
 
 
 def open_report(browser: Browser, db: Path, out: Path) -> Page:

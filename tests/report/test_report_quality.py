@@ -17,14 +17,13 @@ from types import ModuleType
 import numpy as np
 import pytest
 from PIL import Image
-from report_browser import Browser, Page, find_chromium
+from report_browser import Browser, Page, chromium
 
 from datalint.cli import main
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = find_chromium()
 
 
 def _corpus() -> ModuleType:
@@ -82,13 +81,11 @@ def splits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (`make browser` installs Debian's package)")
-    chromium = Browser(CHROMIUM, tmp_path_factory.mktemp("profile"))
+    started = Browser(chromium(), tmp_path_factory.mktemp("profile"))
     try:
-        yield chromium
+        yield started
     finally:
-        chromium.close()
+        started.close()
 
 
 def _open(browser: Browser, db: Path, out: Path, *extra: str) -> Page:

@@ -10,13 +10,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from report_browser import Browser, find_chromium
+from report_browser import Browser, chromium, needs_chromium
 
 from datalint.cli import main
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = find_chromium()
 
 # A main process with two forked workers (same interpreter, as DataLoader's); worker 1 is killed.
 TREE = textwrap.dedent(
@@ -71,12 +70,11 @@ def test_a_missing_record_is_a_usage_error(tmp_path: Path, capsys: pytest.Captur
     assert "no such record" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (`make browser` installs it)")
+@needs_chromium
 def test_the_run_charts_render_in_a_real_browser(record: Path, tmp_path: Path) -> None:
     out = tmp_path / "run.html"
     assert main(["report", "--run", str(record), "-o", str(out)]) == 0
-    assert CHROMIUM is not None
-    browser = Browser(CHROMIUM, tmp_path / "profile")
+    browser = Browser(chromium(), tmp_path / "profile")
     try:
         page = browser.open(out.resolve().as_uri())
         charts = page.evaluate("document.querySelectorAll('svg.chart').length")

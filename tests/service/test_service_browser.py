@@ -11,22 +11,18 @@ import pytest
 from service_server import Server, dataset_table
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "report"))
-from report_browser import Browser, Page, find_chromium
+from report_browser import Browser, Page, chromium
 
 pytestmark = pytest.mark.slow
-
-CHROMIUM = find_chromium()
 
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Browser]:
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (`make browser` installs Debian's package)")
-    chromium = Browser(CHROMIUM, tmp_path / "profile")
+    started = Browser(chromium(), tmp_path / "profile")
     try:
-        yield chromium
+        yield started
     finally:
-        chromium.close()
+        started.close()
 
 
 def wait_for(page: Page, expression: str, timeout: float = 30) -> object:
