@@ -184,7 +184,7 @@ def test_a_new_record_wakes_the_recorder_through_the_news_fifo(tmp_path: Path) -
     try:
         assert not woken.wait(0.2) and not watcher.take_news()  # nothing new: nobody woken
         assert inflight.open_slot(tmp_path) is not None
-        assert woken.wait(5) and watcher.take_news()
+        assert woken.wait(60) and watcher.take_news()  # at once, unless the machine is loaded
         assert inflight.pids(tmp_path) == [os.getpid()]
         assert not watcher.take_news()  # told once
     finally:
