@@ -23,12 +23,8 @@ A list is a path (`quarantine.json`, a binary list, a scan index) or an http(s) 
 from __future__ import annotations
 
 import os
-import tempfile
-import urllib.request
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import numpy as np
 import numpy.typing as npt
@@ -42,18 +38,11 @@ __all__ = ["QuarantineStage", "arrow_mask", "hf_filter", "load_list", "skip_quar
 
 
 def load_list(source: ListSource) -> Quarantine:
-    """A loaded list, a path, or an http(s) URL (downloaded once to a temporary file and read)."""
+    """A loaded list, a path, or an http(s) URL of `datalint serve` (fetched as every list URL is:
+    checked before it is cached, within a total deadline, the last good copy when the service fails)."""
     if isinstance(source, Quarantine):
         return source
-    text = os.fspath(source)
-    if urlparse(text).scheme not in {"http", "https"}:
-        return load_quarantine(text)
-    with tempfile.TemporaryDirectory() as folder:
-        local = Path(folder) / "quarantine"
-        with urllib.request.urlopen(text, timeout=60) as response:  # http(s) only, checked above
-            local.write_bytes(response.read())
-        loaded = load_quarantine(local)
-    return loaded
+    return load_quarantine(os.fspath(source))
 
 
 class QuarantineStage:

@@ -1,4 +1,5 @@
-"""Following a quarantine list that `datalint watch` (or a later scan) rewrites during training.
+"""Following a quarantine list that `datalint watch` (or a later scan, or `datalint serve`) rewrites
+during training.
 
 A sampler keeps the list it was built with for the epoch under way: an iterator already handed to
 the DataLoader holds its own indices. Between epochs, `ListFollower.reload()` reads the file again
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from datalint.errors import DatalintError
+from datalint.training import remote
 from datalint.training.fit import fit_quarantine
 from datalint.training.quarantine import Quarantine, load_quarantine
 
@@ -39,28 +41,39 @@ def stamp(path: Path) -> ListStamp | None:
 
 
 class ListFollower:
-    """The file a sampler's list came from, and the version it last loaded."""
+    """The file (or `datalint serve` URL) a sampler's list came from, and the version it last loaded."""
 
-    def __init__(self, source: Any) -> None:
-        self.path: Path | None = None if isinstance(source, Quarantine) else Path(source)
+    def __init__(self, source: Any, loaded: Quarantine | None = None) -> None:
+        self.url: str | None = str(source) if remote.is_url(source) else None
+        self.path: Path | None = None if isinstance(source, Quarantine) or self.url else Path(source)
         self.loaded = stamp(self.path) if self.path is not None else None
+        self.digest = list_digest(loaded.indices) if loaded is not None else None  # a URL's version
 
     def require_path(self, owner: str) -> None:
-        if self.path is None:
+        if self.path is None and self.url is None:
             raise ValueError(
-                f"{owner}(refresh=True) needs the list's path (quarantine.json or the index), not a loaded"
-                " Quarantine: there is no file to read again"
+                f"{owner}(refresh=True) needs the list's path (quarantine.json or the index) or URL, not a"
+                " loaded Quarantine: there is nothing to read again"
             )
 
     def changed(self) -> bool:
-        return self.path is not None and stamp(self.path) != self.loaded
+        return self.url is not None or (self.path is not None and stamp(self.path) != self.loaded)
 
     def reload(self, dataset: Any, *, strict: bool) -> Quarantine | None:
         """The list fitted to `dataset` when its file changed since the last load, else None.
 
         A file that has gone missing keeps the last list (a later epoch retries); one that no longer
         fits the dataset raises `StaleQuarantineError` as the first load would (or warns, not strict).
+        A URL is asked again (a conditional GET: an unchanged list costs a 304), with the checks and
+        the cached copy of every list URL; a list with other indices than the last is new.
         """
+        if self.url is not None:
+            fitted: Quarantine = remote.load_remote_quarantine(self.url, dataset=dataset, strict=strict)
+            digest = list_digest(fitted.indices)
+            if digest == self.digest:
+                return None
+            self.digest = digest
+            return fitted
         if self.path is None:
             return None
         current = stamp(self.path)

@@ -109,7 +109,8 @@ class QuarantineSampler(Sampler[int]):
         order: permutation.Order = "auto",
     ) -> None:
         self.data_source = data_source
-        self._follower = ListFollower(quarantine)
+        fitted = resolve_quarantine(quarantine, data_source, strict)
+        self._follower = ListFollower(quarantine, fitted)
         if refresh:
             self._follower.require_path(type(self).__name__)
         self.shuffle = shuffle
@@ -118,7 +119,7 @@ class QuarantineSampler(Sampler[int]):
         self.refresh_each_epoch = refresh
         self.epoch = 0
         self.order = permutation.choose_order(order, len(data_source))
-        self._fit(resolve_quarantine(quarantine, data_source, strict))
+        self._fit(fitted)
 
     def _fit(self, quarantine: Quarantine) -> None:
         """Take `quarantine` as the list in force: the good indices, or their lazy map."""
@@ -219,7 +220,8 @@ class DistributedQuarantineSampler(Sampler[int]):
     ) -> None:
         self.dataset = dataset
         self.num_replicas, self.rank = _world(num_replicas, rank)
-        self._follower = ListFollower(quarantine)
+        fitted = resolve_quarantine(quarantine, dataset, strict)
+        self._follower = ListFollower(quarantine, fitted)
         if refresh:
             self._follower.require_path(type(self).__name__)
         self.strict = strict
@@ -229,7 +231,7 @@ class DistributedQuarantineSampler(Sampler[int]):
         self.drop_last = drop_last
         self.epoch = 0
         self.order = permutation.choose_order(order, len(dataset))
-        self._fit(resolve_quarantine(quarantine, dataset, strict))
+        self._fit(fitted)
 
     def _fit(self, quarantine: Quarantine) -> None:
         """Take `quarantine` as the list in force: the good indices (or their lazy map) and the

@@ -547,3 +547,39 @@ def test_the_real_service_refusing_an_invalid_failure_never_sees_it_again(tmp_pa
     ]
     assert 2**63 in [entry["failure"]["index"] for entry in refused]
     assert all(entry["reason"] for entry in refused)
+
+
+def test_a_webdataset_stage_given_a_list_url_reads_it_as_every_list_url_is_read(
+    stub: _Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datalint.webdataset import QuarantineStage, load_list
+
+    keyed = {
+        "format": "datalint-quarantine/1",
+        "samples": [{"index": 0, "key": "shard-0.tar/a", "kinds": ["error"]}],
+    }
+    stub.body = json.dumps(keyed).encode()
+    assert (
+        QuarantineStage(load_list(stub.url)).keep({"__key__": "a", "__url__": "/data/shard-0.tar"}) is False
+    )
+    stub.mode = "slow"  # the service now trickles its answer: the stage uses the copy it cached
+    stub.body = json.dumps({**keyed, "samples": []}).encode()
+    monkeypatch.setenv("DATALINT_LIST_DEADLINE", "2")
+    started = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stage = QuarantineStage(load_list(stub.url))
+    assert time.monotonic() - started < 20  # not the minute a per-read timeout allowed
+    assert stage.keep({"__key__": "a", "__url__": "/data/shard-0.tar"}) is False
+    assert len(remote_warnings(caught)) == 1
+
+
+def test_a_sampler_following_a_list_url_takes_the_new_list_at_the_next_epoch(stub: _Stub) -> None:
+    dataset = Samples()
+    sampler = QuarantineSampler(dataset, stub.url, refresh=True)
+    assert list(sampler.quarantine) == GOOD
+    sampler.set_epoch(1)  # the service answers 304: the same list
+    assert list(sampler.quarantine) == GOOD and sampler.refresh() is False
+    stub.body = listing([*GOOD, 9])  # a failure was acknowledged since
+    sampler.set_epoch(2)
+    assert list(sampler.quarantine) == [*GOOD, 9] and 9 not in set(sampler)
