@@ -13,17 +13,17 @@ and a kind's heavy imports happen only when that kind is scanned.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from datalint.errors import UsageError
+from datalint.index import keys
+from datalint.index.keys import key_function
 from datalint.scan import probes
 from datalint.scan.specs import SpecError, innermost_user_frame, resolve_spec
 
@@ -144,32 +144,13 @@ def _source_factory(kind: str) -> Callable[[SourceDescription], Any]:
 
 
 def fingerprint(source: Any, on_key: Callable[[int], None] | None = None) -> str | None:
-    """sha256 over the keys when the source names its samples, so a stale quarantine list is caught.
+    """The index's fingerprint of the source's keys (`datalint.index.keys.fingerprint`); None for a
+    stream, which is never listed whole.
 
     `on_key(i)` is called before key `i` is read (the isolated set-up step names a key that hangs)."""
-    if getattr(source, "is_stream", False) or len(source) == 0:
+    if getattr(source, "is_stream", False):
         return None
-    if on_key is not None:
-        on_key(0)
-    if source.key(0) is None:
-        return None
-    digest = hashlib.sha256()
-    if on_key is not None:
-        for index in range(len(source)):
-            on_key(index)
-            digest.update(f"{index}\t{source.key(index)}\n".encode("utf-8", "surrogatepass"))
-        return digest.hexdigest()
-    # The same bytes, hashed a block of keys at a time: an incremental scan of a large folder
-    # pays this on every run, and one encode and update per key cost more than the hashing.
-    key = source.key
-    for start in range(0, len(source), _FINGERPRINT_BLOCK):
-        end = min(start + _FINGERPRINT_BLOCK, len(source))
-        lines = "".join([f"{index}\t{key(index)}\n" for index in range(start, end)])
-        digest.update(lines.encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
-
-
-_FINGERPRINT_BLOCK = 8192
+    return keys.fingerprint(len(source), source.key, on_key)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -280,56 +261,6 @@ def _length(spec: str, dataset: Any) -> int:
             + (f" (at {where})" if where else "")
         ) from None
     return int(length)
-
-
-def key_function(dataset: Any) -> Callable[[int], Any] | None:
-    """How the dataset names sample `i`: its `datalint_key(i)` method, or the path of entry `i` of
-    ImageFolder-style `samples` / `imgs` (a list or tuple, or a numpy array of paths or of
-    (path, label) rows); None when it names none. The index, the quarantine
-    list and the training path's staleness check all read keys through this one rule."""
-    method = getattr(dataset, "datalint_key", None)
-    if callable(method):
-        return method
-    for attribute in ("samples", "imgs"):
-        entries: Any = getattr(dataset, attribute, None)
-        listed = isinstance(entries, (list, tuple)) or _is_text_array(entries)
-        if listed and len(entries) > 0 and _is_path_entry(entries[0]):
-            return _EntryKeys(entries)
-    return None
-
-
-def _is_text_array(value: Any) -> bool:
-    """A numpy array of paths (1-D) or of (path, label) rows (2-D), told apart without importing
-    numpy: a string, bytes or object dtype, one or two dimensions."""
-    kind = getattr(getattr(value, "dtype", None), "kind", None)
-    return kind in ("U", "S", "O") and getattr(value, "ndim", None) in (1, 2)
-
-
-class _EntryKeys:
-    """Keys read from a list of (path, class) entries, as ImageFolder keeps them."""
-
-    def __init__(self, entries: Sequence[Any]) -> None:
-        self.entries = entries
-
-    def __call__(self, index: int) -> str:
-        return _path_of(self.entries[index])
-
-
-def _is_path_entry(entry: Any) -> bool:
-    head = _head(entry)
-    return isinstance(head, (str, bytes)) or hasattr(head, "__fspath__")
-
-
-def _path_of(entry: Any) -> str:
-    head = _head(entry)
-    return os.fsdecode(head) if isinstance(head, bytes) else str(head)
-
-
-def _head(entry: Any) -> Any:
-    """The path of an entry: the entry itself, or the first item of a (path, label) row."""
-    if isinstance(entry, (list, tuple)) or getattr(entry, "ndim", 0) == 1:
-        return entry[0] if len(entry) > 0 else None
-    return entry
 
 
 def _reset_load_truncated_images(spec: str) -> None:

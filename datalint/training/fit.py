@@ -12,16 +12,16 @@ import functools
 import shlex
 import sys
 import warnings
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from datalint.errors import DatalintError
-from datalint.scan.sources import fingerprint as scan_fingerprint
-from datalint.scan.sources import key_function
+from datalint.index import keys
+from datalint.index.keys import key_function
 from datalint.scan.specs import SpecError, parse_spec
 from datalint.training.quarantine import Quarantine
 
@@ -54,23 +54,9 @@ def _as_key(keys: Callable[[int], Any], index: int) -> str:
     return str(keys(index))
 
 
-@dataclass(frozen=True)
-class _KeyedView:
-    """The length and keys of a dataset, in the shape the scan's fingerprint reads."""
-
-    length: int
-    reader: KeyReader
-
-    def __len__(self) -> int:
-        return self.length
-
-    def key(self, index: int) -> str:
-        return self.reader(index)
-
-
 def dataset_fingerprint(length: int, reader: KeyReader) -> str | None:
     """The fingerprint the scan records for a dataset of `length` samples named by `reader`."""
-    return scan_fingerprint(_KeyedView(length, reader))
+    return keys.fingerprint(length, reader)
 
 
 def fit_quarantine(quarantine: Quarantine, dataset: Any, *, strict: bool = True) -> Quarantine:
@@ -82,6 +68,7 @@ def fit_quarantine(quarantine: Quarantine, dataset: Any, *, strict: bool = True)
     length = len(dataset)
     reader = key_reader(dataset)
     if reader is not None and len(quarantine) and quarantine.has_keys:
+        reader = _agreeing_reader(quarantine, dataset, length, reader)
         return _fit_by_key(quarantine, length, reader)
     differences = _differences(quarantine, length, reader)
     if not differences:
@@ -113,6 +100,78 @@ def _differences(quarantine: Quarantine, length: int, reader: KeyReader | None) 
     return differences
 
 
+def _agreeing_reader(quarantine: Quarantine, dataset: Any, length: int, reader: KeyReader) -> KeyReader:
+    """The reader whose keys are the list's: the dataset's own keys, or (when the list was written
+    with the files' paths, `scan --files-from-dataset`, and the dataset names its samples otherwise)
+    the paths it keeps. Keys of two schemes that nothing matches are refused: a list matched by the
+    wrong scheme finds none of its samples and quarantines nothing."""
+    listed = [key for key in quarantine.keys if key is not None]
+    in_place = any(_holds(reader, i, key, length) for i, key in zip(quarantine, quarantine.keys, strict=True))
+    if in_place or _any_found(listed, length, reader):
+        return reader  # the common case costs a read per listed sample, not a pass over the dataset
+    for name, other in _path_readers(dataset, length):
+        if other is not reader and _any_found(listed, length, other):
+            _warn(
+                f"{quarantine.source}: its keys are the files' paths, and {type(dataset).__name__} names its"
+                f" samples otherwise; matched the list by {name}"
+            )
+            return other
+    if _same_scheme(listed[0], str(reader(0))) or length == 0:
+        return reader  # the same kind of key: the samples left the dataset (said when matched)
+    raise StaleQuarantineError(
+        f"{quarantine.source} names its samples by another key than {type(dataset).__name__} does: the list"
+        f" has keys such as {listed[0]!r}, the dataset {str(reader(0))!r} (from {_scheme(dataset)}), and"
+        f" none of the list's {len(listed)} keys is a key or a file of the dataset. Write a list this dataset"
+        f" can use with `{rescan_command(quarantine.dataset)}` (its keys are then the dataset's own)"
+    )
+
+
+def _any_found(listed: list[str], length: int, reader: KeyReader) -> bool:
+    """Whether any of the list's keys names a sample of the dataset (one pass over its keys)."""
+    wanted = set(listed)
+    return any(reader(index) in wanted for index in range(length))
+
+
+def _path_readers(dataset: Any, length: int) -> list[tuple[str, KeyReader]]:
+    """Other ways the dataset names the file behind each sample: its ImageFolder-style `samples` /
+    `imgs`, and any list of paths, one per sample, that its `datalint_key` reads."""
+    found: list[tuple[str, KeyReader]] = []
+    entries = keys.path_reader(dataset)
+    if entries is not None and len(entries) == length:
+        found.append(("the paths in its samples list", entries))
+    method = getattr(type(dataset), "datalint_key", None)
+    code = getattr(method, "__code__", None)
+    for name in getattr(code, "co_names", ()):
+        values = getattr(dataset, name, None)
+        if isinstance(values, (list, tuple)) and len(values) == length and length and _path_like(values[0]):
+            reading = functools.partial(_item, values)
+            found.append((f"the paths in its `{name}` (read by datalint_key)", reading))
+    return found
+
+
+def _item(values: Any, index: int) -> str:
+    return str(values[index])
+
+
+def _path_like(value: Any) -> bool:
+    return hasattr(value, "__fspath__") or (isinstance(value, str) and ("/" in value or "\\" in value))
+
+
+def _same_scheme(one: str, other: str) -> bool:
+    """Keys of one kind: both paths (a separator, or a file extension), or neither."""
+
+    def pathish(key: str) -> bool:
+        return "/" in key or "\\" in key or Path(key).suffix != ""
+
+    return pathish(one) == pathish(other)
+
+
+def _scheme(dataset: Any) -> str:
+    if callable(getattr(dataset, "datalint_key", None)):
+        return "its datalint_key()"
+    return "the paths in its samples list"
+
+
 def _fit_by_key(quarantine: Quarantine, length: int, reader: KeyReader) -> Quarantine:
     """Keys are stable where indices are not: find every quarantined key in the dataset."""
     pairs = zip(quarantine, quarantine.keys, strict=True)
@@ -131,6 +190,7 @@ def _fit_by_key(quarantine: Quarantine, length: int, reader: KeyReader) -> Quara
     wanted: dict[str | None, int] = {key: position for position, key in enumerate(quarantine.keys)}
     found = [(index, wanted[key]) for index in range(length) if (key := reader(index)) in wanted]
     missing = len(wanted) - len({position for _, position in found})
+    _warn_shared_keys(quarantine, found)
     _warn(
         f"{quarantine.source}: {moved} of {len(quarantine)} quarantined samples are no longer at the index"
         f" the list gives (dataset length {length}, list length {quarantine.length}); matched them by key"
@@ -145,6 +205,22 @@ def _fit_by_key(quarantine: Quarantine, length: int, reader: KeyReader) -> Quara
         length=length,
         dataset=quarantine.dataset,
         source=f"{quarantine.source} (matched by key)",
+    )
+
+
+def _warn_shared_keys(quarantine: Quarantine, found: list[tuple[int, int]]) -> None:
+    """A key that names several samples of the dataset cannot say which one the list means: every one
+    is left out. Say which key and how many samples (the scan reports it as `duplicate_key`)."""
+    counts = Counter(position for _, position in found)
+    shared = [(quarantine.keys[position], count) for position, count in counts.items() if count > 1]
+    if not shared:
+        return
+    key, count = max(shared, key=lambda pair: pair[1])
+    more = f" (and {len(shared) - 1} more keys)" if len(shared) > 1 else ""
+    _warn(
+        f"{quarantine.source}: the key {key!r} names {count} samples of the dataset{more}, so the list"
+        f" cannot say which one it means: all {count} are left out. Give each sample its own key"
+        " (datalint_key), then rescan"
     )
 
 

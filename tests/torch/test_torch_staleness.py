@@ -53,7 +53,10 @@ def test_list_without_length_is_still_checked_against_the_end(tmp_path: Path) ->
 def test_matching_keys_and_fingerprint_apply_silently(tmp_path: Path) -> None:
     dataset = FolderLikeDataset(PATHS)
     path = write_quarantine(
-        tmp_path / "quarantine.json", [4, 9], length=40, keys=[PATHS[4], PATHS[9]],
+        tmp_path / "quarantine.json",
+        [4, 9],
+        length=40,
+        keys=[PATHS[4], PATHS[9]],
         fingerprint=_fingerprint(dataset),
     )
     with warnings.catch_warnings():
@@ -65,7 +68,10 @@ def test_matching_keys_and_fingerprint_apply_silently(tmp_path: Path) -> None:
 def test_reordered_dataset_is_remapped_by_key(tmp_path: Path) -> None:
     scanned = FolderLikeDataset(PATHS)
     path = write_quarantine(
-        tmp_path / "quarantine.json", [4, 9], length=40, keys=[PATHS[4], PATHS[9]],
+        tmp_path / "quarantine.json",
+        [4, 9],
+        length=40,
+        keys=[PATHS[4], PATHS[9]],
         fingerprint=_fingerprint(scanned),
     )
     # Files were added and the listing order changed since the scan.
@@ -86,7 +92,10 @@ def test_remap_reports_keys_that_left_the_dataset(tmp_path: Path) -> None:
 
 def test_grown_dataset_with_keys_in_place_applies_with_a_rescan_warning(tmp_path: Path) -> None:
     path = write_quarantine(
-        tmp_path / "quarantine.json", [4], length=40, keys=[PATHS[4]],
+        tmp_path / "quarantine.json",
+        [4],
+        length=40,
+        keys=[PATHS[4]],
         fingerprint=_fingerprint(FolderLikeDataset(PATHS)),
     )
     grown = FolderLikeDataset([*PATHS, "train/late.jpg"])
@@ -152,3 +161,59 @@ def test_the_rescan_hint_of_a_file_list_scans_that_list(tmp_path: Path) -> None:
     listing = tmp_path / "bad files.txt"
     listing.write_text("a.png\n")
     assert rescan_command(str(listing)) == f"datalint scan --files '{listing}'"
+
+
+class _ShortKeys(FolderLikeDataset):
+    """Names its samples by a short id (`datalint_key`), and keeps its files' paths in `samples`."""
+
+    def datalint_key(self, index: int) -> str:
+        return f"id-{index:03d}"
+
+
+class _ShortKeysOverPaths:
+    """Names its samples by a short id read from a list of paths it keeps (no `samples` list)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.files = list(paths)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+    def datalint_key(self, index: int) -> str:
+        return Path(self.files[index]).stem
+
+
+def test_a_list_keyed_by_file_path_is_matched_by_the_paths_a_dataset_keeps(tmp_path: Path) -> None:
+    # `scan --files-from-dataset` keys a list by the files; the dataset's own keys are short ids
+    path = write_quarantine(tmp_path / "q.json", [4, 9], length=40, keys=[PATHS[4], PATHS[9]])
+    for dataset in (_ShortKeys(PATHS), _ShortKeysOverPaths(PATHS)):
+        with pytest.warns(StaleQuarantineWarning, match="its keys are the files' paths"):
+            sampler = QuarantineSampler(dataset, path)
+        assert sorted(set(range(40)) - set(sampler)) == [4, 9]
+
+
+def test_a_list_of_another_key_scheme_is_refused_naming_both_and_the_command(tmp_path: Path) -> None:
+    class Ids(IndexDataset):
+        def datalint_key(self, index: int) -> str:
+            return f"id-{index}"
+
+    path = write_quarantine(tmp_path / "q.json", [4, 9], length=40, keys=[PATHS[4], PATHS[9]], dataset="m:ds")
+    with pytest.raises(StaleQuarantineError) as caught:
+        QuarantineSampler(Ids(40), path, strict=False)  # an error even then: nothing would be matched
+    message = str(caught.value)
+    assert "'train/004.jpg'" in message and "'id-0'" in message and "datalint_key()" in message
+    assert "`datalint scan --dataset m:ds`" in message
+
+
+def test_a_key_naming_several_samples_says_which_and_how_many(tmp_path: Path) -> None:
+    class Repeating(IndexDataset):
+        def datalint_key(self, index: int) -> str:
+            return "same" if index % 2 else f"k{index}"
+
+    path = write_quarantine(tmp_path / "q.json", [4], length=20, keys=["same"])  # scanned in another order
+    with pytest.warns(StaleQuarantineWarning, match="the key 'same' names 10 samples of the dataset"):
+        sampler = QuarantineSampler(Repeating(20), path)
+    assert set(range(20)) - set(sampler) == {i for i in range(20) if i % 2}
