@@ -1,4 +1,5 @@
-"""Reading files that may be anything: a FIFO, a socket or a device must never block a read.
+"""Reading files that may be anything (a FIFO, a socket or a device must never block a read), and
+writing one atomically.
 
 Standard library only: `datalint check` uses it.
 """
@@ -9,8 +10,11 @@ import errno
 import json
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+Content = bytes | bytearray | memoryview | str | Iterable[bytes | bytearray | memoryview | str]
 
 
 class FileTooLarge(OSError):
@@ -108,3 +112,73 @@ def load_json_document(path: str | os.PathLike[str]) -> Any:
         raise UnreadableDocument(path, problem, syntax=True) from None
     except RecursionError:
         raise UnreadableDocument(path, "nested too deeply to read as JSON") from None
+
+
+def write_atomically(
+    path: str | os.PathLike[str],
+    data: Content,
+    *,
+    mode: int | None = None,
+    durable: bool = True,
+    sync_folder: bool = False,
+) -> None:
+    """Replace `path` with `data` in one rename: a reader sees the old file or the new, never half.
+
+    `data` is bytes, text (UTF-8), or an iterable of parts written one after another (a large list
+    is never joined into a second copy). A temporary file beside `path` is written, fsynced
+    (`durable=False` skips that for caches, which a crash may lose), then renamed over `path`;
+    `sync_folder` fsyncs the folder too, so the rename itself survives a crash. The file gets `mode`
+    exactly; without one, what a plain `open()` would give it: the mode of the file it replaces, or
+    0666 less the umask. On any error the temporary file is removed, the old file is left as it was,
+    and an OSError without a file name (a write's ENOSPC) is raised naming `path`.
+    """
+    target = Path(path)
+    descriptor, temporary = _temporary_beside(target)
+    try:
+        with os.fdopen(descriptor, "wb") as out:
+            os.fchmod(out.fileno(), _mode_for(target) if mode is None else mode)
+            for part in _parts(data):
+                out.write(part.encode("utf-8") if isinstance(part, str) else part)
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
+        os.replace(temporary, target)
+    except BaseException as exc:
+        temporary.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(target)) from exc
+        raise
+    if sync_folder:
+        _fsync_folder(target.parent)
+
+
+def _temporary_beside(target: Path) -> tuple[int, Path]:
+    """A new file in the target's folder (the rename must not cross file systems), hidden, unique
+    across processes and threads (O_EXCL: never an old leftover)."""
+    while True:
+        temporary = target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+        try:
+            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), temporary
+        except FileExistsError:
+            continue
+
+
+def _parts(data: Content) -> Iterable[bytes | bytearray | memoryview | str]:
+    return (data,) if isinstance(data, bytes | bytearray | memoryview | str) else data
+
+
+def _mode_for(target: Path) -> int:
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        umask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _fsync_folder(folder: Path) -> None:
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -14,6 +14,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from datalint.files import write_atomically
+
 
 def cache_path(kind: str, source: Path) -> Path:
     """Where the cache of `kind` for the file or folder `source` lives."""
@@ -39,8 +41,6 @@ def write(cache: Path, stamp: object, value: dict[str, Any]) -> None:
     try:
         data = marshal.dumps({"stamp": stamp, "value": value})
         cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-        partial.write_bytes(data)
-        os.replace(partial, cache)  # atomic: a parallel run never reads half a file
+        write_atomically(cache, data, durable=False)  # a parallel run never reads half a file
     except (OSError, TypeError, ValueError):
         return

@@ -37,6 +37,7 @@ try:  # hashlib's own blake2b, without loading OpenSSL as `import hashlib` does 
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - a Python built without it
     from hashlib import blake2b
+from datalint.files import write_atomically
 from datalint.lint.module import (
     TORCH_DATASET_BASES,
     NodeIndex,
@@ -1033,9 +1034,7 @@ class SummaryCache:
             return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_suffix(f".{os.getpid()}.tmp")
-            temporary.write_text(json.dumps(summary.to_json(), separators=(",", ":")), encoding="utf-8")
-            os.replace(temporary, path)
+            write_atomically(path, json.dumps(summary.to_json(), separators=(",", ":")), durable=False)
         except OSError:
             pass  # a read-only or full cache folder costs speed, never a result
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from datalint.errors import DatalintError
 from datalint.extras import require as require_extra
+from datalint.files import write_atomically
 from datalint.report.extras import load_bench, load_lint_findings
 from datalint.report.index import IndexSummary, open_index, read_index
 from datalint.report.quality import quality_previews, read_quality
@@ -134,14 +135,10 @@ def _remove_stale_pages(output: Path, count: int) -> None:
 
 
 def _write_atomic(output: Path, data: bytes) -> None:
-    directory = output.parent
-    # a plain open (not mkstemp) so the page gets the usual umask permissions, readable by a CI upload
-    tmp = directory / f".{output.name}.{os.getpid()}.tmp"
+    # the mode a plain open() gives (not mkstemp's 0600), so the page is readable by a CI upload
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, output)
+        write_atomically(output, data, durable=False)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise DatalintError(f"{output}: cannot write the report ({exc.strerror or exc})") from exc
 
 

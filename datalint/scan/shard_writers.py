@@ -140,6 +140,8 @@ def write_shard(
             samples += len(rows)
         summaries.write_summary(db.conn, _checked(counter, db.conn))
         db.conn.close()
+        # SQLite wrote the part through its connection, so there are no bytes to hand to
+        # `files.write_atomically`: the same steps (fsync, rename, fsync the folder) by hand
         _fsync(part)
         os.replace(part, final)
         _fsync(final.parent)

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from datalint.errors import UsageError
+from datalint.files import write_atomically
 from datalint.service.config import ConfigError, valid_name
 
 SCOPES = ("read", "write", "admin")
@@ -163,18 +164,7 @@ def _entry(record: TokenRecord) -> str:
 def _write_private(path: Path, text: str) -> None:
     """Replace `path` with `text` in one rename, as a file only its owner can read (0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(descriptor, 0o600)  # O_CREAT's mode is not applied to a leftover file
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    write_atomically(path, text, mode=0o600)
 
 
 def _signature(path: Path) -> tuple[int, int, int] | None:

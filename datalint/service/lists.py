@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from datalint.files import write_atomically
 from datalint.index import failures, read, store
 
 logger = logging.getLogger("datalint.service")
@@ -320,9 +321,9 @@ class ListKeeper:
             if json.loads(meta.read_text(encoding="utf-8")).get("etag") == served.etag:
                 return  # saved already
         folder.mkdir(exist_ok=True)
-        _write_atomically(folder / "list.json", served.parts)
-        _write_atomically(folder / "list.json.gz", served.gzip_parts)
-        _write_atomically(folder / "list.listed", (bytes(tail.bitmap),))
+        write_atomically(folder / "list.json", served.parts)
+        write_atomically(folder / "list.json.gz", served.gzip_parts)
+        write_atomically(folder / "list.listed", (bytes(tail.bitmap),))
         document = {
             "etag": served.etag,
             "entries": served.entries,
@@ -330,7 +331,7 @@ class ListKeeper:
             "gzip_bytes": sum(map(len, served.gzip_parts)),
             "basis": list(basis) if basis is not None else None,
         }
-        _write_atomically(meta, (json.dumps(document).encode(),))  # last: it vouches for the others
+        write_atomically(meta, (json.dumps(document).encode(),))  # last: it vouches for the others
 
     def _restore(self, name: str) -> None:
         """Publish the snapshot the last run saved, plus the guard failures committed after it."""
@@ -422,15 +423,6 @@ def scan_list(path: Path) -> ServedList | None:
     entries = body.count(b'"index": ', start)
     hashing.join()
     return ServedList(f'"{digest[0][:32]}"', (body,), entries, ())
-
-
-def _write_atomically(path: Path, parts: tuple[bytes, ...]) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("wb") as handle:
-        handle.writelines(parts)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
 
 
 # ---- the list's bytes --------------------------------------------------------------------------------

@@ -17,17 +17,17 @@ matched to its dataset by length and fingerprint.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
+
+from datalint.files import write_atomically
 
 MAGIC = b"DLQBIN1\n"
 FORMAT = "datalint-quarantine-bin/1"
@@ -84,20 +84,9 @@ def write_binary_quarantine(
     encoded = json.dumps(header, sort_keys=True).encode("utf-8")
     encoded += b" " * (-len(encoded) % 8)
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(MAGIC)
-            out.write(len(encoded).to_bytes(8, "little"))
-            out.write(encoded)
-            out.write(array.astype("<u8").tobytes())
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    # in parts: the indices are never copied into one buffer with the header
+    body = array.astype("<u8").tobytes()
+    write_atomically(target, (MAGIC, len(encoded).to_bytes(8, "little"), encoded, body))
     return target
 
 

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.errors import DatalintError, UsageError
+from datalint.files import write_atomically
 
 logger = logging.getLogger("datalint.remote")
 
@@ -415,9 +416,7 @@ def _write_cache(target: str, body: bytes, etag: str | None) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         for name, data in ((path, body), (path.with_suffix(".etag"), (etag or "").encode())):
-            temporary = name.with_name(f".{name.name}.{os.getpid()}.tmp")
-            temporary.write_bytes(data)
-            os.replace(temporary, name)
+            write_atomically(name, data, durable=False)
     except OSError as exc:
         logger.warning("datalint: could not cache the list of %s in %s: %s", target, path, exc)
 

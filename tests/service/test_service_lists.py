@@ -360,14 +360,14 @@ def test_stopping_while_the_list_is_saved_finishes_the_save(
     _ingest(registry, [FailureRecord(99, "img/99.jpg", "OSError", "late")])  # appended, not saved
     published = registry.lists.current("ds")
     assert published is not None
-    writing, real_write = threading.Event(), lists._write_atomically
+    writing, real_write = threading.Event(), lists.write_atomically
 
     def slow_write(path: Path, parts: tuple[bytes, ...]) -> None:  # a large list on a slow disk
         writing.set()
         time.sleep(0.3)
         real_write(path, parts)
 
-    monkeypatch.setattr(lists, "_write_atomically", slow_write)
+    monkeypatch.setattr(lists, "write_atomically", slow_write)
     saver = threading.Thread(target=registry.lists._save, args=("ds",))
     saver.start()
     assert writing.wait(timeout=10)
