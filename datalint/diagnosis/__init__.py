@@ -2,5 +2,5 @@
 runs the real DataLoader (worker sweeps, soaks) and reports what it measured.
 
 The dependency runs one way: `bench` imports `doctor` (limits, headroom, fixes), never the reverse;
-both read processes through `processes`, which imports neither.
+both read the host (processes, memory, /dev/shm) through `datalint.host`, which imports neither.
 """

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from datalint.diagnosis.doctor import HEADROOM, Limits, shm_fix
-from datalint.diagnosis.processes import children_of, read_process
 from datalint.errors import UsageError
+from datalint.host.processes import child_pids, read_process
+from datalint.host.shm import shm_usage
 from datalint.text import exception_text
 from datalint.units import human_bytes
 
@@ -43,15 +44,7 @@ MIN_CPU_WINDOW_S = 0.5
 MAX_FILL_WAIT_S = 5.0  # longest pause for the prefetch queue to fill before the timed batches
 
 
-# --- measuring processes: see datalint.diagnosis.processes -----------------------------------
-
-
-def shm_used(shm_path: str) -> int | None:
-    try:
-        st = os.statvfs(shm_path)
-    except OSError:
-        return None
-    return (st.f_blocks - st.f_bfree) * st.f_frsize
+# --- measuring processes: see datalint.host.processes ----------------------------------------
 
 
 @dataclass(frozen=True)
@@ -80,7 +73,7 @@ class Monitor:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="datalint-bench-monitor", daemon=True)
-        self._shm_base = shm_used(shm_path) or 0
+        self._shm_base = shm_usage(shm_path)[0] or 0
         self._cpu: dict[int, int] = {}
         self._cpu_mark: dict[int, int] = {}
         self._peaks = Peaks(0, None, 0, 0, 0, 0)
@@ -104,7 +97,7 @@ class Monitor:
         me = os.getpid()
         if with_pss:
             self._pss_at = time.monotonic()
-        pids = [me, *children_of(me)]
+        pids = [me, *child_pids(me)]
         readings = [r for r in (read_process(pid, with_pss) for pid in pids) if r is not None]
         shm = self.shm_now()
         rss = sum(r.rss for r in readings)
@@ -128,7 +121,7 @@ class Monitor:
 
     def shm_now(self) -> int:
         """/dev/shm use above the baseline, read now."""
-        return max(0, (shm_used(self.shm_path) or 0) - self._shm_base)
+        return max(0, (shm_usage(self.shm_path)[0] or 0) - self._shm_base)
 
     def mark(self) -> None:
         """Start of the measured window, for CPU time."""

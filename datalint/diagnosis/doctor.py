@@ -1,8 +1,8 @@
 """`datalint doctor`: the limits a DataLoader runs into, read and judged.
 
 Reading and judging are kept apart. `read_host()` gathers plain facts from a `/proc` + `/sys` root
-(tests point it at fake trees for cgroup v1, v2 and none; the cgroup and CPU readers are
-`datalint.limits`, shared with the scan engine) and from a few syscalls; every check is a
+(tests point it at fake trees for cgroup v1, v2 and none; the readers are `datalint.host`'s,
+shared with the scan engine and the flight recorder) and from a few syscalls; every check is a
 pure function from those facts to a `Check`. With a loader config, `estimate_loader()` turns measured
 sample sizes into the shared and host memory a config holds in flight, judged against the limits.
 Only the standard library is imported at module level; OpenCV and the scan engine load on demand.
@@ -26,8 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from datalint.extras import install_line
-from datalint.limits import Cgroup, read_affinity, read_cgroup, read_text, usable_cpu_count
-from datalint.units import GiB, KiB, MiB, human_bytes
+from datalint.host.cgroup import Cgroup, read_cgroup
+from datalint.host.cpus import read_affinity, usable_cpu_count
+from datalint.host.memory import memory_left, read_meminfo
+from datalint.host.procfs import read_text
+from datalint.host.shm import Segment, Shm, read_segments, read_shm
+from datalint.units import GiB, MiB, human_bytes
 
 DOCKER_DEFAULT_SHM = 64 * MiB
 # Plan to use at most this fraction of a limit: the model, the optimizer and the allocator's slack
@@ -42,7 +46,6 @@ PIDS_WARN = 256
 OK, WARN, FAIL = "ok", "warn", "fail"
 STATUS_ORDER = {OK: 0, WARN: 1, FAIL: 2}
 
-MEMINFO_KEYS = ("MemTotal", "MemAvailable", "SwapTotal", "SwapFree", "Shmem")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM")
 LIBRARIES = ("torch", "numpy", "pillow", "opencv-python-headless", "opencv-python", "tokenizers")
 DEFAULT_SHM_GIB = 8  # what to suggest when no estimate says how much is needed
@@ -60,14 +63,6 @@ class Check:
 
 
 # --- facts ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Shm:
-    path: str
-    total: int | None  # None: not mounted / not there
-    free: int | None
-    mount: str = ""  # the /proc/mounts line, for the record
 
 
 @dataclass(frozen=True)
@@ -90,31 +85,6 @@ class HostFacts:
 
 
 # --- readers ----------------------------------------------------------------------------------
-
-
-def read_shm(shm_path: Path, root: Path = Path("/")) -> Shm:
-    """Size and free space of the shared-memory mount, from statvfs and /proc/mounts."""
-    mount = ""
-    for line in (read_text(root / "proc/mounts") or "").splitlines():
-        fields = line.split()
-        if len(fields) >= 4 and fields[1] == str(shm_path):
-            mount = line
-    try:
-        st = os.statvfs(shm_path)
-    except OSError:
-        return Shm(str(shm_path), None, None, mount)
-    return Shm(str(shm_path), st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize, mount)
-
-
-def read_meminfo(root: Path) -> dict[str, int]:
-    """`/proc/meminfo` in bytes (the file says kB and means KiB)."""
-    info: dict[str, int] = {}
-    for line in (read_text(root / "proc/meminfo") or "").splitlines():
-        name, _, rest = line.partition(":")
-        parts = rest.split()
-        if name in MEMINFO_KEYS and parts and parts[0].isdigit():
-            info[name] = int(parts[0]) * (KiB if parts[1:] == ["kB"] else 1)
-    return info
 
 
 def read_container(root: Path, env: Mapping[str, str]) -> str | None:
@@ -201,7 +171,7 @@ def read_host(
 def usable_cpus(facts: HostFacts) -> int | None:
     """The CPUs this process may really use: the smallest of count, affinity and cgroup quota.
 
-    The rule is `datalint.limits.usable_cpu_count`, the one the scan engine sizes its pool with.
+    The rule is `datalint.host.cpus.usable_cpu_count`, the one the scan engine sizes its pool with.
     """
     quota = facts.cgroup.cpu_quota if facts.cgroup else None
     return usable_cpu_count(facts.cpu_count, facts.affinity, quota)
@@ -210,16 +180,6 @@ def usable_cpus(facts: HostFacts) -> int | None:
 def memory_budget(facts: HostFacts) -> int | None:
     """Bytes a loader can still take before the kernel (or the cgroup's OOM killer) steps in."""
     return memory_left(facts.meminfo, facts.cgroup)
-
-
-def memory_left(meminfo: Mapping[str, int], cg: Cgroup | None) -> int | None:
-    """MemAvailable, or less where a cgroup's memory limit is nearer; None when neither is known."""
-    budgets: list[int] = []
-    if "MemAvailable" in meminfo:
-        budgets.append(meminfo["MemAvailable"])
-    if cg and cg.memory_limit is not None:
-        budgets.append(max(0, cg.memory_limit - (cg.memory_usage or 0)))
-    return min(budgets) if budgets else None
 
 
 # --- checks -----------------------------------------------------------------------------------
@@ -580,8 +540,8 @@ def measure_samples(spec: str, count: int = 32, timeout: float = 30.0, workers: 
     The engine forks its workers from this process, as a DataLoader does, so each worker's private
     memory (read from /proc while it runs) is what one DataLoader worker adds on its own.
     """
-    from datalint.diagnosis.processes import private_bytes
     from datalint.errors import DatalintError
+    from datalint.host.processes import private_bytes
     from datalint.scan.runner import RunnerOptions, run
     from datalint.scan.sources import SourceDescription, build_source
 
@@ -791,24 +751,7 @@ def estimate_as_dict(estimate: Estimate) -> dict[str, Any]:
 # --- after a crash: `datalint doctor --after` -------------------------------------------------
 
 # torch names its shared-memory files /torch_<creator pid>_<random>_<counter> (libshm)
-TORCH_SEGMENT = re.compile(r"^torch_(\d+)_")
 KERNEL_WINDOW_SECONDS = 3600
-
-
-@dataclass(frozen=True)
-class Segment:
-    """A file in /dev/shm and who could still need it."""
-
-    path: str
-    size: int
-    age: float  # seconds since it was last written
-    creator: int | None  # the pid its name carries (torch's segments), None when it names none
-    held_by: tuple[int, ...]  # live processes with it open or mapped
-
-    @property
-    def leaked(self) -> bool:
-        """Its creator is gone and no process holds it: nobody can ever unlink it but us."""
-        return self.creator is not None and not self.held_by and not _pid_alive(self.creator)
 
 
 @dataclass(frozen=True)
@@ -832,62 +775,6 @@ class AfterFacts:
     leftovers: tuple[Leftover, ...]
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _held_segments(proc: Path, shm_dir: str) -> dict[str, list[int]]:
-    """shared-memory path -> pids holding it, from every readable /proc/PID/fd and /proc/PID/maps."""
-    held: dict[str, list[int]] = {}
-    prefix = shm_dir.rstrip("/") + "/"
-    for name in os.listdir(proc):
-        if not name.isdigit():
-            continue
-        pid = int(name)
-        paths: set[str] = set()
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(proc / name / "fd"):
-                with contextlib.suppress(OSError):
-                    target = os.readlink(proc / name / "fd" / fd)
-                    if target.startswith(prefix):
-                        paths.add(target.removesuffix(" (deleted)"))
-        for line in (read_text(proc / name / "maps") or "").splitlines():
-            where = line.find(prefix)
-            if where >= 0:
-                paths.add(line[where:].removesuffix(" (deleted)"))
-        for path in paths:
-            held.setdefault(path, []).append(pid)
-    return held
-
-
-def read_segments(
-    shm_dir: str = "/dev/shm", proc: Path = Path("/proc"), now: float | None = None
-) -> list[Segment]:
-    """Every file in the shared-memory directory with its size, age, creator and holders."""
-    now = time.time() if now is None else now
-    held = _held_segments(proc, shm_dir)
-    segments = []
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(shm_dir):
-            with contextlib.suppress(OSError):
-                if not entry.is_file(follow_symlinks=False):
-                    continue
-                st = entry.stat(follow_symlinks=False)
-                match = TORCH_SEGMENT.match(entry.name)
-                segments.append(Segment(
-                    path=entry.path, size=st.st_blocks * 512, age=max(0.0, now - st.st_mtime),
-                    creator=int(match.group(1)) if match else None,
-                    held_by=tuple(sorted(held.get(entry.path, []))),
-                ))
-    return sorted(segments, key=lambda s: s.path)
-
-
 def clean_segments(segments: Sequence[Segment]) -> list[tuple[Segment, str]]:
     """Unlink the leaked segments only (checked again just before), each with what happened."""
     results = []
@@ -908,7 +795,7 @@ def _maps_torch(proc: Path, pid: int) -> bool:
 
 def read_leftovers(proc: Path = Path("/proc")) -> list[Leftover]:
     """Zombie workers a live parent never reaped, and torch processes whose parent is gone."""
-    from datalint.flight.sampling import all_processes, read_memory
+    from datalint.host.processes import all_processes, read_memory
 
     stats = all_processes(proc)
     uid = os.getuid()
@@ -957,7 +844,7 @@ def _recent_kernel_lines(
 
 def read_after(shm_dir: str = "/dev/shm", proc: Path = Path("/proc"), root: Path = Path("/")) -> AfterFacts:
     from datalint.flight.diagnosis import kernel_log
-    from datalint.limits import read_memory_events
+    from datalint.host.cgroup import read_memory_events
 
     lines, note = kernel_log()
     return AfterFacts(

@@ -19,7 +19,7 @@ import select
 import threading
 from collections.abc import Callable
 
-from datalint.flight.sampling import read_stat
+from datalint.host.processes import read_stat
 
 
 class ExitWatcher:

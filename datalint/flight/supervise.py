@@ -31,12 +31,10 @@ from typing import Any
 
 from datalint.flight import inflight, sampling, store
 from datalint.flight.exits import ExitWatcher
-from datalint.limits import (
-    effective_cpu_count,
-    memory_files,
-    read_cgroup,
-    read_memory_files,
-)
+from datalint.host import processes
+from datalint.host.cgroup import memory_files, read_cgroup, read_memory_files
+from datalint.host.cpus import effective_cpu_count
+from datalint.host.shm import shm_usage
 
 SAMPLE_SECONDS = 1.0
 # PSS needs smaps_rollup, which walks the page tables: ~5 ms for a process with torch loaded, more
@@ -91,7 +89,7 @@ class Tree:
     events: list[dict[str, Any]] = field(default_factory=list)
     renamed: dict[int, str] = field(default_factory=dict)  # roles corrected since the last write
 
-    def track(self, pid: int, role: str, worker: int | None, stat: sampling.ProcStat, exe: str | None,
+    def track(self, pid: int, role: str, worker: int | None, stat: processes.ProcStat, exe: str | None,
               now: float) -> Tracked:
         tracked = Tracked(pid, role, worker, stat.cpu_ticks, exe)
         if self.exits is not None and pid != self.main_pid:
@@ -125,20 +123,13 @@ def exit_event(tree: Tree, now: float, pid: int, role: str, detail: str,
     return row
 
 
-def _exe(pid: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        return None
-
-
 def discover(tree: Tree, now: float) -> None:
     """Add the tree's new processes (one /proc scan a second)."""
-    stats = sampling.tree_of(tree.main_pid)
+    stats = processes.tree_of(tree.main_pid)
     for pid in sorted(stats, key=lambda p: (stats[p].start_ticks, p)):
         if pid in tree.live or stats[pid].state == "Z":
             continue
-        exe = _exe(pid)
+        exe = processes.read_exe(pid)
         role, worker = tree.role_for(pid, exe)
         tree.track(pid, role, worker, stats[pid], exe, now)
 
@@ -171,14 +162,14 @@ def _renumber(tree: Tree, tracked: Tracked, worker: int | None) -> None:
 
 
 def _track_recorded(tree: Tree, pid: int, worker: int | None, now: float) -> None:
-    stat = sampling.read_stat(pid)
+    stat = processes.read_stat(pid)
     role = "main" if pid == tree.main_pid else f"worker {worker}" if worker is not None else "child"
     if stat is None:  # reaped already: its death is all there is to record
         tree.known.add(pid)
         detail = "exited; status not seen (reaped before it was read)"
         tree.events.append(exit_event(tree, now, pid, role, detail, None))
         return
-    tracked = tree.track(pid, role, worker, stat, _exe(pid), now)
+    tracked = tree.track(pid, role, worker, stat, processes.read_exe(pid), now)
     if stat.state == "Z":
         tracked.zombie_status = stat.exit_code
 
@@ -197,7 +188,7 @@ def poll_deaths(tree: Tree, now: float, pids: Iterable[int] | None = None) -> No
         tracked = tree.live.get(pid)
         if tracked is None or pid == tree.main_pid:
             continue  # gone already; the main's status comes from waitpid
-        stat = sampling.read_stat(pid)
+        stat = processes.read_stat(pid)
         if stat is not None and stat.state == "Z" and stat.exit_code is not None:
             tracked.zombie_status = stat.exit_code
         if stat is None or stat.state in ("Z", "X"):
@@ -271,18 +262,18 @@ def sample(tree: Tree, now: float, elapsed: float, gpu: sampling.GpuReader, cgro
     rows: list[dict[str, Any]] = []
     held: list[dict[str, int]] = []
     for pid, tracked in tree.live.items():
-        stat = sampling.read_stat(pid)
+        stat = processes.read_stat(pid)
         if stat is None:
             continue
-        rss, pss = sampling.read_memory(pid) if with_pss else (sampling.read_rss(pid), None)
-        fds, segments = sampling.read_fds(pid)
-        read_bytes, write_bytes = sampling.read_io(pid)
-        cpu = (stat.cpu_ticks - tracked.cpu_ticks) / sampling.CLOCK_TICKS / elapsed if elapsed > 0 else 0.0
+        rss, pss = processes.read_memory(pid) if with_pss else (processes.read_rss(pid), None)
+        fds, segments = processes.read_fds(pid)
+        read_bytes, write_bytes = processes.read_io(pid)
+        cpu = (stat.cpu_ticks - tracked.cpu_ticks) / processes.CLOCK_TICKS / elapsed if elapsed > 0 else 0.0
         tracked.cpu_ticks = stat.cpu_ticks
         held.append(segments)
         rows.append({"t": now, "pid": pid, "role": tracked.role, "rss": rss, "pss": pss, "cpu": round(cpu, 3),
                      "fds": fds, "read_bytes": read_bytes, "write_bytes": write_bytes})
-    shm_used, shm_total = sampling.shm_usage()
+    shm_used, shm_total = shm_usage()
     usage, limit, events = cgroup.read()
     gpus = gpu.read()
     system = {
@@ -362,12 +353,12 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
     cgroup = CgroupReader()
     started = time.time()
     store.start_run(db, command, started, memory_limit=cgroup.limit,
-                    shm_total=sampling.shm_usage()[1], usable_cpus=usable, gpu_source=gpu.source,
+                    shm_total=shm_usage()[1], usable_cpus=usable, gpu_source=gpu.source,
                     scan_index=str(scan_index.resolve()) if scan_index is not None else None)
     loop = threading.get_ident()
     # the watcher wakes the loop with a SIGCHLD, which the loop blocks and waits for
     exits = ExitWatcher(wake=lambda: signal.pthread_kill(loop, signal.SIGCHLD))
-    tree = Tree(child.pid, _exe(child.pid), inflight_dir, exits)
+    tree = Tree(child.pid, processes.read_exe(child.pid), inflight_dir, exits)
     news = inflight.open_news(inflight_dir) if inflight_dir is not None else None
     listening = news is not None and exits.listen(news[0])
     oom_kills = read_memory_files(cgroup.files)[1].get("oom_kill")
@@ -402,7 +393,7 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
     discover_recorded(tree, now)
     poll_deaths(tree, now)
     for pid, tracked in tree.live.items():  # left behind: still running after the main exited
-        if pid != tree.main_pid and sampling.read_stat(pid) is not None:
+        if pid != tree.main_pid and processes.read_stat(pid) is not None:
             detail = "still running after the main process exited"
             tree.events.append(event(now, pid, tracked.role, "orphan", detail))
     outcome, number = sampling.describe_status(_wait_status(child.returncode))

@@ -17,8 +17,6 @@ import platform
 import re
 import signal
 import sqlite3
-import stat
-import tempfile
 import threading
 import time
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
@@ -29,7 +27,9 @@ from typing import Any
 
 from datalint.errors import DatalintError, UsageError
 from datalint.extras import require as require_extra
-from datalint.limits import effective_cpu_count
+from datalint.files import write_atomically
+from datalint.host.cpus import effective_cpu_count
+from datalint.host.memory import memory_left_now
 from datalint.scan import changes as changes_
 from datalint.scan import (
     dask_backend,
@@ -484,16 +484,8 @@ def _summaries_to_judge_by(index: Any, *, keep: bool = True) -> Iterator[summari
 def _too_large_to_judge_whole(rows: int) -> bool:
     if rows < JUDGED_BY_SUMMARY_FROM:
         return False
-    left = _memory_left()
+    left = memory_left_now()
     return left is None or rows * WHOLE_INDEX_BYTES_PER_ROW > left // 4
-
-
-def _memory_left() -> int | None:
-    """Bytes this process can still take: MemAvailable, or less under a cgroup's memory limit."""
-    from datalint.diagnosis.doctor import memory_left, read_meminfo
-    from datalint.limits import read_cgroup
-
-    return memory_left(read_meminfo(Path("/")), read_cgroup(Path("/")))
 
 
 def _findings_of(index: Any, options: PolicyOptions, workers: int = 0) -> list[policy.Finding]:
@@ -975,7 +967,7 @@ def check_output_path(path: Path, flag: str) -> None:
 
 
 def write_text_atomically(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, fsync, then rename over it: readers never see half.
+    """Write a list (or a summary) beside `path` and rename it over `path`: readers never see half.
 
     The file gets the mode a plain `open()` would give it (0666 less the umask), or keeps the mode
     of the file it replaces: a list that another user's training job must read stays readable.
@@ -983,20 +975,7 @@ def write_text_atomically(path: Path, text: str) -> None:
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a folder", str(path))
     store.create_parent(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(handle, _replacement_mode(path))
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        if isinstance(exc, OSError) and exc.filename is None:  # a write's ENOSPC names no file: name it
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
-        raise
+    write_atomically(path, text)
 
 
 def outcome_counts(
@@ -1018,15 +997,6 @@ def outcome_counts(
         outcomes.update(damaged=len(damaged), unsupported=len(unsupported))
     outcomes.update((name, count) for name, count in statuses.items() if name != "ok")
     return outcomes
-
-
-def _replacement_mode(path: Path) -> int:
-    try:
-        return stat.S_IMODE(path.stat().st_mode)
-    except OSError:
-        umask = os.umask(0o022)  # reading the umask means setting it; put it straight back
-        os.umask(umask)
-        return 0o666 & ~umask
 
 
 def _counts(index: Any, findings: list[policy.Finding]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ pytest.importorskip("torch")
 
 from datalint.diagnosis.bench import BenchConfig, Monitor, soak, sweep
 from datalint.diagnosis.doctor import GiB, Limits
-from datalint.diagnosis.processes import children_of, read_process
+from datalint.host.processes import child_pids, read_process
 from datalint.scan.specs import resolve_spec
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
@@ -25,7 +25,7 @@ ROOMY = Limits(shm_bytes=4 * GiB, memory_bytes=16 * GiB, shm_source="test", memo
 def test_the_monitor_counts_this_process_and_its_children() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
     try:
-        assert child.pid in children_of(os.getpid())
+        assert child.pid in child_pids(os.getpid())
         me = read_process(os.getpid())
         assert me is not None and me.rss > 0 and me.fds > 0
         with Monitor() as monitor:

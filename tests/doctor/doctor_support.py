@@ -6,7 +6,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from datalint.diagnosis.doctor import Cgroup, GiB, HostFacts, MiB, Shm
+from datalint.diagnosis.doctor import GiB, HostFacts, MiB
+from datalint.host.cgroup import Cgroup
+from datalint.host.shm import Shm
 
 # Every host check, in the order doctor reports them.
 HOST_CHECK_NAMES = [

@@ -8,7 +8,6 @@ import datalint
 from datalint.diagnosis.doctor import (
     GiB,
     MiB,
-    Shm,
     check_cpu,
     check_memory,
     check_open_files,
@@ -21,6 +20,7 @@ from datalint.diagnosis.doctor import (
     usable_cpus,
     worst_status,
 )
+from datalint.host.shm import Shm
 
 
 def test_docker_default_shm_is_called_out_with_the_fixes() -> None:

@@ -8,19 +8,12 @@ from pathlib import Path
 
 from doctor_support import MEMINFO, write_tree
 
-from datalint.diagnosis.doctor import (
-    GiB,
-    KiB,
-    MiB,
-    check_shm,
-    read_cgroup,
-    read_container,
-    read_host,
-    read_meminfo,
-    usable_cpus,
-)
-from datalint.limits import effective_cpu_count
+from datalint.diagnosis.doctor import check_shm, read_container, read_host, usable_cpus
+from datalint.host.cgroup import read_cgroup
+from datalint.host.cpus import effective_cpu_count
+from datalint.host.memory import read_meminfo
 from datalint.scan.api import ScanOptions
+from datalint.units import GiB, KiB, MiB
 
 
 def test_cgroup_v2_takes_the_tightest_limit_of_the_cgroup_and_its_parents(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from datalint.limits import memory_files, read_cgroup, read_memory_events, read_memory_files
+from datalint.host.cgroup import memory_files, read_cgroup, read_memory_events, read_memory_files
 
 
 def _write(root: Path, files: dict[str, str]) -> None:

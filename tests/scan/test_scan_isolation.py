@@ -131,7 +131,7 @@ def test_truncated_images_are_not_silently_accepted(tmp_path) -> None:
 
 
 def _count_with_one_cpu(queue) -> None:
-    from datalint.limits import effective_cpu_count
+    from datalint.host.cpus import effective_cpu_count
 
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     queue.put(effective_cpu_count())

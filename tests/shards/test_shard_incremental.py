@@ -110,21 +110,22 @@ def test_a_large_index_that_does_not_fit_in_memory_gets_a_summary_counted(
     monkeypatch.setattr(api, "JUDGED_BY_SUMMARY_FROM", 10)  # the index of these shards counts as large
     sources, counted = populations(monkeypatch), recounts(monkeypatch)
     # With memory to spare it is judged whole, as a small one is: that is faster.
-    monkeypatch.setattr(api, "_memory_left", lambda: 1 << 40)
+    monkeypatch.setattr(api, "memory_left_now", lambda: 1 << 40)
     roomy = scan(pattern, tmp_path / "roomy.db", "--shard-index", "off", "--workers", "2")
     assert counted == [] and sources == ["index"]
     assert_same_as_a_full_scan(tmp_path / "roomy.db", roomy, reference, full)
     # `datalint quarantine` on it with little memory left: judged from a summary counted in memory,
     # the index left as it was (it writes nothing).
-    monkeypatch.setattr(api, "_memory_left", lambda: 1000)
+    monkeypatch.setattr(api, "memory_left_now", lambda: 1000)
     sources.clear()
     listed = api.derive_quarantine(tmp_path / "roomy.db", kinds="all")
     assert sources == ["summaries"] and kept_summary(tmp_path / "roomy.db")[0] is None
-    monkeypatch.setattr(api, "_memory_left", lambda: 1 << 40)
+    monkeypatch.setattr(api, "memory_left_now", lambda: 1 << 40)
     assert listed["samples"] == api.derive_quarantine(tmp_path / "roomy.db", kinds="all")["samples"]
     assert sources == ["summaries", "index"]
     # Where a quarter of the memory left would not hold it, its summary is counted and judged by.
-    monkeypatch.setattr(api, "_memory_left", lambda: 4 * api.WHOLE_INDEX_BYTES_PER_ROW * full["length"] - 1)
+    tight = 4 * api.WHOLE_INDEX_BYTES_PER_ROW * full["length"] - 1
+    monkeypatch.setattr(api, "memory_left_now", lambda: tight)
     sources.clear()
     db = tmp_path / "single.db"
     summary = scan(pattern, db, "--shard-index", "off", "--workers", "2")  # one writer: it keeps no summary

@@ -396,7 +396,7 @@ def test_datalint_quarantine_judges_the_parts_in_the_workers_it_is_given(
         code, out, err = run_cli("quarantine", str(db), "--kinds", "all", *flags)
         assert code == 0, err
         documents[workers] = json.loads(out)["samples"]
-    from datalint.limits import effective_cpu_count
+    from datalint.host.cpus import effective_cpu_count
 
     assert judged_with == [0, 2, effective_cpu_count()]
     code, out, _ = run_cli("quarantine", str(single), "--kinds", "all", "--workers", "2")

@@ -1,41 +1,19 @@
-"""The limits this process runs under, read from /proc and /sys: its cgroup (v1 or v2) and its CPUs.
+"""This process's cgroup (v1, v2 or none): its memory and CPU limits, usage and OOM counters.
 
-One place for both the scan engine, which sizes its default worker pool with
-`effective_cpu_count()`, and `datalint doctor`, which reports and judges the same numbers. Only the
-standard library is imported, so the engine pays nothing for it. Every reader takes a `root`, so
-tests point it at fake /proc + /sys trees for cgroup v1, v2 and none.
+Every reader takes a `root`, so tests point it at fake /proc + /sys trees for cgroup v1, v2 and none.
 """
 
 from __future__ import annotations
 
-import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from datalint.host.procfs import read_int, read_text
+
 # cgroup v1 writes "no limit" as LONG_MAX rounded down to a page (9223372036854771712); anything
 # this large is no limit in practice.
 UNLIMITED_THRESHOLD = 1 << 60
-
-
-def read_text(path: Path) -> str | None:
-    """A /proc or /sys file's text; None when it is absent or unreadable."""
-    try:
-        return path.read_text()
-    except OSError:
-        return None
-
-
-def read_int(path: Path) -> int | None:
-    """The first number in a /proc or /sys file; None when there is none."""
-    text = read_text(path)
-    if text is None:
-        return None
-    try:
-        return int(text.split()[0])
-    except (ValueError, IndexError):
-        return None
 
 
 # --- cgroups ---------------------------------------------------------------------------------
@@ -152,40 +130,10 @@ def read_cgroup(root: Path) -> Cgroup | None:
     return _read_cgroup_v1(base, own)
 
 
-# --- CPUs -------------------------------------------------------------------------------------
-
-
-def read_affinity() -> int | None:
-    """CPUs in this process's affinity mask (taskset, a scheduler's cpuset); None where unknown."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # macOS has no sched_getaffinity
-        return None
-
-
-def usable_cpu_count(cpu_count: int | None, affinity: int | None, cpu_quota: float | None) -> int | None:
-    """The CPUs a process may really use: the smallest of the CPU count, its affinity mask and its
-    cgroup quota, rounded up (a fraction of a CPU still runs one worker); None when nothing is known."""
-    candidates = [c for c in (cpu_count, affinity) if c]
-    if cpu_quota:
-        candidates.append(max(1, math.ceil(cpu_quota)))
-    return min(candidates) if candidates else None
-
-
-def effective_cpu_count(root: Path = Path("/")) -> int:
-    """CPUs this process may really use: affinity mask and cgroup CPU quota, not os.cpu_count().
-
-    The scan's default worker count; at least 1.
-    """
-    cgroup = read_cgroup(root)
-    quota = cgroup.cpu_quota if cgroup is not None else None
-    return usable_cpu_count(os.cpu_count(), read_affinity(), quota) or 1
-
-
 # --- memory events ----------------------------------------------------------------------------
 
 
-def _parse_flat_keyed(text: str) -> dict[str, int]:
+def parse_flat_keyed(text: str) -> dict[str, int]:
     """`key value` lines (memory.events, memory.oom_control) as a dict of the numeric ones."""
     values: dict[str, int] = {}
     for line in text.splitlines():
@@ -207,12 +155,12 @@ def read_memory_events(root: Path = Path("/")) -> dict[str, int]:
         for directory in _ancestors(base, own.get("", "/")):
             text = read_text(directory / "memory.events")
             if text is not None:
-                return _parse_flat_keyed(text)
+                return parse_flat_keyed(text)
         return {}
     for directory in _v1_dirs(base, own, "memory"):
         text = read_text(directory / "memory.oom_control")
         if text is not None:
-            events = {k: v for k, v in _parse_flat_keyed(text).items() if k == "oom_kill"}
+            events = {k: v for k, v in parse_flat_keyed(text).items() if k == "oom_kill"}
             failcnt = read_int(directory / "memory.failcnt")
             if failcnt is not None:
                 events["max"] = failcnt
@@ -256,7 +204,7 @@ def read_memory_files(files: MemoryFiles) -> tuple[int | None, dict[str, int]]:
     """(usage in bytes, the OOM counters as `read_memory_events` gives them) from the files found."""
     usage = read_int(files.usage) if files.usage is not None else None
     text = read_text(files.events) if files.events is not None else None
-    events = _parse_flat_keyed(text) if text is not None else {}
+    events = parse_flat_keyed(text) if text is not None else {}
     if files.failcnt is not None:  # v1: oom_control holds more than counters
         events = {k: v for k, v in events.items() if k == "oom_kill"}
         failcnt = read_int(files.failcnt)
