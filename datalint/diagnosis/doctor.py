@@ -27,9 +27,9 @@ from typing import Any
 
 from datalint.extras import install_line
 from datalint.host.cgroup import Cgroup, read_cgroup
+from datalint.host.container import read_container
 from datalint.host.cpus import read_affinity, usable_cpu_count
 from datalint.host.memory import memory_left, read_meminfo
-from datalint.host.procfs import read_text
 from datalint.host.shm import Segment, Shm, read_segments, read_shm
 from datalint.units import GiB, MiB, human_bytes
 
@@ -85,21 +85,6 @@ class HostFacts:
 
 
 # --- readers ----------------------------------------------------------------------------------
-
-
-def read_container(root: Path, env: Mapping[str, str]) -> str | None:
-    """Which container runtime we are in, from the marks each one leaves; None when none is seen."""
-    if env.get("KUBERNETES_SERVICE_HOST"):
-        return "kubernetes"
-    if (root / ".dockerenv").exists():
-        return "docker"
-    if (root / "run/.containerenv").exists():
-        return "podman"
-    init_cgroup = read_text(root / "proc/1/cgroup") or ""
-    for mark in ("kubepods", "docker", "containerd", "lxc"):
-        if mark in init_cgroup:
-            return mark
-    return None
 
 
 def read_rlimits() -> dict[str, tuple[int, int]]:
@@ -789,13 +774,9 @@ def clean_segments(segments: Sequence[Segment]) -> list[tuple[Segment, str]]:
     return results
 
 
-def _maps_torch(proc: Path, pid: int) -> bool:
-    return "libtorch" in (read_text(proc / str(pid) / "maps") or "")
-
-
 def read_leftovers(proc: Path = Path("/proc")) -> list[Leftover]:
     """Zombie workers a live parent never reaped, and torch processes whose parent is gone."""
-    from datalint.host.processes import all_processes, read_memory
+    from datalint.host.processes import all_processes, maps_library, owner, read_memory
 
     stats = all_processes(proc)
     uid = os.getuid()
@@ -803,10 +784,7 @@ def read_leftovers(proc: Path = Path("/proc")) -> list[Leftover]:
     for stat in stats.values():
         if stat.pid == os.getpid() or (not stat.comm.startswith("python") and stat.comm != "pt_data_worker"):
             continue
-        try:
-            if (proc / str(stat.pid)).stat().st_uid != uid:
-                continue
-        except OSError:
+        if owner(stat.pid, proc) != uid:
             continue
         parent = stats.get(stat.ppid)
         if stat.state == "Z" and parent is not None and parent.pid != 1:
@@ -815,7 +793,7 @@ def read_leftovers(proc: Path = Path("/proc")) -> list[Leftover]:
                 f"exited, never reaped by its parent {parent.comm} (pid {parent.pid})",
                 f"kill -TERM {parent.pid}   # the parent; a zombie holds no memory, only its pid",
             ))
-        elif stat.ppid == 1 and stat.state != "Z" and _maps_torch(proc, stat.pid):
+        elif stat.ppid == 1 and stat.state != "Z" and maps_library(stat.pid, "libtorch", proc):
             rss, _ = read_memory(stat.pid, proc)
             leftovers.append(Leftover(
                 stat.pid, stat.ppid, "orphan", rss,

@@ -1,5 +1,5 @@
 """What the host gives this process, read from /proc, /sys and /dev/shm: its cgroup, CPUs, memory,
-shared memory and processes.
+shared memory, processes and container.
 
 One home for these readers: the scan engine (its default worker count, the memory left for
 judging an index), `datalint doctor`, `datalint bench` and the flight recorder all read the host

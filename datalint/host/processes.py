@@ -184,6 +184,19 @@ def read_exe(pid: int, proc: Path = Path("/proc")) -> str | None:
         return None
 
 
+def owner(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """The user id a process runs as; None once it is gone."""
+    try:
+        return os.stat(f"{proc}/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def maps_library(pid: int, library: str, proc: Path = Path("/proc")) -> bool:
+    """Whether the process has `library` (a name, e.g. "libtorch") mapped: loaded, not only imported."""
+    return library in (read_text(proc / str(pid) / "maps") or "")
+
+
 def child_pids(pid: int, proc: Path = Path("/proc")) -> list[int]:
     """Direct children of `pid` (DataLoader workers are children of the main process); one scan of
     /proc where the kernel has no children files."""

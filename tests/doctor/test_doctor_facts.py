@@ -8,8 +8,9 @@ from pathlib import Path
 
 from doctor_support import MEMINFO, write_tree
 
-from datalint.diagnosis.doctor import check_shm, read_container, read_host, usable_cpus
+from datalint.diagnosis.doctor import check_shm, read_host, usable_cpus
 from datalint.host.cgroup import read_cgroup
+from datalint.host.container import read_container
 from datalint.host.cpus import effective_cpu_count
 from datalint.host.memory import read_meminfo
 from datalint.scan.api import ScanOptions

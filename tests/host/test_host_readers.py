@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from datalint.host import cgroup, cpus, memory, processes, procfs, shm
+from datalint.host import cgroup, container, cpus, memory, processes, procfs, shm
 from datalint.units import KiB, MiB
 
 MEMINFO = "MemTotal: 1000 kB\nMemFree: 10 kB\nMemAvailable: 600 kB\nSwapTotal: 0 kB\nHugePages_Total: 4\n"
@@ -100,6 +100,19 @@ def test_without_children_files_the_children_come_from_a_scan_of_every_process(t
     assert processes.children_of(42, proc) is None
     assert processes.child_pids(42, proc) == [43]
     assert list(processes.tree_of(42, proc)) == [42, 43]
+
+
+def test_a_container_is_known_by_its_marks(tmp_path: Path) -> None:
+    assert container.read_container(tmp_path, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == "kubernetes"
+    assert container.read_container(tree(tmp_path / "d", {".dockerenv": ""}), {}) == "docker"
+    assert container.read_container(tree(tmp_path / "c", {"proc/1/cgroup": "0::/lxc/payload\n"}), {}) == "lxc"
+    assert container.container_mark("0::/init.scope\n") is None
+
+
+def test_a_process_owner_and_its_mapped_libraries(tmp_path: Path) -> None:
+    proc = tree(tmp_path, {"42/maps": "7f00-7f01 r-xp 0 08:1 9 /site-packages/torch/lib/libtorch_cpu.so\n"})
+    assert processes.maps_library(42, "libtorch", proc) and not processes.maps_library(42, "libcuda", proc)
+    assert processes.owner(42, proc) == os.getuid() and processes.owner(41, proc) is None
 
 
 def test_the_shm_mount_line_is_the_last_one_at_that_path() -> None:
