@@ -31,6 +31,7 @@ from datalint.host.container import read_container
 from datalint.host.cpus import read_affinity, usable_cpu_count
 from datalint.host.memory import memory_left, read_meminfo
 from datalint.host.shm import Segment, Shm, read_segments, read_shm
+from datalint.index import read
 from datalint.units import GiB, MiB, human_bytes
 
 DOCKER_DEFAULT_SHM = 64 * MiB
@@ -507,7 +508,7 @@ def sizes_from_index(path: str | os.PathLike[str]) -> SampleSizes:
     if not Path(path).is_file():
         raise DatalintError(f"--index {path}: no such file; `datalint scan` writes one")
     try:
-        with contextlib.closing(sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)) as db:
+        with contextlib.closing(read.connect(Path(path))) as db:
             nbytes = [n for (n,) in db.execute(
                 "SELECT nbytes FROM samples WHERE status = 'ok' AND nbytes IS NOT NULL"
             )]

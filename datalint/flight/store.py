@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from datalint.index import read
+
 # 2: the sample a dying process was reading, on its exit event; 3: the recorder's CPU, the scan's index
 SCHEMA_VERSION = 3
 
@@ -100,7 +102,7 @@ def finish_run(db: sqlite3.Connection, finished: float, returncode: int, outcome
 
 def load_record(path: Path) -> dict[str, Any]:
     """The whole record as plain rows (for the diagnosis and the report)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn = read.connect(path)
     conn.row_factory = sqlite3.Row
     try:
         tables = {name: [dict(r) for r in conn.execute(f"SELECT * FROM {name} ORDER BY rowid")]

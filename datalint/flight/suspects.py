@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from datalint.errors import UsageError
+from datalint.index import read
 
 SHOWN = 3  # suspects named in the diagnosis; the rest counted
 # error_type values of the scan that match a death by this signal, beyond the signal's own name
@@ -54,7 +55,7 @@ def check_index(path: Path) -> None:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db = read.connect(path)
     try:
         db.execute("SELECT idx, key, status, error_type FROM samples LIMIT 1").fetchall()
     except sqlite3.DatabaseError:

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from datalint.index.store import read_key, storable_text, stored_key, utc_now
+from datalint.index.store import read_key, storable_text, stored_key, transaction, utc_now
+from datalint.index.store import start_run as start_scan_run  # any run; this module's are guard runs
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,36 @@ class FailureRecord:
         return {**{key: value for key, value in pairs if value is not None}, "source": self.source}
 
 
+def start_run(
+    db: Any,
+    *,
+    spec: str,
+    length: int | None,
+    fingerprint: str | None,
+    options: dict[str, Any],
+    environment: dict[str, Any],
+) -> int:
+    """Add the `guard` run that failures will point to (its error count starts at 0)."""
+    return start_scan_run(
+        db, kind="guard", spec=spec, length=length, fingerprint=fingerprint, options=options,
+        environment=environment, counts={"error": 0},
+    )  # fmt: skip
+
+
+def finish_run(db: Any, run_id: int) -> None:
+    """Mark the guard run finished (its counts are kept current by each write)."""
+    with transaction(db):
+        finished = utc_now("milliseconds")
+        db.conn.execute("UPDATE runs SET finished = ? WHERE id = ? AND finished IS NULL", [finished, run_id])
+
+
 def write(connection: sqlite3.Connection, run_id: int, records: Sequence[FailureRecord]) -> None:
     """Write these failures, inside the caller's write transaction: the samples rows (replacing each
-    sample's row: a failure sent twice replaces itself), their `error` findings and the failures kept."""
+    sample's row: a failure sent twice replaces itself), their `error` findings, the failures kept, and
+    the run's count of the samples it recorded."""
     now = utc_now()
     records = [record if record.at else replace(record, at=now) for record in records]
+    new = _new_to_run(connection, run_id, sorted({record.index for record in records}))
     connection.executemany(
         "INSERT OR REPLACE INTO samples (idx, key, status, run_id, duration, error_type, error_message,"
         " traceback, worker, measured_at, info) VALUES (?, ?, 'error', ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -76,6 +102,25 @@ def write(connection: sqlite3.Connection, run_id: int, records: Sequence[Failure
         [(f.index, storable_text(f.detail)) for f in records],
     )
     _remember(connection, records)
+    # Counted in the same transaction, so writers in several processes never overwrite each other's total.
+    (text,) = connection.execute("SELECT counts FROM runs WHERE id = ?", (run_id,)).fetchone() or (None,)
+    counts = json.loads(text) if text else {}
+    counts["error"] = int(counts.get("error", 0)) + new
+    connection.execute("UPDATE runs SET counts = ? WHERE id = ?", (json.dumps(counts), run_id))
+
+
+def _new_to_run(connection: sqlite3.Connection, run_id: int, indexes: list[int]) -> int:
+    """How many of these samples the run has no row for yet (looked up by key: `run_id` has no index,
+    and a count over the whole run on every commit would read the whole table)."""
+    known = 0
+    for start in range(0, len(indexes), 500):
+        part = indexes[start : start + 500]
+        marks = ", ".join("?" for _ in part)
+        (count,) = connection.execute(
+            f"SELECT count(*) FROM samples WHERE run_id = ? AND idx IN ({marks})", [run_id, *part]
+        ).fetchone()
+        known += count
+    return len(indexes) - known
 
 
 # The key's file as the index knew it when the failure came in (incremental scans keep it).

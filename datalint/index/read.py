@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from datalint.index.store import SCHEMA_VERSION, IndexFileError
+from datalint.index.store import SCHEMA_VERSION, IndexFileError, RunRecord, latest_run, read_key
 
 REQUIRED_TABLES = ("runs", "samples", "findings")
 
@@ -79,3 +80,68 @@ def check_index(
             f"{path}: index schema version {version} is newer than this datalint understands "
             f"({SCHEMA_VERSION}); upgrade datalint"
         )
+
+
+# ---- what the service asks of an index it serves ---------------------------------------------------
+
+_SCANNED = "run_id IN (SELECT id FROM runs WHERE kind != 'guard')"  # rows a scan (not the guard) wrote
+
+
+@dataclass(frozen=True)
+class Totals:
+    """An index at a glance: its samples, those listed, the training failures kept, the last scan."""
+
+    samples: int
+    quarantined: int
+    failures: int
+    last_scan: RunRecord | None
+
+
+def totals(connection: sqlite3.Connection) -> Totals:
+    from datalint.index import failures  # it builds on this package's store
+
+    samples = connection.execute("SELECT count(*) FROM samples").fetchone()[0]
+    listed = connection.execute("SELECT count(DISTINCT idx) FROM findings WHERE quarantine = 1").fetchone()[0]
+    return Totals(int(samples), int(listed), len(failures.active(connection)), latest_run(connection))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """How far a scan has got: samples measured, of how many, and how many are not ok."""
+
+    done: int
+    total: int | None
+    not_ok: int
+
+
+def last_scan_id(connection: sqlite3.Connection) -> int | None:
+    """The id of the index's last scan run (None: no scan in it yet)."""
+    (found,) = connection.execute("SELECT max(id) FROM runs WHERE kind != 'guard'").fetchone()
+    return int(found) if found is not None else None
+
+
+def measured(connection: sqlite3.Connection, after_run: int | None = None) -> Measured:
+    """What the scans measured so far; nothing while the last scan run is still `after_run` (a scan
+    asked for has not begun its own run: the rows are the last scan's)."""
+    run = connection.execute(
+        "SELECT length, id FROM runs WHERE kind != 'guard' ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    if after_run is not None and (run is None or run[1] <= after_run):
+        return Measured(0, None, 0)
+    done = connection.execute(f"SELECT count(*) FROM samples WHERE {_SCANNED}").fetchone()[0]
+    bad = connection.execute(f"SELECT count(*) FROM samples WHERE {_SCANNED} AND status != 'ok'")
+    bad = bad.fetchone()[0]
+    return Measured(int(done), run[0] if run else None, int(bad))
+
+
+def scanned_keys(connection: sqlite3.Connection, indexes: Sequence[int]) -> dict[int, str]:
+    """The key a scan found at each of these indexes (where it found one)."""
+    found: dict[int, str] = {}
+    for start in range(0, len(indexes), 500):
+        part = list(indexes[start : start + 500])
+        marks = ", ".join("?" for _ in part)
+        rows = connection.execute(
+            f"SELECT idx, key FROM samples WHERE idx IN ({marks}) AND key IS NOT NULL AND {_SCANNED}", part
+        )
+        found.update((index, key) for index, key in ((i, read_key(k)) for i, k in rows) if key)
+    return found

@@ -515,6 +515,7 @@ def start_run(
     fingerprint: str | None,
     options: dict[str, Any],
     environment: dict[str, Any],
+    counts: dict[str, Any] | None = None,
 ) -> int:
     record = {
         "kind": kind,
@@ -525,7 +526,7 @@ def start_run(
         "environment": json.dumps(environment, sort_keys=True, default=str),
         "started": utc_now("milliseconds"),  # a scan often takes less than a second
         "finished": None,
-        "counts": None,
+        "counts": json.dumps(counts) if counts is not None else None,
     }
     with transaction(db):
         db["runs"].insert(record)

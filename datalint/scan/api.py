@@ -16,7 +16,6 @@ import os
 import platform
 import re
 import signal
-import sqlite3
 import threading
 import time
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
@@ -30,17 +29,9 @@ from datalint.extras import require as require_extra
 from datalint.files import write_atomically
 from datalint.host.cpus import effective_cpu_count
 from datalint.host.memory import memory_left_now
+from datalint.index import failures, read, store
 from datalint.scan import changes as changes_
-from datalint.scan import (
-    dask_backend,
-    policy,
-    preflight,
-    runner,
-    shard_writers,
-    store,
-    summaries,
-    summary_findings,
-)
+from datalint.scan import dask_backend, policy, preflight, runner, shard_writers, summaries, summary_findings
 from datalint.scan.policy import PolicyOptions, QuarantineEntry
 from datalint.scan.progress import Progress
 from datalint.scan.shards import shard_starts_of
@@ -452,11 +443,11 @@ def _settle_failures(index: Any, length: int | None) -> None:
     """Training failures follow their keys; those whose changed sample measured ok end (the rest stay
     listed, whatever the scan measured: docs/service.md, "Acknowledged means kept")."""
     run = store.latest_run(index)
-    if run is None or not store.active_failures(index):
+    if run is None or not failures.active(index):
         return
     complete = length is not None and store.count_samples(index, scanned_only=True) >= length
     with store.transaction(index):
-        store.settle_failures(index.conn, run.id, store.utc_now(), complete=complete)
+        failures.settle(index.conn, run.id, store.utc_now(), complete=complete)
 
 
 # Judged whole, an index costs the scanner about this much memory a row: every image's scores and
@@ -500,7 +491,7 @@ def _findings_of(index: Any, options: PolicyOptions, workers: int = 0) -> list[p
 
 def _kept_rows(index_path: Path) -> str:
     """After a failed write: what the index still holds, read through a fresh connection."""
-    with contextlib.closing(sqlite3.connect(f"{index_path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+    with contextlib.closing(read.connect(index_path)) as db:
         (rows,) = db.execute("SELECT count(*) FROM samples").fetchone()
     return (
         f"The index holds {rows:,} complete sample row(s), all it had before the error; fix the cause "

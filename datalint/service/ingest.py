@@ -13,11 +13,9 @@ never duplicates.
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import socket
-import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -62,7 +60,6 @@ class IngestWriter:
         self._thread = threading.Thread(target=self._run, name=f"ingest-{name}", daemon=True)
         self._db: Any = None
         self._run_id: int | None = None
-        self._errors = 0  # samples recorded by this writer's guard run
         self._thread.start()
 
     def submit(self, failures: Sequence[FailureRecord]) -> Future[int]:
@@ -131,7 +128,7 @@ class IngestWriter:
     def _forget_connection(self) -> None:
         if self._db is not None:
             self._db.close()
-        self._db, self._run_id, self._errors = None, None, 0
+        self._db, self._run_id = None, None
 
     def _commit(self, waiting: list[tuple[Sequence[FailureRecord], Future[int]]]) -> None:
         if not waiting:
@@ -154,9 +151,8 @@ class IngestWriter:
         if self._db is None or self._run_id is None:
             self._db = store.open_index(self.index_path, busy_timeout=60.0)
             self._db.execute("PRAGMA synchronous = FULL")  # acknowledged means on disk, power loss included
-            self._run_id = store.start_run(
+            self._run_id = failures.start_run(
                 self._db,
-                kind="guard",
                 spec=f"datalint serve: {self.name}",
                 length=None,
                 fingerprint=None,
@@ -168,22 +164,7 @@ class IngestWriter:
     def _write(self, rows: list[FailureRecord]) -> None:
         db, run_id = self._open()
         with store.transaction(db):
-            # The run's count grows by the samples new to it; a count(*) over the run would scan the
-            # whole table on every commit (there is no index on run_id), this looks up the batch by key.
-            distinct = sorted({f.index for f in rows})
-            known = 0
-            for start in range(0, len(distinct), 500):
-                part = distinct[start : start + 500]
-                marks = ", ".join("?" for _ in part)
-                (count,) = db.conn.execute(
-                    f"SELECT count(*) FROM samples WHERE run_id = ? AND idx IN ({marks})", [run_id, *part]
-                ).fetchone()
-                known += count
-            self._errors += len(distinct) - known
             failures.write(db.conn, run_id, rows)
-            db.conn.execute(
-                "UPDATE runs SET counts = ? WHERE id = ?", (json.dumps({"error": self._errors}), run_id)
-            )
 
 
 def refusals_by_index(index_path: Path, failures: Sequence[tuple[int, FailureRecord]]) -> dict[int, str]:
@@ -192,8 +173,7 @@ def refusals_by_index(index_path: Path, failures: Sequence[tuple[int, FailureRec
     if not index_path.is_file():
         return {}
     reasons: dict[int, str] = {}
-    connection = read.connect(index_path, timeout=10)
-    try:
+    with read.reading(index_path) as connection:
         run = store.latest_run(connection)
         length = run.length if run is not None else None
         if length is not None:
@@ -204,9 +184,7 @@ def refusals_by_index(index_path: Path, failures: Sequence[tuple[int, FailureRec
                         "scanned): a failure of another dataset, or of a list made for another length"
                     )
         keyed = [(p, f) for p, f in failures if f.key is not None and p not in reasons]
-        known = _scanned_keys(connection, sorted({f.index for _, f in keyed}))
-    finally:
-        connection.close()
+        known = read.scanned_keys(connection, sorted({f.index for _, f in keyed}))
     for position, failure in keyed:
         expected = known.get(failure.index)
         if expected is not None and expected != failure.key:
@@ -215,17 +193,3 @@ def refusals_by_index(index_path: Path, failures: Sequence[tuple[int, FailureRec
                 f"({ascii(expected)[:300]}): the dataset's order differs from the one scanned; rescan it"
             )
     return reasons
-
-
-def _scanned_keys(connection: sqlite3.Connection, indexes: list[int]) -> dict[int, str]:
-    found: dict[int, str] = {}
-    for start in range(0, len(indexes), 500):
-        part = indexes[start : start + 500]
-        marks = ", ".join("?" for _ in part)
-        rows = connection.execute(
-            f"SELECT idx, key FROM samples WHERE idx IN ({marks}) AND key IS NOT NULL"
-            " AND run_id IN (SELECT id FROM runs WHERE kind != 'guard')",
-            part,
-        )
-        found.update((index, key) for index, key in ((i, store.read_key(k)) for i, k in rows) if key)
-    return found

@@ -400,14 +400,10 @@ def latest_scan_run(index_path: Path) -> int | None:
     if not index_path.is_file():
         return None
     try:
-        connection = read.connect(index_path, timeout=5)
-        try:
-            row = connection.execute("SELECT max(id) FROM runs WHERE kind != 'guard'").fetchone()
-        finally:
-            connection.close()
+        with read.reading(index_path, timeout=5) as connection:
+            return read.last_scan_id(connection)
     except sqlite3.Error:
         return None
-    return int(row[0]) if row and row[0] is not None else None
 
 
 def read_progress(index_path: Path, after_run: int | None = None) -> Progress | None:
@@ -416,23 +412,11 @@ def read_progress(index_path: Path, after_run: int | None = None) -> Progress | 
     if not index_path.is_file():
         return None
     try:
-        connection = read.connect(index_path, timeout=5)
-        try:
-            run = connection.execute(
-                "SELECT length, id FROM runs WHERE kind != 'guard' ORDER BY id DESC LIMIT 1"
-            ).fetchone()
-            if after_run is not None and (run is None or run[1] <= after_run):
-                return Progress(done=0, total=None, findings=0)
-            scanned = "run_id IN (SELECT id FROM runs WHERE kind != 'guard')"
-            done = connection.execute(f"SELECT count(*) FROM samples WHERE {scanned}").fetchone()[0]
-            bad = connection.execute(
-                f"SELECT count(*) FROM samples WHERE {scanned} AND status != 'ok'"
-            ).fetchone()[0]
-        finally:
-            connection.close()
+        with read.reading(index_path, timeout=5) as connection:
+            now = read.measured(connection, after_run)
     except sqlite3.Error:
         return None  # the child is creating the schema right now; the next poll reads it
-    return Progress(done=int(done), total=run[0] if run else None, findings=int(bad))
+    return Progress(done=now.done, total=now.total, findings=now.not_ok)
 
 
 def _death(code: int, tail: str) -> str:

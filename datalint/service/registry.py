@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datalint.index import failures, read, store
+from datalint.index import read
 from datalint.service.config import ConfigError, DatasetConfig, ServiceConfig, parse_dataset, valid_name
 from datalint.service.lists import ListKeeper
 
@@ -100,12 +100,8 @@ class Registry:
         if not path.is_file():
             return DatasetStats(0, 0, None, 0)
         with read.reading(path) as connection:
-            samples = connection.execute("SELECT count(*) FROM samples").fetchone()[0]
-            quarantined = connection.execute(
-                "SELECT count(DISTINCT idx) FROM findings WHERE quarantine = 1"
-            ).fetchone()[0]
-            guard = len(failures.active(connection))
-            run = store.latest_run(connection)
+            totals = read.totals(connection)
+        run = totals.last_scan
         last = None
         if run is not None:
             last = {
@@ -115,7 +111,7 @@ class Registry:
                 "finished": run.finished,
                 "length": run.length,
             }
-        return DatasetStats(int(samples), int(quarantined), last, int(guard))
+        return DatasetStats(totals.samples, totals.quarantined, last, totals.failures)
 
 
 def _as_table(entry: Any) -> Any:

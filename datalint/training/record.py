@@ -10,10 +10,8 @@ locked"; each failure is one transaction, so none is half written or lost.
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import os
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -61,12 +59,9 @@ def start_guard_run(
 ) -> int:
     """Open (or create) the index at `path` and add the `guard` run that failures will point to."""
     with _opened(Path(path)) as db:
-        run_id = store.start_run(
-            db, kind="guard", spec=spec, length=length, fingerprint=fingerprint, options=options,
-            environment=environment,
+        run_id = failures.start_run(
+            db, spec=spec, length=length, fingerprint=fingerprint, options=options, environment=environment
         )
-        db.execute("UPDATE runs SET counts = ? WHERE id = ?", [json.dumps({"error": 0}), run_id])
-        db.conn.commit()
     # The run ends with the process that started it; a process killed (or ended by os._exit) leaves
     # it unfinished, which is what a report should then say.
     atexit.register(_finish_at_exit, Path(path), run_id, os.getpid())
@@ -76,9 +71,7 @@ def start_guard_run(
 def finish_guard_run(path: str | os.PathLike[str], run_id: int) -> None:
     """Mark the guard run finished (its counts are kept current by each recorded failure)."""
     with _opened(Path(path)) as db:
-        finished = utc_now("milliseconds")
-        db.execute("UPDATE runs SET finished = ? WHERE id = ? AND finished IS NULL", [finished, run_id])
-        db.conn.commit()
+        failures.finish_run(db, run_id)
 
 
 def _finish_at_exit(path: Path, run_id: int, pid: int) -> None:
@@ -93,20 +86,7 @@ def _finish_at_exit(path: Path, run_id: int, pid: int) -> None:
 
 
 def record_failure(path: str | os.PathLike[str], run_id: int, failure: Failure) -> None:
-    """Write one failure as a `samples` row (status `error`) and an `error` finding, atomically."""
-    with _opened(Path(path)) as db:
-        connection: sqlite3.Connection = db.conn
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            _write_failure(connection, run_id, failure)
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
-
-
-def _write_failure(connection: sqlite3.Connection, run_id: int, failure: Failure) -> None:
-    failures.write(connection, run_id, [failure])
-    # Counted inside the same transaction, so concurrent workers never overwrite each other's total.
-    (errors,) = connection.execute("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,)).fetchone()
-    connection.execute("UPDATE runs SET counts = ? WHERE id = ?", (json.dumps({"error": errors}), run_id))
+    """Write one failure (the samples row, its `error` finding, the kept failure, the run's count),
+    atomically."""
+    with _opened(Path(path)) as db, store.transaction(db):
+        failures.write(db.conn, run_id, [failure])

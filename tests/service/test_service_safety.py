@@ -151,9 +151,11 @@ def test_a_batch_with_no_valid_item_is_a_422_naming_each(open_service: Server) -
 
 
 HOSTILE_BODIES = [
-    b'{"name": "caf\\udce9", "images": "/tmp", "failures": [], "mode": "full", "indexes": [1], "reason": "r"}',
+    b'{"name": "caf\\udce9", "images": "/tmp", "failures": [], "mode": "full", "indexes": [1],'
+    b' "reason": "r"}',
     b'{"name": "x", "images": "/tmp", "timeout": NaN, "failures": [{"index": Infinity}], "indexes": [NaN]}',
-    b'{"name": "x", "images": "/tmp", "workers": 1180591620717411303424, "indexes": [1180591620717411303424]}',
+    b'{"name": "x", "images": "/tmp", "workers": 1180591620717411303424,'
+    b' "indexes": [1180591620717411303424]}',
     b"[" * 100_000 + b"]" * 100_000,
     b'{"name": "\xff\xfe", "failures": [{"index": "\xff"}]}',
     b'{"failures": {"index": 1}, "mode": 7, "name": ["x"], "indexes": "all", "reason": null}',

@@ -17,7 +17,7 @@ import pytest
 from service_data import Failing, bad_indices, make
 from service_server import HERE, Server, dataset_table, environment
 
-from datalint.scan import store
+from datalint.index import store
 from datalint.torch import QuarantineSampler
 from datalint.training import remote
 from datalint.training.quarantine import load_quarantine

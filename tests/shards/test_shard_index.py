@@ -332,7 +332,7 @@ def test_recovery_merges_finished_files_and_drops_half_written_and_damaged_ones(
 def test_a_row_the_training_guard_wrote_is_replaced_by_the_shard_files_row(
     faulty: tuple[str, Path, dict[str, Any]], tmp_path: Path
 ) -> None:
-    from datalint.scan import store
+    from datalint.index import store
 
     db = tmp_path / "guarded.db"
     index = store.open_index(db)
