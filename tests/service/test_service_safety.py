@@ -180,6 +180,14 @@ def test_no_input_however_odd_gives_a_500(open_service: Server) -> None:
             assert status < 500, (path, body[:80], raw[:300])
     for query in ("?state=caf%ED", "?state=%00", "?state=" + "x" * 10_000):
         assert open_service.request("GET", "/v1/scans" + query, token=None).status_code < 500
+    for path in (
+        "/v1/datasets/caf%ED",
+        "/v1/datasets/%00/quarantine",
+        "/v1/scans/%F0%9F%92%A9",
+        "/v1/" + "x" * 9000,
+    ):
+        raw = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+        assert _raw(open_service, raw)[0] < 500, path
     assert "Traceback" not in open_service.log.read_text()
 
 
