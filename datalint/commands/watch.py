@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     options = scan.scan_options(args)
     db = Path(args.db) if args.db else api.default_index_path(description.spec, description.kind)
     quarantine = Path(args.quarantine) if args.quarantine else api.default_quarantine_path(db)
+    api.check_output_path(quarantine, "--quarantine")  # before the first scan, as `datalint scan` does
     settings = watch.WatchOptions(
         settle=args.settle, rescan_every=args.rescan_every, poll=args.poll, json_lines=args.format == "json"
     )

@@ -16,6 +16,7 @@ import os
 import platform
 import re
 import signal
+import stat as stat_module
 import threading
 import time
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
@@ -955,6 +956,45 @@ def check_output_path(path: Path, flag: str) -> None:
         raise UsageError(f"{flag} {path}: {folder} is on a read-only file system")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"{flag} {path}: the folder {folder} is not writable for this user")
+    why = _not_a_list(path)
+    if why is not None:
+        raise UsageError(
+            f"{flag} {path} exists and is not a quarantine list ({why}); writing the list there would "
+            "replace it. Give a new file name, or remove the file first if it is one you no longer need"
+        )
+
+
+# How each form datalint writes begins: JSON (`format` first), the binary list, the text form's line.
+_JSON_LIST_HEAD = re.compile(rb'\A\{\s*"format":\s*"datalint-quarantine/1"')
+_TEXT_LIST_LINE = re.compile(rb"\A\d+\t[^\t\n]*\t[^\t\n]*\t[^\t\n]*\Z")
+
+
+def _not_a_list(path: Path) -> str | None:
+    """Why the file at `path` is not a list datalint wrote (None: missing, empty, or one of ours).
+
+    A list is refused by what it holds, not by its name: `--quarantine train.py` replaced a dataset's
+    own code with JSON."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    if not stat_module.S_ISREG(info.st_mode):
+        return "it is not a regular file"
+    if info.st_size == 0:
+        return None
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(64 * 1024)
+    except OSError as exc:
+        return f"it cannot be read to check: {exc.strerror or exc}"
+    if head.startswith(binary_list.MAGIC) or _JSON_LIST_HEAD.match(head):
+        return None
+    lines = head.split(b"\n")
+    whole = lines if len(head) == info.st_size else lines[:-1]  # the last line may be cut at 64 KiB
+    if all(_TEXT_LIST_LINE.match(line) for line in whole if line) and any(whole):
+        return None
+    first = head.split(b"\n", 1)[0][:60].decode("utf-8", "replace")
+    return f"it begins {first!r}, not like a JSON, binary or text list datalint writes"
 
 
 def write_text_atomically(path: Path, text: str) -> None:

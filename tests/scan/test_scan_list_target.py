@@ -1,0 +1,93 @@
+"""A list is written only over a missing file or a list datalint wrote: `--quarantine ds.py` used to
+replace the dataset's own code with JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scan_support import ROOT
+
+DATASET = """\
+import torch
+from torch.utils.data import Dataset
+
+
+class Small(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, index):
+        return {"x": torch.zeros(2), "label": index}
+
+
+ds = Small()
+"""
+
+
+def datalint(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DATALINT_DEBUG": ""}
+    return subprocess.run(
+        [sys.executable, "-m", "datalint", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    code = tmp_path / "ds.py"
+    code.write_text(DATASET)
+    return code
+
+
+def _assert_refused(result: subprocess.CompletedProcess[str], target: Path, flag: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert f"{flag} {target} exists and is not a quarantine list" in result.stderr
+    assert "it begins 'import torch'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_scan_refuses_to_write_its_list_over_the_datasets_code(dataset: Path, tmp_path: Path) -> None:
+    db = tmp_path / "ds.db"
+    result = datalint(
+        "scan", "--dataset", f"{dataset}:ds", "--db", str(db), "--quarantine", str(dataset), cwd=tmp_path
+    )
+    _assert_refused(result, dataset, "--quarantine")
+    assert dataset.read_text() == DATASET
+    assert not db.exists()  # refused before any work
+
+
+def test_a_list_datalint_wrote_is_written_again(dataset: Path, tmp_path: Path) -> None:
+    db, listed = tmp_path / "ds.db", tmp_path / "list.json"
+    for _ in range(2):
+        result = datalint(
+            "scan", "--dataset", f"{dataset}:ds", "--db", str(db), "--quarantine", str(listed), cwd=tmp_path
+        )
+        assert result.returncode == 0, result.stderr
+    assert json.loads(listed.read_text())["format"] == "datalint-quarantine/1"
+    for form, name in (("text", "list.txt"), ("binary", "list.bin"), ("json", "list.json")):
+        for _ in range(2):
+            args = ("quarantine", str(db), "--kinds", "all", "--format", form, "-o", str(tmp_path / name))
+            result = datalint(*args, cwd=tmp_path)
+            assert result.returncode == 0, (form, result.stderr)
+
+
+def test_quarantine_and_watch_refuse_a_file_that_is_not_a_list(dataset: Path, tmp_path: Path) -> None:
+    db = tmp_path / "ds.db"
+    assert datalint("scan", "--dataset", f"{dataset}:ds", "--db", str(db), cwd=tmp_path).returncode == 0
+    result = datalint("quarantine", str(db), "-o", str(dataset), cwd=tmp_path)
+    _assert_refused(result, dataset, "-o/--output-file")
+    pytest.importorskip("watchfiles")
+    result = datalint(
+        "watch", "--dataset", f"{dataset}:ds", "--db", str(db), "--quarantine", str(dataset), cwd=tmp_path
+    )
+    _assert_refused(result, dataset, "--quarantine")
+    assert dataset.read_text() == DATASET
