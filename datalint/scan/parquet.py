@@ -6,8 +6,9 @@ in the process that forks the workers; a worker reads one row group of the image
 and keeps it while its chunk of rows lies in it, so a file is read about once.
 
 Keys are `<file relative to the files' common folder>#<row>` (the row within the file), or the
-value of `--key-column`. A file whose footer cannot be read is one `unreadable` finding, keyed by
-the file; a row group that cannot be read (a corrupt page, a failed page checksum) makes every row
+value of `--key-column`. A file whose footer cannot be read, or that lacks the image column or holds
+another type there (when other files of the set have it), is one `unreadable` finding, keyed by the
+file; a row group that cannot be read (a corrupt page, a failed page checksum) makes every row
 of it a `corrupt` finding naming the row group; the scan goes on. Every value gets the image probes
 of `--images`; a null or empty value is `empty`.
 """
@@ -35,7 +36,8 @@ class ParquetPart:
     path: str
     name: str
     group_rows: tuple[int, ...] = ()  # rows per row group
-    damage: str | None = None  # the footer could not be read: the file is one entry
+    damage: str | None = None  # the footer could not be read, or no image column: the file is one entry
+    footer_read: bool = True
 
     @property
     def rows(self) -> int:
@@ -51,15 +53,38 @@ def _open(path: str) -> Any:
     return pq.ParquetFile(path, page_checksum_verification=True)
 
 
-def read_part(path: str, name: str) -> ParquetPart:
+def read_part(path: str, name: str, column: str) -> ParquetPart:
     try:
         with _open(path) as opened:
-            metadata = opened.metadata
+            metadata, schema = opened.metadata, opened.schema_arrow
     except Exception as exc:  # per-file boundary: pyarrow raises ArrowInvalid, OSError, ...
-        return ParquetPart(path, name, damage=f"is not a readable Parquet file ({type(exc).__name__}: {exc})")
+        damage = f"is not a readable Parquet file ({type(exc).__name__}: {exc})"
+        return ParquetPart(path, name, damage=damage, footer_read=False)
+    unusable = _unusable_column(schema, column)
+    if unusable is not None:
+        return ParquetPart(path, name, damage=unusable)
     return ParquetPart(
         path, name, tuple(metadata.row_group(g).num_rows for g in range(metadata.num_row_groups))
     )
+
+
+def _unusable_column(schema: Any, column: str) -> str | None:
+    """Why this file's `column` holds no image bytes (None when it may): missing, or another type.
+
+    One file of a set written by another job (a renamed column, paths instead of bytes) is that
+    file's finding; it used to stop the whole scan."""
+    import pyarrow as pa
+
+    if column not in schema.names:
+        return f"has no column {column!r} (its columns: {', '.join(schema.names)})"
+    kind = schema.field(column).type
+    if pa.types.is_struct(kind) and kind.get_field_index("bytes") >= 0:
+        kind = kind.field("bytes").type
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
+        return None
+    if pa.types.is_null(kind):
+        return None  # every value null: each row is `empty`
+    return f"holds {kind} in column {column!r}, not image bytes (binary, or a struct with a `bytes` field)"
 
 
 class ParquetSource:
@@ -76,7 +101,8 @@ class ParquetSource:
         paths = shard_paths(description.spec, flag="--parquet")
         common = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in paths])
         self.parts = tuple(
-            read_part(p, os.path.relpath(os.path.abspath(p), common).replace(os.sep, "/")) for p in paths
+            read_part(p, os.path.relpath(os.path.abspath(p), common).replace(os.sep, "/"), self.column)
+            for p in paths
         )
         self._check_column()
         self._starts: list[int] = []
@@ -97,15 +123,19 @@ class ParquetSource:
             warm_up_decoders()
 
     def _check_column(self) -> None:
-        for part in self.parts:
-            if part.damage is None:
+        """A column no file can give is a usage error (a misspelt `--column`); one file is its finding."""
+        usable = [part for part in self.parts if part.damage is None]
+        readable = [part for part in self.parts if part.footer_read]
+        if readable and not usable:
+            raise UsageError(f"{readable[0].name} {readable[0].damage}; give the image column with --column")
+        for part in usable:
+            if self.key_column is not None:
                 with _open(part.path) as opened:
                     names = opened.schema_arrow.names
-                for wanted in filter(None, (self.column, self.key_column)):
-                    if wanted not in names:
-                        raise UsageError(
-                            f"{part.name} has no column {wanted!r}; its columns: {', '.join(names)}"
-                        )
+                if self.key_column not in names:
+                    raise UsageError(
+                        f"{part.name} has no column {self.key_column!r}; its columns: {', '.join(names)}"
+                    )
 
     def _read_keys(self) -> list[str]:
         keys: list[str] = []
@@ -143,7 +173,7 @@ class ParquetSource:
         number, row = self._locate(index)
         part = self.parts[number]
         if part.damage is not None:
-            detail = f"file {part.name} {part.damage}: its rows are lost"
+            detail = f"file {part.name} {part.damage}: its rows are not scanned"
             return {"info": {"file": part.name}, "findings": [{"kind": "unreadable", "detail": detail}]}
         group, within = _group_of(part.group_rows, row)
         values = self._row_group(number, group)

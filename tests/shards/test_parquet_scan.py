@@ -73,3 +73,25 @@ def test_a_key_column_names_the_rows_and_a_missing_column_is_a_usage_error(tmp_p
     assert [sample["key"] for sample in document["samples"]] == ["x"]
     code, _, err = run_cli("scan", "--parquet", pattern, "--column", "jpg", "--db", str(tmp_path / "m.db"))
     assert code == 2 and "no column 'jpg'" in err
+
+
+def test_a_file_without_the_image_column_is_its_finding_and_the_others_are_scanned(tmp_path: Path) -> None:
+    good = [jpeg(n) for n in range(4)]
+    write_part(tmp_path / "part-0.parquet", good, list("abcd"))
+    pq.write_table(
+        pa.table({"id": ["e"], "img": pa.array(good[:1], type=pa.binary())}), tmp_path / "part-1.parquet"
+    )
+    pq.write_table(pa.table({"id": ["f"], "image": ["images/f.jpg"]}), tmp_path / "part-2.parquet")
+    db = tmp_path / "parts.db"
+    code, out, err = run_cli(
+        "scan", "--parquet", str(tmp_path / "part-*.parquet"), "--db", str(db), "--format", "json"
+    )
+    assert code == 1, err  # not 2: the scan went on
+    summary = json.loads(out)
+    assert summary["length"] == 4 + 1 + 1  # each file without image bytes is one entry
+    document = json.loads(Path(summary["quarantine"]).read_text())
+    details = {sample["key"]: (sample["kinds"], sample["detail"]) for sample in document["samples"]}
+    assert set(details) == {"part-1.parquet", "part-2.parquet"}
+    assert details["part-1.parquet"][0] == ["unreadable"]
+    assert "has no column 'image' (its columns: id, img)" in details["part-1.parquet"][1]
+    assert "holds string in column 'image', not image bytes" in details["part-2.parquet"][1]
