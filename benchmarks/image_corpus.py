@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from datalint.index import kinds
+
 Rng = np.random.Generator
 
 
@@ -61,7 +63,7 @@ class CorpusFile:
         return bool(set(self.expected) & DAMAGE_KINDS)
 
 
-DAMAGE_KINDS = frozenset({"corrupt", "empty", "decompression_bomb", "unreadable"})
+DAMAGE_KINDS = frozenset(kinds.DAMAGE_KINDS)
 CLASSES = 10
 NON_IMAGE_FILES = ("notes.txt", "class_0/labels.json", "class_1/.DS_Store")
 

@@ -1,11 +1,13 @@
 """Keep the docs honest: README's rule table equals the catalog, and every command is documented.
 
     python scripts/docs_check.py            check; exit 1 with what to fix
-    python scripts/docs_check.py --write    regenerate the README rule table
+    python scripts/docs_check.py --write    regenerate the README rule table and the kinds table
 
 Checks:
 - the section of README.md between `<!-- rules:start -->` and `<!-- rules:end -->` equals
   `datalint rules --format markdown` (skipped, with a note, when the markers are absent);
+- the section of docs/index.md between `<!-- kinds:start -->` and `<!-- kinds:end -->` equals the
+  table of the finding kinds' registry (`datalint.index.kinds.markdown_table()`);
 - every `datalint` subcommand appears in README.md as `datalint <command>`;
 - every option of `datalint check` appears in docs/check.md.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- rules:start -->", "<!-- rules:end -->"
+KINDS_START, KINDS_END = "<!-- kinds:start -->", "<!-- kinds:end -->"
 
 
 def rule_table() -> str:
@@ -51,6 +54,25 @@ def check_table(readme: str, write: bool, path: Path) -> list[str]:
     return [f"{path.name}: the rule table is stale; run `python scripts/docs_check.py --write`"]
 
 
+def check_kinds_table(docs: Path, write: bool) -> list[str]:
+    """docs/index.md's table of the finding kinds is the registry's (datalint/index/kinds.py)."""
+    from datalint.index.kinds import markdown_table
+
+    text = docs.read_text(encoding="utf-8")
+    if KINDS_START not in text or KINDS_END not in text:
+        return [f"{docs.name}: no {KINDS_START} / {KINDS_END} markers around the finding kinds table"]
+    head, rest = text.split(KINDS_START, 1)
+    current, tail = rest.split(KINDS_END, 1)
+    wanted = "\n" + markdown_table()
+    if current == wanted:
+        return []
+    if write:
+        docs.write_text(head + KINDS_START + wanted + KINDS_END + tail, encoding="utf-8")
+        print(f"wrote the finding kinds table into {docs}")
+        return []
+    return [f"{docs.name}: the finding kinds table is stale; run `python scripts/docs_check.py --write`"]
+
+
 def check_commands(readme: str, path: Path) -> list[str]:
     return [
         f"{path.name}: the command `datalint {name}` is not mentioned"
@@ -74,14 +96,16 @@ def check_options(docs: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="regenerate the README rule table")
+    parser.add_argument("--write", action="store_true", help="regenerate the rule and kinds tables")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     parser.add_argument("--check-docs", type=Path, default=ROOT / "docs" / "check.md")
+    parser.add_argument("--index-docs", type=Path, default=ROOT / "docs" / "index.md")
     args = parser.parse_args(argv)
     readme = args.readme.read_text(encoding="utf-8")
     problems = check_table(readme, args.write, args.readme)
     problems += check_commands(args.readme.read_text(encoding="utf-8"), args.readme)
     problems += check_options(args.check_docs)
+    problems += check_kinds_table(args.index_docs, args.write)
     for problem in problems:
         print(f"docs check: {problem}", file=sys.stderr)
     if not problems:

@@ -15,13 +15,11 @@ from typing import Any
 
 from datalint.commands.arguments import count, non_negative_float, positive_float, positive_int, size
 from datalint.errors import UsageError
+from datalint.index import kinds
 from datalint.text import printable, shown_name
 
 KIND_HELP = (
-    "finding kinds to quarantine: 'default' (error, crash, timeout, missing_field, uncollatable, "
-    "shape_mismatch, non_finite, label_out_of_range, requires_grad, non_cpu_tensor, oversized; for image "
-    "files corrupt, empty, decompression_bomb, unreadable, unsupported), 'all', "
-    "or a comma-separated list"
+    f"finding kinds to quarantine: 'default' ({kinds.default_help()}), 'all', or a comma-separated list"
 )
 
 
@@ -449,8 +447,6 @@ def _scan_with_warnings(api: Any, description: Any, options: Any, args: argparse
 
 def format_summary(summary: Any) -> str:
     """The end-of-scan table: outcomes, findings per kind, the worst samples, where things are."""
-    from datalint.scan.policy import KINDS
-
     length = "?" if summary.length is None else f"{summary.length:,}"
     resumed = f", {summary.resumed:,} from a previous run" if summary.resumed else ""
     lines = [
@@ -464,7 +460,7 @@ def format_summary(summary: Any) -> str:
         for kind, count in sorted(summary.findings.items(), key=lambda item: (-item[1], item[0])):
             quarantined = "yes" if kind in summary.policy else "no"
             lines.append(f"  {kind:<20} {count:>8,}  {quarantined}")
-        unknown = [kind for kind in summary.findings if kind not in KINDS]
+        unknown = [kind for kind in summary.findings if kind not in kinds.KINDS]
         if unknown:
             lines.append(f"  (reported by the source: {', '.join(unknown)})")
     if summary.worst:

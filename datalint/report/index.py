@@ -18,10 +18,10 @@ from typing import Any
 
 from datalint.errors import DatalintError
 from datalint.index import read
+from datalint.index.kinds import DAMAGE_KINDS, UNSUPPORTED_KIND
 from datalint.index.store import RunRecord, read_key, reading_index
 from datalint.report.charts import Threshold
 from datalint.report.limits import policy_thresholds
-from datalint.scan.images import DAMAGE_KINDS, UNSUPPORTED_KIND
 
 # Statuses that are findings in their own right even before policy has written `findings`
 # (a scan killed before the end leaves samples but no derived findings).

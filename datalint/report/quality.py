@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from datalint.index import read
+from datalint.index import kinds, read
 from datalint.index.store import read_key
 from datalint.report.charts import Threshold, format_count, score_histogram
 from datalint.report.index import FlaggedSample, IndexSummary
@@ -33,7 +33,6 @@ SCORE_AXES: dict[str, tuple[str, bool]] = {
     "colorfulness": ("mean largest channel difference, 0..1", False),
 }
 SHAPE_AXES = {"odd_size": "side (square root of the area, px)", "odd_aspect": "aspect (width / height)"}
-MEANINGS = {**quality.QUALITY_KIND_MEANINGS, "grayscale": "visually grey (or one channel) where RGB is usual"}
 
 
 @dataclass(frozen=True)
@@ -364,7 +363,7 @@ def _ours(thumb: Thumbnail, css: str = "thumb") -> Html:
 
 def _kind_block(view: KindView, db: Path) -> Html:
     more = view.total - len(view.thumbs)
-    meaning = el("span", MEANINGS.get(view.kind, ""), class_="note")
+    meaning = el("span", kinds.label(view.kind), class_="note")
     return el(
         "div",
         el("h3", f"{view.kind} ({view.total:,}) ", meaning),

@@ -19,6 +19,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
+from datalint.index.kinds import DATASET_ONLY_KINDS
 from datalint.index.store import RunRecord
 from datalint.report.charts import (
     Bar,
@@ -308,10 +309,6 @@ _DATASET_ONLY_OPTIONS = frozenset({
     "labels", "policy.num_classes", "policy.ignore_index", "policy.require", "policy.max_bytes",
     "policy.oversize_factor", "policy.majority", "policy.min_peers",
 })  # fmt: skip
-_DATASET_ONLY_KINDS = frozenset({
-    "missing_field", "uncollatable", "shape_mismatch", "non_finite", "label_out_of_range",
-    "requires_grad", "non_cpu_tensor", "oversized", "dtype_mismatch", "fd_leak",
-})  # fmt: skip
 
 
 def _is_file_scan(run: RunRecord) -> bool:
@@ -341,7 +338,7 @@ def _options_block(run: RunRecord | None) -> Html:
     if _is_file_scan(run):
         options = [(name, value) for name, value in options if name not in _DATASET_ONLY_OPTIONS]
         options = [
-            (name, ", ".join(k for k in value.split(", ") if k not in _DATASET_ONLY_KINDS))
+            (name, ", ".join(k for k in value.split(", ") if k not in DATASET_ONLY_KINDS))
             if name == "policy.kinds" else (name, value)
             for name, value in options
         ]  # fmt: skip

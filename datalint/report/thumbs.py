@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.files import read_regular_file
+from datalint.index.kinds import UNDECODABLE_KINDS
 from datalint.report.index import FlaggedSample
 from datalint.text import exception_text, printable
 
@@ -33,7 +34,6 @@ MAX_PREVIEW_FILE_BYTES = 256 * 1024 * 1024  # and to read a file larger than thi
 
 # Outcomes of the scan after which decoding the file again in this process is not safe.
 UNSAFE_STATUSES = frozenset({"crash", "timeout"})
-UNSAFE_KINDS = frozenset({"decompression_bomb", "crash", "timeout"})
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def resolve_image(key: str | None, root: Path | None) -> Path | None:
 
 def thumbnail(sample: FlaggedSample, root: Path | None) -> Thumbnail:
     """One preview; any failure of this one file becomes its placeholder (per-sample boundary)."""
-    if sample.status in UNSAFE_STATUSES or UNSAFE_KINDS.intersection(sample.kinds):
+    if sample.status in UNSAFE_STATUSES or UNDECODABLE_KINDS.intersection(sample.kinds):
         return Thumbnail(sample, None, "not decoded: the scan found it unsafe to decode")
     path = resolve_image(sample.key, root)
     if path is None:

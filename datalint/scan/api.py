@@ -1018,7 +1018,7 @@ def outcome_counts(
     counting it as ok put "ok 200" above a table of 8 corrupt files. `files` (an image scan) shows
     `damaged` and `unsupported` even at 0.
     """
-    from datalint.scan.images import DAMAGE_KINDS, UNSUPPORTED_KIND
+    from datalint.index.kinds import DAMAGE_KINDS, UNSUPPORTED_KIND
 
     listed = list(findings)
     damaged = {f.idx for f in listed if f.kind in DAMAGE_KINDS}

@@ -57,36 +57,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 from datalint.errors import UsageError
 from datalint.files import FileTooLarge, read_regular_file
+from datalint.index.kinds import DAMAGE_KINDS, UNSUPPORTED_KIND
 from datalint.index.store import read_key
 from datalint.text import safe_str, shown_name
 
 if TYPE_CHECKING:
     from PIL import Image
 
-# Damage: quarantined by default.
-DAMAGE_KINDS: tuple[str, ...] = ("corrupt", "empty", "decompression_bomb", "unreadable")
-# A valid file this installation cannot decode (a missing plugin, codec or helper program, or a
-# feature the decoder lacks): not damage, but quarantined by default, because a training loader on
-# this machine fails on it just the same (docs/images.md). The detail names the missing piece.
-UNSUPPORTED_KIND = "unsupported"
-UNSUPPORTED_MEANING = "a valid file this installation cannot decode (missing plugin, codec or program)"
-# Information about valid files: reported, not quarantined by default (docs/images.md).
-INFO_KIND_MEANINGS: dict[str, str] = {
-    "extension_mismatch": "the content is another format than the name says (a GIF named .jpg)",
-    "cmyk": "CMYK colour (convert('RGB') gives other colours than most viewers)",
-    "grayscale": "one channel (mode L, LA, I;16, 1...) where RGB is usual",
-    "palette": "a palette image (mode P or PA)",
-    "alpha": "has transparency (RGBA, LA, PA, or a palette with a transparent colour)",
-    "high_bit_depth": "more than 8 bits per channel (16-bit PNG or TIFF)",
-    "exif_rotated": "EXIF orientation other than 1: viewers show it rotated or mirrored",
-    "bad_exif": "an EXIF block that cannot be parsed (exif_transpose() would raise)",
-    "multi_frame": "several frames or pages; only the first is decoded unless all frames are asked for",
-    "decoder_warning": "a decoder warning that does not mean damaged pixels",
-    "tiny": "a side shorter than 32 pixels",
-    "extreme_aspect": "one side more than 10 times the other",
-    "duplicate": "the same bytes as another file of the scan (the first by key is not flagged)",
-}
-INFO_KINDS: tuple[str, ...] = tuple(INFO_KIND_MEANINGS)
 
 # Pillow's own default for Image.MAX_IMAGE_PIXELS (a test keeps the two equal).
 DEFAULT_MAX_PIXELS = 89_478_485

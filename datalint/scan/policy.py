@@ -18,11 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datalint.errors import UsageError
+from datalint.index.kinds import DEFAULT_KINDS, KINDS, SAID_BY, candidate_where, severity_rank
 from datalint.scan import hash_groups, quality
 from datalint.scan.images import (
-    INFO_KIND_MEANINGS,
-    UNSUPPORTED_KIND,
-    UNSUPPORTED_MEANING,
     ShapeThresholds,
     duplicate_findings,
     index_findings,
@@ -32,54 +30,6 @@ from datalint.text import did_you_mean
 from datalint.units import human_bytes
 
 QUARANTINE_FORMAT = "datalint-quarantine/1"
-
-
-@dataclass(frozen=True)
-class Kind:
-    name: str
-    quarantined: bool  # by default
-    meaning: str
-
-
-# The finding kinds are a public contract (docs/index.md, docs/scan.md). Image-file kinds decided by
-# the image source itself ride along in each sample's `reported` findings.
-KINDS: dict[str, Kind] = {
-    kind.name: kind
-    for kind in (
-        Kind("error", True, "the sample raised an exception"),
-        Kind("crash", True, "the worker process died on this sample"),
-        Kind("timeout", True, "no result within --timeout"),
-        Kind("missing_field", True, "a --label/--require field, or one its peers hold, is absent or None"),
-        Kind("uncollatable", True, "default_collate cannot batch it"),
-        Kind("shape_mismatch", True, "structure or shape differs from the majority"),
-        Kind("non_finite", True, "NaN or Inf in a float tensor or array"),
-        Kind("label_out_of_range", True, "a --label value outside [0, --num-classes)"),
-        Kind("requires_grad", True, "a tensor that requires grad"),
-        Kind("non_cpu_tensor", True, "a tensor not on the CPU"),
-        Kind("oversized", True, "far larger than its peers, or above --max-bytes"),
-        Kind("dtype_mismatch", False, "dtype differs from the majority (the batch is silently promoted)"),
-        Kind("slow", False, "far slower than its peers"),
-        Kind("fd_leak", False, "left file descriptors open"),
-        Kind(
-            "side_effect", False, "changed its worker: left a child process, moved the working directory, ..."
-        ),
-        Kind("corrupt", True, "an image file that does not decode"),
-        Kind("empty", True, "an empty file"),
-        Kind("decompression_bomb", True, "an image whose header claims more pixels than --max-pixels"),
-        Kind("unreadable", True, "a file that cannot be read"),
-        Kind(UNSUPPORTED_KIND, True, UNSUPPORTED_MEANING),  # not damage; a loader here fails on it
-        *(Kind(name, False, meaning) for name, meaning in INFO_KIND_MEANINGS.items()),  # image information
-        # Quality kinds: information unless asked for (--kinds dark,blurry); a leak is what --against asks.
-        *(Kind(name, name == "leak", meaning) for name, meaning in quality.QUALITY_KIND_MEANINGS.items()),
-    )
-}
-DEFAULT_KINDS: tuple[str, ...] = tuple(name for name, kind in KINDS.items() if kind.quarantined)
-# Severity order for "the worst samples": what stops a training job first.
-SEVERITY: tuple[str, ...] = (
-    "crash", "timeout", "error", "corrupt", "unreadable", "decompression_bomb", "empty", "unsupported",
-    "uncollatable", "missing_field", "shape_mismatch", "label_out_of_range", "non_finite", "requires_grad",
-    "non_cpu_tensor", "oversized", "dtype_mismatch", "slow", "fd_leak", "side_effect",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -431,20 +381,16 @@ SAMPLE_PASS_COLUMNS = (
     "labels", "info", "reported", "error_type", "error_message",
 )  # fmt: skip
 
-# A relative kind says nothing more where its fixed counterpart already holds for the sample.
-_SAID_BY: dict[str, str] = {"odd_size": "tiny", "odd_aspect": "extreme_aspect", "near_duplicate": "duplicate"}
-
-
 def _merged(findings: list[Finding]) -> list[Finding]:
     """One finding per (index, kind) (a mode-L `grayscale` and a visually grey one say it once), and
-    no `odd_size` beside `tiny`, `odd_aspect` beside `extreme_aspect`, `near_duplicate` beside `duplicate`."""
+    no relative kind beside its fixed counterpart (`odd_size` beside `tiny`: `kinds.SAID_BY`)."""
     merged: dict[tuple[int, str], Finding] = {}
     for finding in findings:
         merged.setdefault((finding.idx, finding.kind), finding)
     return sorted(
         finding
         for (idx, kind), finding in merged.items()
-        if kind not in _SAID_BY or (idx, _SAID_BY[kind]) not in merged
+        if kind not in SAID_BY or (idx, SAID_BY[kind]) not in merged
     )
 
 
@@ -835,7 +781,7 @@ def _candidate_filter(
 
     Every value is a parameter, never text in the SQL: a limit may be `inf`, a signature anything.
     """
-    if options.require or options.num_classes is not None:
+    if options.require:  # every sample is judged for a --require field
         return "", []
     return candidate_clauses(peers, options, judge.bad_signatures(db))
 
@@ -843,29 +789,17 @@ def _candidate_filter(
 def candidate_clauses(
     peers: Population, options: PolicyOptions, bad_signatures: list[str] | None
 ) -> tuple[str, list[Any]]:
-    """`_candidate_filter` once the signatures with findings are known (None: too many to list)."""
-    if bad_signatures is None or options.require or options.num_classes is not None:
+    """`_candidate_filter` once the signatures with findings are known (None: too many to list):
+    the rows where a clause of some kind of the registry holds (datalint/index/kinds.py)."""
+    if bad_signatures is None or options.require:
         return "", []
-    parameters: list[Any] = []
-    clauses = [
-        "status != 'ok'", "non_finite > 0", "requires_grad = 1", "non_cpu = 1", "fd_delta > 0",
-        "reported IS NOT NULL",
-        # a --label field that is missing or None is a finding whatever the structure says (a text
-        # test: the rows it lets through are judged exactly; json_each per row costs 3x the pass)
-        "instr(labels, 'null') > 0",
-    ]  # fmt: skip
-    largest = _smallest_size_limit(peers, options)
-    if largest is not None:
-        clauses.append("nbytes > ?")
-        parameters.append(largest)
-    slowest = slow_limit(peers, options)
-    if slowest is not None:
-        clauses.append("duration >= ?")
-        parameters.append(slowest)
-    if bad_signatures:
-        clauses.append(f"signature IN ({', '.join('?' for _ in bad_signatures)})")
-        parameters.extend(bad_signatures)
-    return "WHERE " + " OR ".join(clauses), parameters
+    values = {
+        "largest": _smallest_size_limit(peers, options),
+        "slowest": slow_limit(peers, options),
+        "signatures": bad_signatures,
+        "num_classes": options.num_classes,
+    }
+    return candidate_where(values)
 
 
 def sample_findings(
@@ -1284,13 +1218,8 @@ def quarantine_entries(
     return entries
 
 
-def _severity(finding: Finding) -> int:
-    return severity_rank(finding.kind)
-
-
-def severity_rank(kind: str) -> int:
-    """Where a finding kind stands in SEVERITY (0 is the worst); kinds not listed come last."""
-    return SEVERITY.index(kind) if kind in SEVERITY else len(SEVERITY)
+def _severity(finding: Finding) -> tuple[int, str]:
+    return severity_rank(finding.kind), finding.kind
 
 
 def quarantine_document(

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
-from datalint.scan.images import DAMAGE_KINDS, UNSUPPORTED_KIND
+from datalint.index.kinds import DAMAGE_KINDS, UNSUPPORTED_KIND
 
 MODES = ("auto", "rich", "plain", "none")
 

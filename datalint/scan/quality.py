@@ -36,17 +36,6 @@ THUMB = 64  # the normalised grey thumbnail's side
 _STRUCTURE = 0.04  # Laplacian energy at half scale (unit-variance image) under which nothing has structure
 SCORE_NAMES: tuple[str, ...] = ("highlights", "shadows", "sharpness", "entropy", "colorfulness")
 
-QUALITY_KIND_MEANINGS: dict[str, str] = {
-    "dark": "even the brightest pixels are dark (99th-percentile luminance under the threshold)",
-    "light": "washed out (even the darkest pixels are bright)",
-    "blurry": "little fine detail for its coarse structure (out of focus or upscaled)",
-    "low_information": "few distinct grey levels (a blank, flat or nearly uniform image)",
-    "odd_size": "far smaller or larger than most images of the scan",
-    "odd_aspect": "a shape far from most images of the scan",
-    "near_duplicate": "looks the same as another image (perceptual hash); the representative is named",
-    "leak": "the same or nearly the same image is in the other split (--against)",
-}
-
 
 # --------------------------------------------------------------------------- per image (workers)
 

@@ -39,6 +39,7 @@ from typing import Any
 
 from datalint.files import write_atomically
 from datalint.index import failures, read, store
+from datalint.index.kinds import severity_sql
 
 logger = logging.getLogger("datalint.service")
 
@@ -520,20 +521,13 @@ def content_hasher(opened: bytes) -> Any:
     return hasher
 
 
-def _severity_case() -> str:
-    from datalint.scan.policy import SEVERITY
-
-    arms = " ".join(f"WHEN '{kind}' THEN {rank}" for rank, kind in enumerate(SEVERITY))
-    return f"CASE kind {arms} ELSE {len(SEVERITY)} END"
-
-
 def _entries_query(where: str) -> str:
     """One JSON object per quarantined sample (compact, as json_group_array writes them), by index."""
     return f"""
         SELECT f.idx, json_object('index', f.idx, 'key', s.key, 'kinds', json_group_array(f.kind),
                                   'detail', group_concat(f.detail, '; ')) AS entry
         FROM (SELECT idx, kind, detail FROM findings WHERE quarantine = 1 {where}
-              ORDER BY idx, {_severity_case()}) AS f
+              ORDER BY idx, {severity_sql()}, kind) AS f
         LEFT JOIN samples s ON s.idx = f.idx
         GROUP BY f.idx ORDER BY f.idx
     """

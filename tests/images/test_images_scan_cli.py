@@ -31,11 +31,12 @@ def corpus_scan(
 
 
 def test_every_file_gets_exactly_its_findings_keyed_by_path_in_dir(corpus_scan: dict[str, Any]) -> None:
-    from datalint.scan.quality import QUALITY_KIND_MEANINGS, SCORED_KINDS
+    from datalint.index.kinds import QUALITY_KINDS
+    from datalint.scan.quality import SCORED_KINDS
 
     # The quality kinds judge what the pictures look like (tests/images/test_images_quality.py);
     # this corpus labels what its files are.
-    looks = {*QUALITY_KIND_MEANINGS, *SCORED_KINDS} - {"grayscale"}
+    looks = {*QUALITY_KINDS, *SCORED_KINDS} - {"grayscale"}
     found = {key: kinds - looks for key, kinds in findings_by_key(corpus_scan["db"]).items() if kinds - looks}
     expected = {row.relpath: set(row.expected) for row in corpus_scan["rows"] if row.expected}
     assert found == expected

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from datalint.cli import build_parser
-from datalint.scan.policy import KINDS
+from datalint.index.kinds import KINDS, SAMPLE_CONTRACT, of_family
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "scan.md").read_text()
 
@@ -32,11 +32,7 @@ def test_every_flag_is_documented(command: str) -> None:
     assert not missing, f"docs/scan.md does not document {missing} of `datalint {command}`"
 
 
-DATASET_KINDS = (
-    "error", "crash", "timeout", "missing_field", "uncollatable", "shape_mismatch", "non_finite",
-    "label_out_of_range", "requires_grad", "non_cpu_tensor", "oversized", "dtype_mismatch", "slow", "fd_leak",
-    "side_effect",
-)  # fmt: skip
+DATASET_KINDS = of_family(SAMPLE_CONTRACT)
 
 
 def test_every_dataset_finding_kind_is_documented_with_its_default() -> None:
