@@ -364,6 +364,9 @@ def _scan_locked(
         )
     if workers == 0:
         notes.append("--workers 0: samples ran in this process; nothing isolated, no timeout enforced")
+    listed = getattr(source, "listing_notes", None)  # what a source's listing folded or left out
+    if listed is not None:
+        notes.extend(listed())
     scanned = 0
     if todo is not None:
         try:

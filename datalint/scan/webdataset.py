@@ -12,7 +12,9 @@ Keys are `<shard path relative to the shards' common folder>/<__key__>`, which
 Damage is found, never raised: a member whose bytes run past the end of the file is cut (a
 `corrupt` finding on its sample), and a shard that stops before its end-of-archive blocks is
 truncated (an `unreadable` finding on a sample keyed by the shard itself, saying where the members
-it lost began). Image members get the image probes of `--images`; `json`, `cls` and `txt` members
+it lost began). Members that repeat a name within one sample (two `0001.jpg` in a row) are folded
+into it, each measured, and said: in the sample's info (`folded`) and once in the summary. Image
+members get the image probes of `--images`; `json`, `cls` and `txt` members
 must parse; every member must be non-empty.
 """
 
@@ -297,6 +299,7 @@ class WebDatasetSource:
             max_pixels=int(description.option("max_pixels", DEFAULT_MAX_PIXELS)),
             all_frames=bool(description.option("all_frames", False)),
         )
+        self._folded: list[tuple[str, int]] = []  # (a sample's key, members whose name it held already)
         self.entries = tuple(self._entries())
         self._capture: StderrCapture | None = None
         self._capture_pid = 0
@@ -308,7 +311,10 @@ class WebDatasetSource:
         for number, path in enumerate(self.paths):
             listing = list_shard(path)
             for key, members in listing.groups:
-                yield Entry(number, f"{self.names[number]}/{key}", members)
+                entry = Entry(number, f"{self.names[number]}/{key}", members)
+                if _repeated(members):
+                    self._folded.append((entry.key, sum(_repeated(members).values())))
+                yield entry
             if listing.damage is not None:
                 yield Entry(number, self.names[number], damage=listing.damage)
 
@@ -328,6 +334,19 @@ class WebDatasetSource:
     def key(self, index: int) -> str:
         return self.entries[index].key
 
+    def listing_notes(self) -> tuple[str, ...]:
+        """What the listing folded: members repeating a name in one sample (two `0001.jpg` in a row)."""
+        if not self._folded:
+            return ()
+        key, extra = self._folded[0]
+        members = sum(extra for _, extra in self._folded)
+        return (
+            f"{members:,} tar member(s) repeat a name their sample already has and were folded into "
+            f"{len(self._folded):,} sample(s) (the first: {key}, {extra} more): each member is measured, "
+            "but webdataset's loader stops at such a sample ('duplicate file name in tar file') or, with "
+            "a handler that goes on, keeps one; each sample's info says how many (`folded`)",
+        )
+
     def measure(self, index: int) -> dict[str, Any]:
         entry = self.entries[index]
         if entry.damage is not None:
@@ -345,6 +364,9 @@ class WebDatasetSource:
             data = os.pread(descriptor, member.available, member.offset) if member.available else b""
             info["members"][member.extension] = member.size
             findings.extend(self._member_findings(member, data, info))
+        repeated = _repeated(entry.members)
+        if repeated:  # {"jpg": 1}: one member more than the one `.jpg` a sample holds
+            info["folded"] = repeated
         return {"info": info, "findings": findings}
 
     def _descriptor(self, shard: int) -> int:
@@ -375,6 +397,14 @@ class WebDatasetSource:
             return [{"kind": "empty", "detail": f"{name} is empty (0 bytes)"}]
         problem = decode_problem(last, data)
         return [] if problem is None else [{"kind": "corrupt", "detail": f"{name}: {problem}"}]
+
+
+def _repeated(members: tuple[Member, ...]) -> dict[str, int]:
+    """Per extension, the members of one sample past the first of that name."""
+    seen: dict[str, int] = {}
+    for member in members:
+        seen[member.extension] = seen.get(member.extension, 0) + 1
+    return {extension: count - 1 for extension, count in seen.items() if count > 1}
 
 
 def decode_problem(extension: str, data: bytes) -> str | None:

@@ -93,3 +93,37 @@ def test_image_members_are_judged_against_the_population_as_image_files_are(tmp_
     assert "dark" in kinds["train-000001.tar/b1"]
     assert "tiny" in kinds["train-000001.tar/b2"]
     assert "train-000000.tar/a0" not in kinds  # a noisy photo of its own: nothing to say
+
+
+def test_members_repeating_a_name_in_one_sample_are_said_to_be_folded(tmp_path: Path) -> None:
+    import io
+    import sqlite3
+    import tarfile
+
+    from tests.shards.shard_support import jpeg
+
+    shard = tmp_path / "dup-000000.tar"
+    with tarfile.open(shard, "w", format=tarfile.USTAR_FORMAT) as archive:
+        for name, data in [
+            ("0001.jpg", jpeg(1)),
+            ("0001.jpg", jpeg(2)),
+            ("0001.cls", b"3"),
+            ("0002.jpg", jpeg(4)),
+        ]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    db = tmp_path / "dup.db"
+    code, out, err = run_cli("scan", "--webdataset", str(shard), "--db", str(db), "--format", "json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["length"] == 2
+    folded = [note for note in summary["notes"] if "folded" in note]
+    assert folded and folded[0].startswith("1 tar member(s) repeat a name their sample already has")
+    assert "dup-000000.tar/0001" in folded[0]
+    with sqlite3.connect(db) as connection:
+        infos = dict(connection.execute("SELECT key, info FROM samples").fetchall())
+    assert json.loads(infos["dup-000000.tar/0001"])["folded"] == {"jpg": 1}
+    assert "folded" not in json.loads(infos["dup-000000.tar/0002"])
+    code, out, err = run_cli("scan", "--webdataset", str(shard), "--db", str(db))
+    assert "folded into 1 sample(s)" in out  # said again by an incremental scan that measures nothing
