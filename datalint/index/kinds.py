@@ -104,6 +104,8 @@ KINDS: dict[str, Kind] = {
         _sample("non_cpu_tensor", 150, "sample", True, "a tensor not on the CPU", "non_cpu = 1"),
         _sample("oversized", 160, "population", True, "far larger than its peers, or above --max-bytes",
                 "nbytes > :largest"),
+        _sample("duplicate_key", 165, "population", True,
+                "its key names other samples too (a keyed list cannot tell them apart)", file_scans=True),
         _sample("dtype_mismatch", 170, "population", False,
                 "dtype differs from the majority (the batch is silently promoted)", _SIGNATURE),
         _sample("slow", 180, "population", False, "far slower than its peers", "duration >= :slowest",

@@ -26,7 +26,7 @@ from datalint.scan.images import (
     index_findings,
     shape_findings,
 )
-from datalint.text import did_you_mean
+from datalint.text import did_you_mean, shown_name
 from datalint.units import human_bytes
 
 QUARANTINE_FORMAT = "datalint-quarantine/1"
@@ -329,7 +329,7 @@ def derive_findings(
         for kind, parts in details.items():
             findings.append(Finding(row["idx"], kind, "; ".join(dict.fromkeys(parts)), kind in options.kinds))
     # Image files judged against the whole index: duplicates (content hash), tiny, extreme aspect.
-    found = image_index_findings(db, shape_thresholds(options))
+    found = [*image_index_findings(db, shape_thresholds(options)), *index_wide_findings(db)]
     findings.extend(Finding(idx, kind, text, kind in options.kinds) for idx, kind, text in found)
     findings.extend(
         Finding(idx, kind, text, kind in options.kinds)
@@ -568,6 +568,34 @@ def image_index_findings(db: Any, thresholds: ShapeThresholds) -> list[tuple[int
     }
     found.extend((idx, f.kind, f.detail) for idx, f in duplicate_findings(hashes).items())
     return sorted(found)
+
+
+def index_wide_findings(db: Any) -> list[tuple[int, str, str]]:
+    """What one SQL pass over the whole index decides: `duplicate_key`, each sample whose key another
+    sample has too (a keyed list could not tell them apart). `summary_findings` runs this same
+    function, so both ways of judging an index agree."""
+    from itertools import groupby
+
+    found: list[tuple[int, str, str]] = []
+    for stored, rows in groupby(db.execute(_SHARED_KEYS), key=operator.itemgetter(1)):
+        indexes = [idx for idx, _key in rows]
+        name = shown_name(_image_key(indexes[0], stored))
+        shown = name if name.startswith("$'") else f"'{name}'"
+        for idx in indexes:
+            others = [other for other in indexes[:4] if other != idx][:3]
+            more = len(indexes) - 1 - len(others)
+            listed = ", ".join(f"#{other}" for other in others) + (f" and {more:,} more" if more else "")
+            detail = f"key {shown} names {len(indexes):,} samples (also {listed})"
+            found.append((idx, "duplicate_key", detail))
+    return found
+
+
+# Through the key index: the groups come from one pass over it, the rows of a shared key from a lookup.
+_SHARED_KEYS = """
+SELECT idx, key FROM samples
+WHERE key IN (SELECT key FROM samples WHERE key IS NOT NULL GROUP BY key HAVING count(*) > 1)
+ORDER BY key, idx
+"""
 
 
 def _parsed_scores(found: list[tuple[Any, Any, Any]]) -> list[Any]:

@@ -19,6 +19,8 @@ is the memory of the whole index in Python objects. Here the work is split as th
    near-duplicate groups (the components over all perceptual hashes; keys are read for the members
    only). The hashes are gathered as the parts come in (`hash_partitions`): in arrays for a few
    million images, in partition files beside the index past that, each partition grouped alone.
+   Keys that name several samples (`duplicate_key`) come from `policy.index_wide_findings`, the
+   one SQL pass over the key index that `policy.derive_findings` makes too.
 
 The findings are `policy.derive_findings`'s, kind by kind and detail for detail
 (tests/shards/test_summary_findings.py). A summary that does not cover the index's rows, or that
@@ -371,7 +373,7 @@ def cross_part_findings(
     db: Any, hashes: GatheredHashes, options: PolicyOptions
 ) -> list[tuple[int, str, str]]:
     radius = policy.quality_thresholds(options).near_duplicate
-    return [*duplicates(db, hashes), *near_duplicates(db, hashes, radius)]
+    return [*duplicates(db, hashes), *near_duplicates(db, hashes, radius), *policy.index_wide_findings(db)]
 
 
 def duplicates(db: Any, hashes: GatheredHashes) -> list[tuple[int, str, str]]:
