@@ -2076,13 +2076,12 @@ _ROOT_SAMPLE = 200  # files checked per candidate folder: enough to tell, cheap 
 
 def dataset_file_paths(dataset: Any) -> tuple[str, ...] | None:
     """The file behind each sample, from the ImageFolder convention (`samples`, or the older `imgs`)."""
-    for attribute in ("samples", "imgs"):
-        entries = getattr(dataset, attribute, None)
-        if isinstance(entries, (list, tuple)) and entries:
-            paths = [entry[0] if isinstance(entry, (list, tuple)) and entry else entry for entry in entries]
-            if all(isinstance(path, str) or hasattr(path, "__fspath__") for path in paths):
-                return tuple(os.fspath(path) for path in paths)
-    return None
+    from datalint.index.keys import path_reader
+
+    reader = path_reader(dataset)
+    if reader is None:
+        return None
+    return tuple(reader(index) for index in range(len(reader)))
 
 
 FILES_SPEC = "the listed files"  # the spec of a scan of image paths given one by one (its index name)
