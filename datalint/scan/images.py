@@ -38,14 +38,10 @@ The finding kinds are documented in docs/images.md.
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import io
 import os
 import re
-import stat
-import sys
-import tempfile
 import warnings
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -53,12 +49,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from datalint.errors import UsageError
 from datalint.files import FileTooLarge, read_regular_file
 from datalint.index.kinds import DAMAGE_KINDS, UNSUPPORTED_KIND
 from datalint.index.store import read_key
+from datalint.scan.stderr_capture import StderrCapture
 from datalint.text import safe_str, shown_name
 
 if TYPE_CHECKING:
@@ -103,7 +100,6 @@ _MODE_BIT_DEPTH: dict[str, int] = {
     "F": 32,
 }
 _EXIF_ORIENTATION = 0x0112
-_MAX_CAPTURED_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -287,75 +283,6 @@ def read_file_list(list_path: str | Path) -> tuple[str, ...]:
     text = Path(list_path).read_text(encoding="utf-8")
     lines = (line.strip() for line in text.splitlines())
     return tuple(line for line in lines if line and not line.startswith("#"))
-
-
-# --------------------------------------------------------------------------- stderr capture
-
-
-class StderrCapture:
-    """Catches what native decoders print on the C-level stderr (fd 2) while one file is decoded.
-
-    libjpeg reports damaged scan data only there ("Corrupt JPEG data: ..."), never through an
-    exception. Where fd 2 is a readable regular file (a scan worker's output file) the text written
-    during the decode is read back from it, and nothing is redirected: a decoder that segfaults
-    still leaves its crash dump where the engine looks for it. Elsewhere (a terminal, a pipe, a
-    write-only log file) fd 2 is pointed at a private file for the decode. Either way only the
-    text of this one decode is kept, so one file's warnings never show up in the next. Use it
-    from one thread: fd 2 is per process.
-    """
-
-    def __init__(self) -> None:
-        self._sink: IO[bytes] | None = None
-        self.text = ""
-
-    def close(self) -> None:
-        if self._sink is not None:
-            self._sink.close()
-
-    @contextmanager
-    def capturing(self) -> Iterator[StderrCapture]:
-        sys.stderr.flush()
-        if _readable_regular_file(2):
-            with self._reading_back():
-                yield self
-        else:
-            with self._redirecting():
-                yield self
-
-    @contextmanager
-    def _reading_back(self) -> Iterator[None]:
-        start = os.lseek(2, 0, os.SEEK_END)
-        try:
-            yield
-        finally:
-            end = os.lseek(2, 0, os.SEEK_CUR)
-            self.text = _decoded(os.pread(2, min(end - start, _MAX_CAPTURED_BYTES), start))
-
-    @contextmanager
-    def _redirecting(self) -> Iterator[None]:
-        if self._sink is None:
-            # Kept for the worker's life: one file per decoded image would cost more than the decode.
-            self._sink = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115
-        self._sink.seek(0)
-        self._sink.truncate()
-        saved = os.dup(2)
-        os.dup2(self._sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            self._sink.seek(0)
-            self.text = _decoded(self._sink.read(_MAX_CAPTURED_BYTES))
-
-
-def _readable_regular_file(fd: int) -> bool:
-    """A scan worker's output file is; `2> log.txt` (write-only) and terminals are not."""
-    return stat.S_ISREG(os.fstat(fd).st_mode) and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDWR
-
-
-def _decoded(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace") if raw else ""
 
 
 # --------------------------------------------------------------------------- header sniffing
@@ -1447,6 +1374,34 @@ def classify_decoder_messages(decoder: str, text: str) -> list[ImageFinding]:
     if info:
         findings.append(ImageFinding("decoder_warning", f"{decoder}: " + _joined(info)))
     return findings
+
+
+# Lines a native decoder writes, told apart from whatever else a dataset's code prints: libjpeg's
+# warnings (jerror.h's JWRN_* texts, which it prints without a prefix), libpng's prefixed lines and
+# libtiff's "<function>: <message>" lines from its TIFF* functions and codecs.
+_LIBJPEG_LINE = re.compile(
+    r"^(corrupt jpeg data: |premature end of jpeg file|invalid sos parameters for sequential jpeg|"
+    r"inconsistent progression sequence for component|unknown adobe color transform code|"
+    r"warning: unknown jfif revision number|application transferred too (many|few) scanlines|"
+    r"huffman table 0x[0-9a-f]+ was not defined)",
+    re.IGNORECASE,
+)
+_LIBPNG_LINE = re.compile(r"^libpng (warning|error): ", re.IGNORECASE)
+_LIBTIFF_LINE = re.compile(r"^_?(TIFF\w*|\w+(Decode|PreDecode|Setup\w*|DecodeRow|DecodeStrip|DecodeTile)): ")
+
+
+def classify_native_stderr(text: str) -> list[ImageFinding]:
+    """A dataset sample's captured stderr, judged as the image scan judges a decode's: only the lines
+    libjpeg, libpng and libtiff wrote count (anything else the dataset printed is its own business)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    jpeg = [line for line in lines if _LIBJPEG_LINE.match(line)]
+    png = [line for line in lines if _LIBPNG_LINE.match(line)]
+    tiff = [line for line in lines if _LIBTIFF_LINE.match(line)]
+    return [
+        *(classify_jpeg_messages("\n".join(jpeg)) if jpeg else ()),
+        *(classify_decoder_messages("libpng", "\n".join(png)) if png else ()),
+        *(classify_decoder_messages("libtiff", "\n".join(tiff)) if tiff else ()),
+    ]
 
 
 def _joined(lines: list[str], limit: int = 3) -> str:

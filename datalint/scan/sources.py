@@ -14,6 +14,7 @@ and a kind's heavy imports happen only when that kind is scanned.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import time
 import warnings
@@ -26,6 +27,7 @@ from datalint.index import keys
 from datalint.index.keys import key_function
 from datalint.scan import probes
 from datalint.scan.specs import SpecError, innermost_user_frame, resolve_spec
+from datalint.scan.stderr_capture import StderrCapture
 
 _perf_counter = time.perf_counter  # bound once: a sample replacing time.perf_counter times only itself
 
@@ -169,6 +171,8 @@ class DatasetSource:
             _check_map_style(description.spec, self.dataset)
             self._length = _length(description.spec, self.dataset)
         self._keys = key_function(self.dataset)
+        self._capture: StderrCapture | None = None
+        self._capture_pid = 0
         _reset_load_truncated_images(description.spec)
 
     def __len__(self) -> int:
@@ -188,9 +192,28 @@ class DatasetSource:
 
     def measure(self, index: int) -> dict[str, Any]:
         started = _perf_counter()
-        sample = self.dataset[index]
+        with self._stderr().capturing() as said:
+            sample = self.dataset[index]
         duration = _perf_counter() - started
-        return {**probes.describe(sample, self.labels), "duration": duration}
+        return self._described(sample, duration, said.text)
+
+    def _stderr(self) -> StderrCapture:
+        # What the decoders print while a sample is produced is that sample's (a libjpeg warning is
+        # the only sign of a truncated JPEG that cv2.imread returns). One capture per process: a
+        # forked worker must not share its parent's file.
+        if self._capture is None or self._capture_pid != os.getpid():
+            self._capture, self._capture_pid = StderrCapture(echo=True), os.getpid()
+        return self._capture
+
+    def _described(self, sample: Any, duration: float, said: str) -> dict[str, Any]:
+        measured = {**probes.describe(sample, self.labels), "duration": duration}
+        if said:
+            from datalint.scan.images import classify_native_stderr  # only once a sample printed
+
+            findings = [{"kind": f.kind, "detail": f.detail} for f in classify_native_stderr(said)]
+            if findings:
+                measured["findings"] = findings
+        return measured
 
     def stream(self) -> Iterator[Callable[[], dict[str, Any]]]:
         iterator: Iterator[Any] | None = None
@@ -206,12 +229,13 @@ class DatasetSource:
                 iterator = _start_iteration(self.dataset)
                 exhausted = False
             try:
-                sample = next(iterator)
+                with self._stderr().capturing() as said:
+                    sample = next(iterator)
             except StopIteration:
                 exhausted = True
                 raise
             duration = _perf_counter() - started
-            return {**probes.describe(sample, self.labels), "duration": duration}
+            return self._described(sample, duration, said.text)
 
         while not exhausted:
             yield fetch_and_measure
