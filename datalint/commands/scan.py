@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -474,11 +475,16 @@ def format_summary(summary: Any) -> str:
     index, quarantine = shown_name(summary.index_path), shown_name(summary.quarantine_path)
     lines += [
         "",
-        f"  index:      {index}   (browse: datasette {index})",
+        f"  index:      {index}{_browse_hint(index)}",
         f"  quarantine: {quarantine}   ({summary.quarantined:,} sample(s))",
         "",
     ]
     return "\n".join(lines)
+
+
+def _browse_hint(index: str) -> str:
+    # datalint does not install datasette: pointing at a command the user lacks is noise
+    return f"   (browse: datasette {index})" if shutil.which("datasette") else ""
 
 
 def _one_line(text: str, limit: int = 140) -> str:

@@ -144,3 +144,17 @@ def test_workers_zero_warns_on_stderr(tmp_path) -> None:
         "0",
     )
     assert code == 0 and "--workers 0" in err and "nothing is isolated" in err
+
+
+def test_the_datasette_hint_shows_only_when_datasette_is_on_path(tmp_path, monkeypatch) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    monkeypatch.setenv("PATH", str(tools))
+    db = str(tmp_path / "clean.db")
+    code, out, _ = run_cli("scan", "--dataset", spec("faults.py:make(length=4)"), "--db", db)
+    assert code == 0 and f"index:      {db}\n" in out and "browse" not in out
+
+    (tools / "datasette").write_text("#!/bin/sh\n")
+    (tools / "datasette").chmod(0o755)
+    code, out, _ = run_cli("scan", "--dataset", spec("faults.py:make(length=4)"), "--db", db)
+    assert code == 0 and f"(browse: datasette {db})" in out
