@@ -247,7 +247,8 @@ def add_scan_arguments(parser: argparse.ArgumentParser) -> None:
     engine.add_argument(
         "--verify-content",
         action=argparse.BooleanOptionalAction,
-        help="also hash the files whose size, mtime and inode are unchanged (filesystems whose stat lies); "
+        help="also hash the files whose size, mtime, inode and ctime are unchanged (bytes changed with no "
+        "write through this file system: disk rot, a network file system's cached stat); "
         "--no-verify-content: stat only (the default)",
     )
     engine.add_argument("--chunk-size", type=positive_int, metavar="N", help=argparse.SUPPRESS)

@@ -15,6 +15,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import sqlite3
 import sys
 import time
@@ -28,7 +29,7 @@ from datalint.errors import DatalintError
 from datalint.files import file_kind, is_regular
 from datalint.text import exception_text, is_utf8, name_bytes
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _BASE_VERSION = 1  # what `_SCHEMA` creates; `_MIGRATIONS` bring it up to SCHEMA_VERSION
 
 _SCHEMA = """
@@ -135,6 +136,11 @@ INSERT OR IGNORE INTO failures (ident, idx, key, error_type, message, count, fir
     SELECT coalesce(CAST(s.key AS TEXT), '#' || s.idx), s.idx, s.key, s.error_type, s.error_message, 1,
            s.measured_at, s.measured_at, 'guard'
     FROM samples s WHERE s.status = 'error' AND s.run_id IN (SELECT id FROM runs WHERE kind = 'guard')
+""",
+    # The file's ctime too (docs/scan.md, "Incremental scans"): any write sets it, and utime
+    # cannot set it back. NULL (a state recorded before) is unknown and not compared.
+    4: """
+ALTER TABLE sample_files ADD COLUMN ctime_ns INTEGER
 """,
 }
 
@@ -466,9 +472,22 @@ def migrate(db: Any, version: int) -> None:
             if db.execute("PRAGMA user_version").fetchone()[0] >= target:
                 continue  # another process migrated it while this one waited for the lock
             for statement in _MIGRATIONS[target].split(";"):
-                if statement.strip():
+                if statement.strip() and not _column_there(db.conn, statement):
                     db.conn.execute(statement)
             db.conn.execute(f"PRAGMA user_version = {target}")
+
+
+_ADD_COLUMN = re.compile(r"\s*ALTER TABLE (\w+) ADD COLUMN (\w+)", re.IGNORECASE)
+
+
+def _column_there(connection: Any, statement: str) -> bool:
+    """An ADD COLUMN whose column exists (ALTER TABLE has no IF NOT EXISTS): an index whose version
+    was set back, or two migrators, find it done."""
+    added = _ADD_COLUMN.match(statement)
+    if added is None:
+        return False
+    table, column = added.groups()
+    return any(row[1] == column for row in connection.execute(f"PRAGMA table_info({table})"))
 
 
 @contextlib.contextmanager

@@ -64,7 +64,7 @@ class ScanOptions:
     policy: PolicyOptions = field(default_factory=PolicyOptions)
     rescan: bool = False
     incremental: bool = True  # an index of the same source: measure only what changed (docs/scan.md)
-    verify_content: bool = False  # also hash stat-unchanged files (filesystems whose stat lies)
+    verify_content: bool = False  # also hash stat-unchanged files (bytes no stat field shows changed)
     settle: float = 0.0  # a file written less than this many seconds ago waits for a later scan
     # Keys whose files an incremental scan stats; the others keep their recorded state (a watch
     # update after events, which named every path that changed). None: stat every file.

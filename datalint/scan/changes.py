@@ -2,12 +2,13 @@
 
 A sample's identity is its key (a file path, `datalint_key(i)`, an ImageFolder `samples` path); its
 position is an attribute that moves when files are inserted before it. The current source is
-loaded into a temporary table (key, position, and for files the stat: size, mtime_ns, inode, and
-with `verify_content` a sha256), and SQLite joins it with the index, so a million samples cost one
-pass and no Python set of a million keys:
+loaded into a temporary table (key, position, and for files the stat: size, mtime_ns, inode,
+ctime_ns, and with `verify_content` a sha256), and SQLite joins it with the index, so a million
+samples cost one pass and no Python set of a million keys:
 
 - added: a key no scan has measured (this also resumes an interrupted scan);
 - changed: a file whose stat (or content hash) differs from the one recorded when it was measured;
+  the ctime is compared too, as no write, and no `utime`, leaves it as it was;
 - removed: a key the source no longer has; its row moves to `sample_history`;
 - moved: a kept sample at another position (its row is renumbered, not measured);
 - re-measured: samples a changed option can judge differently (`option_effects`).
@@ -50,6 +51,7 @@ class FileState:
     mtime_ns: int
     inode: int
     content: str | None = None
+    ctime_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ def file_state(path: Path, verify_content: bool = False) -> FileState | None:
     except (OSError, ValueError):  # ValueError: a NUL byte in a listed path
         return None
     content = content_hash(path) if verify_content and stat.S_ISREG(info.st_mode) else None
-    return FileState(info.st_size, info.st_mtime_ns, info.st_ino, content)
+    return FileState(info.st_size, info.st_mtime_ns, info.st_ino, content, info.st_ctime_ns)
 
 
 def content_hash(path: Path) -> str | None:
@@ -161,7 +163,7 @@ def current_rows(
     verify_content: bool = False,
     stat_only: frozenset[str] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
-    """(key, position, size, mtime_ns, inode, content, stated) per sample, stat'ed when its key is
+    """(key, position, size, mtime_ns, inode, ctime_ns, content, stated) per sample, stat'ed when its key is
     a file.
 
     `stat_only`: the keys whose files are stat'ed (a watch update names the paths events touched);
@@ -172,15 +174,15 @@ def current_rows(
     """
     if root is None:
         for position, key in enumerate(keys):
-            yield store.stored_key(key), position, None, None, None, None, 1
+            yield store.stored_key(key), position, None, None, None, None, None, 1
         return
     base = os.fspath(root)
     if verify_content or stat_only is not None:
         for position, key in enumerate(keys):
             if key is None:
-                yield key, position, None, None, None, None, 1
+                yield key, position, None, None, None, None, None, 1
             elif stat_only is not None and key not in stat_only:
-                yield store.stored_key(key), position, None, None, None, None, 0
+                yield store.stored_key(key), position, None, None, None, None, None, 0
             else:
                 yield store.stored_key(key), position, *_stat_row(base, key, verify_content), 1
         return
@@ -189,26 +191,40 @@ def current_rows(
     prefix, stat_file = os.path.join(base, ""), os.stat
     for position, key in enumerate(keys):
         if key is None:
-            yield key, position, None, None, None, None, 1
+            yield key, position, None, None, None, None, None, 1
             continue
         stored = key if key.isascii() else store.stored_key(key)
         try:
             info = stat_file(key if key.startswith(os.sep) else prefix + key)  # as os.path.join does
         except (OSError, ValueError):  # gone since the listing, a broken link, a NUL in a listed path
-            yield stored, position, None, None, None, None, 1
+            yield stored, position, None, None, None, None, None, 1
             continue
-        yield stored, position, info.st_size, info.st_mtime_ns, info.st_ino, None, 1
+        mtime = info.st_mtime_ns
+        if mtime >= _INT64:  # past 2262: SQLite's integers end there
+            mtime = as_int64(mtime)
+        yield stored, position, info.st_size, mtime, info.st_ino, info.st_ctime_ns, None, 1
 
 
 def _stat_row(base: str, key: str, verify_content: bool) -> tuple[Any, ...]:
-    """(size, mtime_ns, inode, content) of the file `key` names, all None when it cannot be stat'ed."""
+    """(size, mtime_ns, inode, ctime_ns, content) of the file `key` names, all None when it cannot be
+    stat'ed."""
     path = os.path.join(base, key)
     try:
         info = os.stat(path)
     except (OSError, ValueError):  # gone since the listing, a broken link, a NUL in a listed path
-        return None, None, None, None
+        return None, None, None, None, None
     content = content_hash(Path(path)) if verify_content and stat.S_ISREG(info.st_mode) else None
-    return info.st_size, info.st_mtime_ns, info.st_ino, content
+    return info.st_size, as_int64(info.st_mtime_ns), info.st_ino, info.st_ctime_ns, content
+
+
+_INT64 = 1 << 63
+
+
+def as_int64(nanoseconds: int) -> int:
+    """A time in ns as a 64-bit integer SQLite can hold, wrapped: a file dated past 2262 (ext4 and
+    XFS keep dates to 2446 and beyond) crashed the scan with an OverflowError. Only equality is
+    compared, and two dates 584 years apart are the one case wrapping makes equal."""
+    return nanoseconds if -_INT64 <= nanoseconds < _INT64 else (nanoseconds + _INT64) % (1 << 64) - _INT64
 
 
 def take_recorded_states(db: Any, root: Path, verify_content: bool = False) -> int:
@@ -216,7 +232,8 @@ def take_recorded_states(db: Any, root: Path, verify_content: bool = False) -> i
     stat'ed ones can differ; a file with no recorded state is stat'ed now. Returns how many were."""
     with store.transaction(db):
         db.conn.execute(
-            f"UPDATE {_TABLE} SET size = f.size, mtime_ns = f.mtime_ns, inode = f.inode, content = f.content,"
+            f"UPDATE {_TABLE} SET size = f.size, mtime_ns = f.mtime_ns, inode = f.inode,"
+            " ctime_ns = f.ctime_ns, content = f.content,"
             f" stated = 1 FROM sample_files f WHERE f.key = {_TABLE_NAME}.key AND {_TABLE_NAME}.stated = 0"
         )
     missing = [row[0] for row in db.execute(f"SELECT key FROM {_TABLE} WHERE stated = 0")]
@@ -225,8 +242,8 @@ def take_recorded_states(db: Any, root: Path, verify_content: bool = False) -> i
     for batch in _batches(states):
         with store.transaction(db):
             db.conn.executemany(
-                f"UPDATE {_TABLE} SET size = ?, mtime_ns = ?, inode = ?, content = ?, stated = 1"
-                " WHERE key = ?",
+                f"UPDATE {_TABLE} SET size = ?, mtime_ns = ?, inode = ?, ctime_ns = ?, content = ?,"
+                " stated = 1 WHERE key = ?",
                 batch,
             )
     return len(missing)
@@ -241,7 +258,8 @@ def load_current(db: Any, rows: Iterable[tuple[Any, ...]]) -> str | None:
     with store.transaction(db):
         db.conn.execute(
             f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, pos INTEGER NOT NULL, size INTEGER,"
-            " mtime_ns INTEGER, inode INTEGER, content TEXT, stated INTEGER NOT NULL DEFAULT 1)"
+            " mtime_ns INTEGER, inode INTEGER, ctime_ns INTEGER, content TEXT,"
+            " stated INTEGER NOT NULL DEFAULT 1)"
         )
         db.conn.execute(f"DELETE FROM {_TABLE}")
     total = 0
@@ -268,8 +286,8 @@ def load_current(db: Any, rows: Iterable[tuple[Any, ...]]) -> str | None:
 # A current sample's rowid is its position + 1, so the few an incremental scan measures are found
 # by rowid, not by a pass over every current sample.
 _INSERT_CURRENT = (
-    f"INSERT OR IGNORE INTO {_TABLE} (rowid, key, pos, size, mtime_ns, inode, content, stated) "
-    "VALUES (?2 + 1, ?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+    f"INSERT OR IGNORE INTO {_TABLE} (rowid, key, pos, size, mtime_ns, inode, ctime_ns, content, stated) "
+    "VALUES (?2 + 1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
 )
 
 
@@ -289,13 +307,16 @@ SELECT c.pos FROM {_TABLE} c
 WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.key = c.key AND {_SCANNED})
 """
 # A file whose recorded state is missing (an index from before states were kept) counts as
-# changed: measuring it again is the only way to know. A recorded content hash (or, for an
+# changed: measuring it again is the only way to know. A ctime recorded before it was kept (NULL)
+# is unknown and not compared; one recorded is, as a write in place can keep size, inode and mtime
+# (and `utime` sets the mtime back) but always sets the ctime. A recorded content hash (or, for an
 # undamaged image, the scan's own sha256) is compared only when this walk computed one.
 _CHANGED = f"""
 SELECT c.pos FROM {_TABLE} c
 JOIN samples s ON s.key = c.key AND {_SCANNED}
 LEFT JOIN sample_files f ON f.key = c.key
 WHERE f.key IS NULL OR f.size IS NOT c.size OR f.mtime_ns IS NOT c.mtime_ns OR f.inode IS NOT c.inode
+   OR (f.ctime_ns IS NOT NULL AND f.ctime_ns IS NOT c.ctime_ns)
    OR (c.content IS NOT NULL AND c.content IS NOT coalesce(f.content, json_extract(s.info, '$.sha256')))
 """
 _REMOVED_WHERE = f"(key IS NULL OR key NOT IN (SELECT key FROM {_TABLE}))"
@@ -329,7 +350,10 @@ def without_unsettled(db: Any, found: Changes, settle: float) -> Changes:
     written, and wait for a later scan (an added one has no row meanwhile, a changed one keeps its
     old row and state, so the next scan measures it)."""
     cutoff = time.time_ns() - int(settle * 1e9)
-    recent = {row[0] for row in db.execute(f"SELECT pos FROM {_TABLE} WHERE mtime_ns > ?", [cutoff])}
+    # By the ctime where known: the kernel's clock sets it, so a file whose mtime lies in the future
+    # (a skewed clock, an archive's dates) is not held back for ever.
+    written = "coalesce(ctime_ns, mtime_ns)"
+    recent = {row[0] for row in db.execute(f"SELECT pos FROM {_TABLE} WHERE {written} > ?", [cutoff])}
     if not recent:
         return found
     todo = tuple(position for position in found.todo if position not in recent)
@@ -476,8 +500,8 @@ def record_added_files(db: Any, positions: Iterable[int] | None = None) -> None:
     state is recorded only after it is measured again (`record_files`).
     """
     select = (
-        "INSERT OR REPLACE INTO sample_files (key, size, mtime_ns, inode, content) "
-        f"SELECT c.key, c.size, c.mtime_ns, c.inode, c.content FROM {_TABLE} c "
+        "INSERT OR REPLACE INTO sample_files (key, size, mtime_ns, inode, ctime_ns, content) "
+        f"SELECT c.key, c.size, c.mtime_ns, c.inode, c.ctime_ns, c.content FROM {_TABLE} c "
         f"WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.key = c.key AND {_SCANNED})"
     )
     with store.transaction(db):
@@ -493,10 +517,20 @@ def record_files(db: Any, run_id: int) -> None:
     hash of unchanged ones when this walk computed it."""
     with store.transaction(db):
         db.conn.execute(
-            "INSERT OR REPLACE INTO sample_files (key, size, mtime_ns, inode, content) "
-            f"SELECT c.key, c.size, c.mtime_ns, c.inode, c.content FROM {_TABLE} c "
+            "INSERT OR REPLACE INTO sample_files (key, size, mtime_ns, inode, ctime_ns, content) "
+            f"SELECT c.key, c.size, c.mtime_ns, c.inode, c.ctime_ns, c.content FROM {_TABLE} c "
             "JOIN samples s ON s.key = c.key WHERE s.run_id = ?",
             [run_id],
+        )
+        # A state recorded before ctimes were kept (index schema 3) takes this walk's, same file.
+        same_stat = (
+            f"FROM {_TABLE} c WHERE c.key = sample_files.key AND c.ctime_ns IS NOT NULL "
+            "AND c.size IS sample_files.size AND c.mtime_ns IS sample_files.mtime_ns "
+            "AND c.inode IS sample_files.inode"
+        )
+        db.conn.execute(
+            f"UPDATE sample_files SET ctime_ns = (SELECT c.ctime_ns {same_stat}) "
+            f"WHERE ctime_ns IS NULL AND EXISTS (SELECT 1 {same_stat})"
         )
         if db.execute(f"SELECT 1 FROM {_TABLE} WHERE content IS NOT NULL LIMIT 1").fetchone() is None:
             return  # no content hashed by this walk (no --verify-content): nothing to add

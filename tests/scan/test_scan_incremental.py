@@ -110,20 +110,67 @@ def test_a_changed_max_pixels_measures_only_the_images_it_can_judge(folder: Path
     assert relaxed["scanned"] == 1 and "decompression_bomb" not in relaxed["findings"]
 
 
-def test_verify_content_catches_a_rewrite_that_kept_size_and_mtime(folder: Path, tmp_path: Path) -> None:
-    db = tmp_path / "i.db"
-    scan_images(folder, db)
-    target = folder / "cat" / "002.png"
+def damage_in_place(target: Path) -> None:
+    """Zero 40 bytes inside the file and set its times back: same inode, size and mtime."""
     before = os.stat(target)
     data = bytearray(target.read_bytes())
-    data[100:140] = bytes(40)  # damaged in place: same inode, same size
+    data[100:140] = bytes(40)
     with open(target, "r+b") as handle:
         handle.write(data)
     os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))  # a filesystem whose mtime lies
 
+
+def test_a_rewrite_that_kept_size_inode_and_mtime_is_seen_by_its_ctime(folder: Path, tmp_path: Path) -> None:
+    db = tmp_path / "i.db"
+    future = folder / "dog" / "002.png"
+    year_3000 = 32_503_680_000 * 10**9
+    os.utime(future, ns=(year_3000, year_3000))  # an mtime in the future, from an archive or a bad clock
+    scan_images(folder, db)
+    damage_in_place(folder / "cat" / "002.png")
+    damage_in_place(future)
+
+    found = scan_images(folder, db)
+    assert found["changes"]["changed"] == 2 and found["scanned"] == 2
+    assert set(quarantined_keys(Path(found["quarantine"]))) == {"cat/002.png", "dog/002.png"}
+    assert scan_images(folder, db)["scanned"] == 0  # and measured once, not at every scan
+
+
+def test_verify_content_catches_a_rewrite_stat_cannot_see(folder: Path, tmp_path: Path) -> None:
+    db = tmp_path / "i.db"
+    scan_images(folder, db)
+    target = folder / "cat" / "002.png"
+    damage_in_place(target)
+    # What a file system that keeps no ctime (or rot under an unchanged inode) shows: the recorded
+    # state, ctime included, is the file's state now.
+    with closing(sqlite3.connect(db)) as connection, connection:
+        connection.execute(
+            "UPDATE sample_files SET ctime_ns = ? WHERE key = 'cat/002.png'", [os.stat(target).st_ctime_ns]
+        )
+
     assert scan_images(folder, db)["scanned"] == 0
     verified = scan_images(folder, db, "--verify-content")
     assert verified["changes"]["changed"] == 1 and verified["quarantined"] == 1
+
+
+def test_an_index_of_schema_3_keeps_working_and_learns_the_ctimes(folder: Path, tmp_path: Path) -> None:
+    from datalint.index import store
+
+    db = tmp_path / "i.db"
+    scan_images(folder, db)
+    with closing(sqlite3.connect(db)) as connection, connection:  # as datalint before ctimes wrote it
+        connection.executescript("ALTER TABLE sample_files DROP COLUMN ctime_ns; PRAGMA user_version = 3;")
+    damage_in_place(folder / "cat" / "002.png")
+
+    unknown = scan_images(folder, db)  # no ctime on record: compared as before, so this one is missed
+    assert unknown["changes"]["changed"] == 0
+    assert rows(db, "PRAGMA user_version") == [(store.SCHEMA_VERSION,)]
+    assert rows(db, "SELECT count(*) FROM sample_files WHERE ctime_ns IS NULL") == [(12,)]
+
+    write_image(folder / "cat" / "100.png")  # a scan that measures something records the ctimes
+    assert scan_images(folder, db)["changes"]["added"] == 1
+    assert rows(db, "SELECT count(*) FROM sample_files WHERE ctime_ns IS NULL") == [(0,)]
+    damage_in_place(folder / "dog" / "004.png")
+    assert scan_images(folder, db)["changes"]["changed"] == 1
 
 
 @pytest.mark.slow
