@@ -27,10 +27,22 @@ if TYPE_CHECKING:
 START_METHODS: tuple[str, ...] = ("spawn", "forkserver", "fork")
 LIST_KEYS: tuple[str, ...] = ("select", "extend-select", "ignore", "exclude", "extend-exclude", "rule-paths")
 KNOWN_KEYS: frozenset[str] = frozenset(
-    {*LIST_KEYS, "per-file-ignores", "start-method", "rules", "extend", "respect-gitignore", "scan"}
+    {
+        *LIST_KEYS,
+        "per-file-ignores",
+        "start-method",
+        "rules",
+        "extend",
+        "respect-gitignore",
+        "scan",
+        "max-file-size",
+    }
 )
 # Keys whose lists add up along an `extend` chain (the others: the extending file's value wins).
 ACCUMULATING_KEYS: tuple[str, ...] = ("extend-select", "extend-exclude")
+# A file larger than this is not read (DL000 says so): 10 MB, as `datalint.units.parse_size` reads
+# "10MB". Under it, a file is linted in bounded memory (see `datalint.lint.parsing`).
+DEFAULT_MAX_FILE_SIZE = 10_000_000
 # Python 3.14 made forkserver the default start method on Linux (spawn elsewhere already).
 FORKSERVER_SINCE: tuple[int, int] = (3, 14)
 
@@ -73,6 +85,7 @@ class Config:
     start_method: str = "spawn"
     default_excludes: bool = True  # False once `exclude` is set: it replaces the default folders, as in ruff
     respect_gitignore: bool = True
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; a larger file gets a DL000 and is not read
     # Why start_method has its value, for --show-settings.
     start_method_reason: str = "the default, the safe assumption for code that also runs on macOS and Windows"
     rule_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -120,6 +133,7 @@ class Config:
         extend_select: Sequence[str] = (),
         ignore: Sequence[str] = (),
         start_method: str | None = None,
+        max_file_size: int | None = None,
     ) -> Config:
         """Command-line flags on top: --select replaces, --extend-select and --ignore add."""
         if start_method is not None and start_method not in START_METHODS:
@@ -133,6 +147,7 @@ class Config:
             ignore=(*self.ignore, *_upper(ignore)),
             start_method=start_method or self.start_method,
             start_method_reason="--start-method" if start_method else self.start_method_reason,
+            max_file_size=max_file_size or self.max_file_size,
         )
 
 
@@ -335,6 +350,7 @@ def config_from_table(table: Any, source: Path, requires_python: str | None = No
     respect_gitignore = table.get("respect-gitignore", True)
     if not isinstance(respect_gitignore, bool):
         raise ConfigError(f"{where}: respect-gitignore must be true or false, got {respect_gitignore!r}")
+    max_file_size = _size(where, "max-file-size", table.get("max-file-size", DEFAULT_MAX_FILE_SIZE))
     root = source.resolve().parent
     for folder in lists.get("rule-paths", ()):
         if not (root / folder).is_dir():
@@ -347,6 +363,7 @@ def config_from_table(table: Any, source: Path, requires_python: str | None = No
         exclude=(*lists.get("exclude", ()), *lists.get("extend-exclude", ())),
         default_excludes="exclude" not in lists,
         respect_gitignore=respect_gitignore,
+        max_file_size=max_file_size,
         start_method=start_method,
         start_method_reason=reason,
         rule_options=_rule_options(where, table.get("rules", {})),
@@ -514,6 +531,21 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: nested too deeply to read as TOML") from None
     marshal_cache.write(cache, stamp, table)
     return table
+
+
+def _size(where: str, key: str, value: Any) -> int:
+    """A size in bytes: a whole number, or text such as "10MB" or "1GiB" (`--max-file-size`'s words)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    if isinstance(value, str):
+        from datalint.units import parse_size  # only when the key is set: no regex at every start
+
+        try:
+            if parse_size(value) >= 1:
+                return parse_size(value)
+        except ValueError:
+            pass
+    raise ConfigError(f"{where}: {key} must be a size such as 10000000, \"10MB\" or \"1GiB\", got {value!r}")
 
 
 def _string_list(where: str, key: str, value: Any) -> list[str]:

@@ -102,6 +102,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--no-cache", action="store_true", help="do not read or write the per-file summary cache"
     )
+    parser.add_argument(
+        "--max-file-size",
+        type=_file_size,
+        metavar="SIZE",
+        help="skip larger files with a DL000 (e.g. 10MB, the default; 1GiB)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -112,6 +118,15 @@ def _jobs(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a number of processes, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1 process, got {value}")
+    return value
+
+
+def _file_size(text: str) -> int:
+    from datalint.commands.arguments import size
+
+    value = size(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a size above 0, got {text!r}")
     return value
 
 
@@ -139,6 +154,7 @@ def resolver_for(args: argparse.Namespace) -> ConfigResolver:
             extend_select=args.extend_select,
             ignore=args.ignore,
             start_method=args.start_method,
+            max_file_size=args.max_file_size,
         )
 
     fixed = None
@@ -243,12 +259,15 @@ def _check_stdin(args: argparse.Namespace, linters: LinterCache, path: str, anch
         raise UsageError("--add-noqa needs files, not stdin")
     data = sys.stdin.buffer.read()
     linter = linters.for_path(anchor)
+    fixed: list[Finding]
     if linter.config.is_excluded(anchor) and args.stdin_filename:
         return 0  # an excluded path stays excluded when its text comes through stdin (editors, hooks)
-    if is_notebook(path):
+    if len(data) > linter.config.max_file_size:
+        findings, fixed, text = linter.too_large(path, len(data)), [], ""
+    elif is_notebook(path):
         findings = linter.check_notebook(data, path)
         text = data.decode("utf-8", errors="replace")
-        fixed: list[Finding] = []
+        fixed = []
     else:
         text, problem = decode_source(data)
         if problem is not None:
@@ -421,6 +440,7 @@ def settings_text(config: Config, path: str) -> str:
         ("exclude", list(config.exclude)),
         ("default excludes", sorted(DEFAULT_EXCLUDES) if config.default_excludes else "replaced by exclude"),
         ("respect-gitignore", config.respect_gitignore),
+        ("max-file-size", f"{config.max_file_size:,} bytes"),
         ("start-method", f"{config.start_method} ({config.start_method_reason})"),
         ("rule-paths", [str(p) for p in config.rule_paths]),
         ("rules", {code: dict(options) for code, options in config.rule_options.items()}),

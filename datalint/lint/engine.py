@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from datalint.config import Config, ConfigResolver
 from datalint.errors import DatalintError
-from datalint.files import read_regular_file
+from datalint.files import FileTooLarge, read_regular_file
 from datalint.lint.catalog import Catalog, Matcher, Rule, load_catalog
 from datalint.lint.module import Match, Module, Related, is_notebook, parse_noqa
 from datalint.lint.project import Project, default_cache_dir
@@ -133,7 +133,9 @@ class Linter:
     def check_file(self, path: Path, shown_as: str | None = None) -> list[Finding]:
         name = shown_as or str(path)
         try:
-            data = read_regular_file(path)
+            data = read_regular_file(path, limit=self.config.max_file_size)  # the size checked first
+        except FileTooLarge as exc:
+            return self.too_large(name, exc.size)
         except OSError as exc:
             return self._unparsable(
                 self._rules_for(name), name, "", f"cannot read: {exc.strerror or exc}", 1, 1
@@ -141,6 +143,14 @@ class Linter:
         if is_notebook(name):
             return self.check_notebook(data, name)
         return self.check_source(data, name)
+
+    def too_large(self, path: str, size: int) -> list[Finding]:
+        """The DL000 of a file over `max-file-size`, which is not read."""
+        reason = (
+            f"skipped: {size:,} bytes, over the max-file-size limit of {self.config.max_file_size:,} "
+            "bytes; raise `max-file-size` in [tool.datalint] or pass --max-file-size to check it"
+        )
+        return self._unparsable(self._rules_for(path), path, "", reason, 1, 1)
 
     def check_notebook(self, document: str | bytes, path: str) -> list[Finding]:
         """Findings for a Jupyter notebook's code cells, each at its cell and the line in that cell.
@@ -467,7 +477,7 @@ def lint_paths(
     files_to_lint = list(iter_python_files(paths, config, resolver))
     if project is None:
         folder = default_cache_dir() if cache_dir == "default" else cache_dir
-        project = Project.for_paths(paths or ["."], folder)
+        project = Project.for_paths(paths or ["."], folder, config.max_file_size)
     linters = LinterCache(Linter(config, catalog, project), resolver, project)
     with collector_tuned_for_lint():
         if jobs > 1 and len(files_to_lint) > 1:

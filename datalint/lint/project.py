@@ -37,14 +37,16 @@ try:  # hashlib's own blake2b, without loading OpenSSL as `import hashlib` does 
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - a Python built without it
     from hashlib import blake2b
-from datalint.files import write_atomically
+from datalint.files import read_regular_file, write_atomically
 from datalint.lint.module import (
+    PARSE_WHOLE_CHARACTERS,
     TORCH_DATASET_BASES,
     NodeIndex,
     canonical,
     dotted,
     forwards_default_workers,
     index_tree,
+    parse_source,
 )
 
 DatasetKind = Literal["map", "iterable"]
@@ -983,6 +985,18 @@ def _defines_sampler_or_factory(summary: FileSummary, name: str) -> bool:
 # ---- the summary cache ------------------------------------------------------------------------------
 
 
+def _parse(raw: bytes, path: str) -> ast.Module:
+    """A file's tree from its bytes; a large one decoded first and parsed in pieces (bounded memory)."""
+    if len(raw) <= PARSE_WHOLE_CHARACTERS:
+        return ast.parse(raw, filename=path)
+    from datalint.lint.engine import decode_source
+
+    text, problem = decode_source(raw)
+    if problem is not None:
+        raise ValueError(problem)
+    return parse_source(text, path)
+
+
 def default_cache_dir() -> Path:
     """`$DATALINT_CACHE_DIR`, else the user cache folder (`$XDG_CACHE_HOME/datalint/summaries`)."""
     explicit = os.environ.get("DATALINT_CACHE_DIR")
@@ -1048,6 +1062,7 @@ class Project:
 
     root: Path | None
     cache: SummaryCache = field(default_factory=lambda: SummaryCache(None))
+    max_file_size: int | None = None  # a larger file is not read for another file's question
     _summaries: dict[Path, FileSummary | None] = field(default_factory=dict, repr=False)
     _keys: dict[Path, str] = field(default_factory=dict, repr=False)  # the cache key of each summary
     _names: dict[Path, tuple[Path, str, Path, bool]] = field(default_factory=dict, repr=False)
@@ -1074,8 +1089,10 @@ class Project:
     _log: list[tuple[tuple[str, ...], Any]] | None = field(default=None, repr=False)
 
     @classmethod
-    def for_paths(cls, paths: Iterable[Path | str], cache_dir: Path | None = None) -> Project:
-        return cls(find_root(paths), SummaryCache(cache_dir))
+    def for_paths(
+        cls, paths: Iterable[Path | str], cache_dir: Path | None = None, max_file_size: int | None = None
+    ) -> Project:
+        return cls(find_root(paths), SummaryCache(cache_dir), max_file_size)
 
     # -- files and summaries
 
@@ -1148,8 +1165,8 @@ class Project:
         if path in self._summaries and data is None:
             return self._summaries[path]
         try:
-            raw = data if data is not None else path.read_bytes()
-        except OSError:
+            raw = data if data is not None else read_regular_file(path, self.max_file_size)
+        except OSError:  # unreadable, not a regular file, or over max-file-size
             self._summaries[path] = None
             return None
         key = SummaryCache.key(raw, module, is_package)
@@ -1159,7 +1176,7 @@ class Project:
         if summary is None:
             if tree is None:
                 try:
-                    tree = ast.parse(raw, filename=str(path))
+                    tree = _parse(raw, str(path))
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
                     self._summaries[path] = None
                     return None
