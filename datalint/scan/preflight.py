@@ -35,6 +35,10 @@ from datalint.scan.specs import SpecError, parse_spec
 DEFAULT_SETUP_TIMEOUT = 600.0
 _BUILD, _LENGTH, _KEYS = 1, 2, 3  # the step the child is in, kept in its journal slot
 _TAIL = 1_500  # characters of the child's output quoted in an error
+# Keys a second no dataset's keys are read faster than (a list of paths reads ~2e6): a dataset
+# with more than this many per second of --setup-timeout cannot be fingerprinted in it, and is
+# told so at once rather than after the whole wait.
+KEYS_PER_SECOND = 10_000_000
 _SIGNAL_MEANINGS = {
     "SIGSEGV": "segmentation fault",
     "SIGABRT": "aborted by native code",
@@ -70,7 +74,7 @@ def inspect_source(
     journal.write(0, 0, -1, time.monotonic(), 0, cause=_BUILD)
     reader, writer = os.pipe()
     with tempfile.TemporaryFile(prefix="datalint-setup-") as output:
-        pid = _fork_inspector(description, journal, writer, output.fileno())
+        pid = _fork_inspector(description, journal, writer, output.fileno(), time_limit)
         os.close(writer)
         try:
             message, status, hung = _wait_for(pid, reader, output, time_limit)
@@ -128,14 +132,16 @@ def _spec_file(description: SourceDescription) -> Path | None:
     return None
 
 
-def _fork_inspector(description: SourceDescription, journal: runner.Journal, writer: int, output: int) -> int:
+def _fork_inspector(
+    description: SourceDescription, journal: runner.Journal, writer: int, output: int, time_limit: float
+) -> int:
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:
         code = 0
         try:
             runner.become_worker(parent, output)
-            message = json.dumps(_inspect(description, journal)).encode()
+            message = json.dumps(_inspect(description, journal, time_limit)).encode()
             runner.leave_if_forked(os.getpid())
             while message:
                 message = message[os.write(writer, message) :]
@@ -148,7 +154,7 @@ def _fork_inspector(description: SourceDescription, journal: runner.Journal, wri
     return pid
 
 
-def _inspect(description: SourceDescription, journal: runner.Journal) -> dict[str, Any]:
+def _inspect(description: SourceDescription, journal: runner.Journal, time_limit: float) -> dict[str, Any]:
     me = os.getpid()
     try:
         source = build_source(description)
@@ -158,7 +164,10 @@ def _inspect(description: SourceDescription, journal: runner.Journal) -> dict[st
         length = None if stream else len(source)
 
         def reading_key(index: int) -> None:
-            journal.write(0, index, index, time.monotonic(), 0, cause=_KEYS)
+            # In the keys step the record's `sequence` holds the length, for the parent's message.
+            journal.write(0, length or 0, index, time.monotonic(), 0, cause=_KEYS)
+            if index == 1 and length is not None and length > KEYS_PER_SECOND * time_limit:
+                raise SpecError(_too_many_keys(description, length, 1, time_limit, None))
 
         print_ = fingerprint(source, on_key=reading_key)
         runner.leave_if_forked(me)
@@ -228,6 +237,8 @@ def _failure(
     }.get(entry.cause, "building the dataset")
     where = runner.innermost_dumped_frame(text)
     at = f" (at {where})" if where else ""
+    if hung and _reading_keys_still(entry):
+        return _too_many_keys(description, entry.sequence, entry.index, time_limit, time_limit)
     if hung:
         what = f"did not finish within {time_limit:g} s{' (hung in ' + where + ')' if where else ''}"
         advice = "; raise --setup-timeout if it is only slow"
@@ -242,3 +253,39 @@ def _failure(
     tail = text.strip()[-_TAIL:]
     said = f"\nits output ended with:\n{tail}" if tail and not hung and where is None else ""
     return f"dataset spec {description.spec!r}: {step} {what}{advice}{said}"
+
+
+def _reading_keys_still(entry: runner.JournalEntry) -> bool:
+    """Whether the child was reading key after key when it was stopped (the key in flight began a
+    moment ago, and keys were left), not stuck on one."""
+    in_flight = time.monotonic() - entry.started
+    return entry.cause == _KEYS and in_flight < _FLOWING and 0 < entry.index < entry.sequence - 1
+
+
+# A key stuck since before the deadline has been in flight for the 0.5 s the stack dump is given
+# before the kill; a child still reading keys began its last one a moment before the kill.
+_FLOWING = 0.4
+
+
+def _too_many_keys(
+    description: SourceDescription, length: int, read: int, time_limit: float, spent: float | None
+) -> str:
+    """The dataset names more samples than its keys can be read in the setup time: said as such,
+    with what was read, instead of "hung in" wherever the child happened to be."""
+    if spent is None:
+        pace = f"more than {KEYS_PER_SECOND:,} keys a second of it"
+    else:
+        rate = max(read, 1) / spent
+        pace = f"{read:,} of {length:,} keys read in {spent:g} s, about {_duration(length / rate)} for all"
+    return (
+        f"dataset spec {description.spec!r}: len() is {length:,}, too many keys to fingerprint within "
+        f"--setup-timeout {time_limit:g} s ({pace}); check the dataset's __len__, or raise "
+        "--setup-timeout if it really holds that many samples"
+    )
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86_400), ("hours", 3_600), ("minutes", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.0f} {unit}"
+    return f"{seconds:,.0f} s"

@@ -67,3 +67,24 @@ def test_a_stream_that_cannot_start_is_not_an_empty_clean_stream(
     rows = samples(db)
     assert outcome.code == 1 and outcome.summary["quarantined"] == 1
     assert (rows[0]["status"], rows[0]["error_type"]) == ("error", error_type)
+
+
+def test_a_dataset_too_long_to_fingerprint_is_said_to_be_so_at_once(tmp_path: Path) -> None:
+    spec = dataset("make(1_000_000_000_000)")  # a __len__ of 10^12 keys
+    outcome = scan("--dataset", spec, "--db", str(tmp_path / "x.db"), "--setup-timeout", "5")
+    assert outcome.code == 2
+    assert (
+        "len() is 1,000,000,000,000, too many keys to fingerprint within --setup-timeout 5 s"
+        in outcome.stderr
+    )
+    assert "hung" not in outcome.stderr and "did not finish" not in outcome.stderr
+
+
+def test_keys_still_being_read_at_the_setup_limit_are_counted_not_called_hung(tmp_path: Path) -> None:
+    spec = dataset("make(20_000_000)")  # under the cap, but far more keys than 3 s reads
+    outcome = scan("--dataset", spec, "--db", str(tmp_path / "x.db"), "--setup-timeout", "3")
+    assert outcome.code == 2
+    said = outcome.stderr
+    assert "len() is 20,000,000, too many keys to fingerprint within --setup-timeout 3 s" in said
+    assert " of 20,000,000 keys read in 3 s" in said
+    assert "hung" not in said and "did not finish" not in said
