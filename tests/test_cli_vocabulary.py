@@ -64,7 +64,7 @@ def test_quarantine_reads_the_old_spellings_as_the_new_ones_and_says_so(index: P
     new, old = tmp_path / "new.txt", tmp_path / "old.txt"
     current = datalint_process("quarantine", str(index), "--format", "text", "-o", str(new))
     former = datalint_process("quarantine", str(index), "--format", "txt", "--output", str(old))
-    assert current.returncode == former.returncode == 0
+    assert current.returncode == former.returncode == 1  # samples listed
     assert "deprecated" not in current.stderr
     assert "--format txt is deprecated; use --format text" in former.stderr
     assert "--output is deprecated; use -o/--output-file" in former.stderr
@@ -75,7 +75,7 @@ def test_quarantine_reads_the_old_spellings_as_the_new_ones_and_says_so(index: P
 def test_quarantine_writes_json_with_output_file(index: Path, tmp_path: Path) -> None:
     target = tmp_path / "q.json"
     done = datalint_process("quarantine", str(index), "--output-file", str(target))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     assert [entry["index"] for entry in json.loads(target.read_text())["samples"]] == [2, 3, 4, 5, 6]
 
 

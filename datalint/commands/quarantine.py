@@ -29,7 +29,9 @@ def register(subparsers: Any) -> None:
         help="derive a quarantine list from a scan index with another policy, without rescanning",
         description=(
             "Re-derive the quarantine list from a scan index: choose which finding kinds quarantine a "
-            "sample, or change a threshold, without measuring anything again. The index is only read."
+            "sample, or change a threshold, without measuring anything again. The index is only read. "
+            "Exit status as datalint scan's: 1 when the list holds samples, 0 when it is empty, 2 on a "
+            "usage error."
         ),
     )
     parser.add_argument("db", metavar="DB", help="the scan index (.datalint/<dataset>.db)")
@@ -94,10 +96,10 @@ def run(args: argparse.Namespace) -> int:
     )
     target = None if args.output_file is None else Path(args.output_file)
     written = _write(document, _chosen_format(args.format, target), target)
+    count = len(document["samples"])
     if args.output_file is not None:
-        count = len(document["samples"])
         print(f"datalint: {count} sample(s) quarantined -> {', '.join(map(str, written))}", file=sys.stderr)
-    return 0
+    return 1 if count else 0  # as `datalint scan`: 1 when the list holds samples
 
 
 def _show_settings(db: str, settings: Any) -> int:

@@ -168,4 +168,4 @@ def test_list_outputs_are_checked_first_and_honour_the_umask(tmp_path: Path) -> 
     assert refused.returncode == 2 and "is a folder" in refused.stderr
     assert_no_internal_error(refused)
     written = datalint("quarantine", str(db), "-o", str(folder / "q.json"), umask=0o002)
-    assert written.returncode == 0 and (folder / "q.json").stat().st_mode & 0o777 == 0o664
+    assert written.returncode == 1 and (folder / "q.json").stat().st_mode & 0o777 == 0o664

@@ -58,7 +58,7 @@ def test_a_scan_stores_and_prints_every_name_exactly(odd_names: Path, tmp_path: 
     assert_no_internal_error(again)
 
     text = datalint("quarantine", str(db), "--format", "text")
-    assert text.returncode == 0, text.stderr
+    assert text.returncode == 1, text.stderr
     lines = text.stdout.splitlines()
     assert len(lines) == 3, "a newline in a name does not break the one-line-per-sample format"
     assert all(line.count("\t") == 3 and "\x1b" not in line for line in lines)

@@ -98,7 +98,7 @@ def test_quarantine_takes_the_files_limits_over_the_scans_and_isolated_ignores_t
     scan(folder, db, "--isolated", "--threshold", "tiny=100")
     monkeypatch.chdir(project(tmp_path / "proj", "[tool.datalint.scan.thresholds]\ndark = 0.85\n"))
     code, out, err = run_cli("quarantine", str(db), "--kinds", "dark,tiny")
-    assert code == 0, err
+    assert code == 1, err
     keys = {sample["key"] for sample in json.loads(out)["samples"]}
     assert {"clean_night.jpg", "dark.jpg", "small.jpg"} <= keys  # the file's dark, the scan's tiny
     code, out, err = run_cli("quarantine", str(db), "--kinds", "dark,tiny", "--isolated")
@@ -122,7 +122,7 @@ def test_the_files_default_kinds_replace_the_kinds_the_scan_used(
     monkeypatch.chdir(tmp_path)
     scan(folder, db, "--isolated", "--kinds", "default,dark")
     code, out, err = run_cli("quarantine", str(db))
-    assert code == 0, err
+    assert code == 1, err
     assert "dark.jpg" in {sample["key"] for sample in json.loads(out)["samples"]}  # the scan's kinds
     monkeypatch.chdir(project(tmp_path / "proj", TABLE + 'kinds = "default"\n'))
     code, out, err = run_cli("quarantine", str(db))

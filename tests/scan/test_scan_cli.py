@@ -84,13 +84,13 @@ def test_the_demo_finds_every_planted_fault(demo) -> None:
 def test_quarantine_rederives_with_another_policy_without_rescanning(demo, tmp_path) -> None:
     _, _, _, db = demo
     code, out, _ = run_cli("quarantine", str(db), "--kinds", "crash")
-    assert code == 0
+    assert code == 1  # the list holds samples, as a scan's exit says
     assert [entry["index"] for entry in json.loads(out)["samples"]] == [17, 99]
 
     target = tmp_path / "all.txt"
     code, _, err = run_cli("quarantine", str(db), "--kinds", "all", "--format", "text", "-o", str(target))
     lines = target.read_text().splitlines()
-    assert code == 0 and "9 sample(s)" in err
+    assert code == 1 and "9 sample(s)" in err
     assert "333\timages/class3/0333.jpg\tdtype_mismatch\tfield 'image' has dtype float64" in "\n".join(lines)
 
     code, out, _ = run_cli("quarantine", str(db), "--num-classes", "13")
@@ -158,3 +158,14 @@ def test_the_datasette_hint_shows_only_when_datasette_is_on_path(tmp_path, monke
     (tools / "datasette").chmod(0o755)
     code, out, _ = run_cli("scan", "--dataset", spec("faults.py:make(length=4)"), "--db", db)
     assert code == 0 and f"(browse: datasette {db})" in out
+
+
+def test_quarantine_exits_as_the_scan_did_on_the_same_index(tmp_path) -> None:
+    db = str(tmp_path / "faults.db")
+    scanned, _, _ = run_cli("scan", "--dataset", spec("faults.py:make(length=4)"), "--db", db)
+    code, out, _ = run_cli("quarantine", db)
+    assert scanned == code == 0 and json.loads(out)["samples"] == []
+    code, out, _ = run_cli("quarantine", db, "--require", "no_such_field")
+    assert code == 1 and len(json.loads(out)["samples"]) == 4  # every sample lacks the field
+    code, _, err = run_cli("quarantine", db, "--kinds", "bogus")
+    assert code == 2 and "unknown finding kind 'bogus'" in err

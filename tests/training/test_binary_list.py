@@ -54,7 +54,7 @@ def test_datalint_quarantine_writes_the_binary_form_on_request(scanned: Path, tm
     code, _, err = run_cli(
         "quarantine", str(scanned), "--kinds", "crash", "--format", "binary", "-o", str(target)
     )
-    assert code == 0, err
+    assert code == 1, err
     assert load_quarantine(target).indices.tolist() == [17, 99]
     code, _, err = run_cli("quarantine", str(scanned), "--format", "binary")
     assert code == 2 and "-o/--output-file" in err
@@ -66,19 +66,19 @@ def test_datalint_quarantine_chooses_the_binary_form_past_the_scans_size(
     target = tmp_path / "derived.json"
     beside = tmp_path / "derived.bin"
     code, _, err = run_cli("quarantine", str(scanned), "--kinds", "crash", "-o", str(target))
-    assert code == 0 and not beside.exists(), err  # a small list: JSON only
+    assert code == 1 and not beside.exists(), err  # a small list: JSON only
     monkeypatch.setattr(binary_list, "BINARY_FROM", 2)
     code, _, err = run_cli("quarantine", str(scanned), "--kinds", "crash", "-o", str(target))
-    assert code == 0 and str(beside) in err, err
+    assert code == 1 and str(beside) in err, err
     assert load_quarantine(beside).indices.tolist() == load_quarantine(target).indices.tolist() == [17, 99]
     # Smaller again (one kind with one sample): the stale binary list beside it goes.
     code, _, err = run_cli("quarantine", str(scanned), "--kinds", "timeout", "-o", str(target))
     assert code == 0 and not beside.exists(), err
     # A .bin target gets the binary form whatever the size; --format json never writes one.
     code, _, err = run_cli("quarantine", str(scanned), "--kinds", "crash", "-o", str(tmp_path / "a.bin"))
-    assert code == 0 and binary_list.is_binary_list(tmp_path / "a.bin"), err
+    assert code == 1 and binary_list.is_binary_list(tmp_path / "a.bin"), err
     code, _, err = run_cli("quarantine", str(scanned), "--format", "json", "-o", str(target))
-    assert code == 0 and not beside.exists(), err
+    assert code == 1 and not beside.exists(), err
 
 
 def test_a_large_list_maps_without_copying_and_a_damaged_one_is_refused(tmp_path: Path) -> None:
