@@ -66,7 +66,9 @@ def write_scan_list(index: Path, path: Path) -> None:
     """The list a scan writes beside its index (`datalint quarantine` writes it the same way)."""
     command = [sys.executable, "-m", "datalint", "quarantine", str(index), "--kinds", "error"]
     command += ["-o", str(path)]
-    subprocess.run(command, check=True, capture_output=True, env=environment())
+    done = subprocess.run(command, capture_output=True, env=environment())
+    if done.returncode not in (0, 1):  # 1: the list holds samples, as a scan's exit
+        raise subprocess.CalledProcessError(done.returncode, command, done.stdout, done.stderr)
 
 
 def timed_get(client: httpx.Client, url: str, **headers: str) -> tuple[float, httpx.Response]:
