@@ -10,7 +10,7 @@ import errno
 import json
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +150,20 @@ def write_atomically(
         raise
     if sync_folder:
         _fsync_folder(target.parent)
+
+
+def json_parts(value: Any, *, indent: int | None = None, part_chars: int = 1 << 20) -> Iterator[str]:
+    """The text of `json.dumps(value, indent=indent)` in parts of about `part_chars` characters, for
+    `write_atomically`: a list of 1e7 samples is never one string of a gigabyte."""
+    pending: list[str] = []
+    size = 0
+    for piece in json.JSONEncoder(indent=indent).iterencode(value):
+        pending.append(piece)
+        size += len(piece)
+        if size >= part_chars:
+            yield "".join(pending)
+            pending, size = [], 0
+    yield "".join(pending)
 
 
 def _temporary_beside(target: Path) -> tuple[int, Path]:

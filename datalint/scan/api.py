@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import itertools
 import json
 import os
 import platform
@@ -27,7 +28,7 @@ from typing import Any
 
 from datalint.errors import DatalintError, UsageError
 from datalint.extras import require as require_extra
-from datalint.files import write_atomically
+from datalint.files import Content, json_parts, write_atomically
 from datalint.host.cpus import effective_cpu_count
 from datalint.host.memory import memory_left_now
 from datalint.index import failures, read, store
@@ -943,7 +944,8 @@ def sample_keys(index: Any, indices: set[int]) -> dict[int, str | None]:
 
 
 def write_json_atomically(path: Path, document: Any) -> None:
-    write_text_atomically(path, json.dumps(document, indent=1) + "\n")
+    """`json.dumps(document, indent=1)` and a newline, written in parts (a 1e7-sample list is large)."""
+    write_text_atomically(path, itertools.chain(json_parts(document, indent=1), ("\n",)))
 
 
 def check_output_path(path: Path, flag: str) -> None:
@@ -1000,7 +1002,7 @@ def _not_a_list(path: Path) -> str | None:
     return f"it begins {first!r}, not like a JSON, binary or text list datalint writes"
 
 
-def write_text_atomically(path: Path, text: str) -> None:
+def write_text_atomically(path: Path, text: Content) -> None:
     """Write a list (or a summary) beside `path` and rename it over `path`: readers never see half.
 
     The file gets the mode a plain `open()` would give it (0666 less the umask), or keeps the mode

@@ -50,9 +50,9 @@ class Quarantine:
     _key_set: frozenset[str] = field(default=frozenset(), repr=False)
 
     def __post_init__(self) -> None:
-        mapped = isinstance(self.indices, np.memmap) and not self.indices.flags.writeable
-        # A private copy nobody else can write to; a read-only map (a binary list) is shared as it is.
-        indices = self.indices if mapped else np.array(self.indices, dtype=np.int64)
+        # A private copy nobody else can write to; a read-only map (a binary list) is shared as it is,
+        # and so is the array from_indices built (read-only, owning its memory, handed to no one else).
+        indices = self.indices if _shared_as_it_is(self.indices) else np.array(self.indices, dtype=np.int64)
         indices.setflags(write=False)
         object.__setattr__(self, "indices", indices)
         if not self.details:
@@ -75,17 +75,26 @@ class Quarantine:
         keys: Sequence[str | None] | None = None,
         kind: str = "manual",
     ) -> Quarantine:
-        """A list built in code (for instance from your own checks), for the samplers and the guard."""
-        index_list = [int(i) for i in indices]
-        key_list = list(keys) if keys is not None else [None] * len(index_list)
-        if len(key_list) != len(index_list):
-            raise ValueError(f"Quarantine.from_indices: {len(index_list)} indices but {len(key_list)} keys")
-        pairs = sorted(zip(index_list, key_list, strict=True), key=lambda pair: pair[0])
-        _check_unique([i for i, _ in pairs], "<in memory>")
+        """A list built in code (for instance from your own checks), for the samplers and the guard.
+
+        Built from numpy arrays: 1e7 indices cost their 8 bytes each (twice, while sorting), and
+        without `keys` no Python object per entry.
+        """
+        array = _index_array(indices)
+        key_list = None if keys is None else _listed(keys)
+        if key_list is not None and len(key_list) != len(array):
+            raise ValueError(f"Quarantine.from_indices: {len(array)} indices but {len(key_list)} keys")
+        if key_list is None:
+            array.sort()
+        else:
+            order = np.argsort(array, kind="stable")
+            array, key_list = array[order], _in_order(key_list, order)
+        _check_unique_array(array, "<in memory>")
+        array.setflags(write=False)
         return cls(
-            indices=np.array([i for i, _ in pairs], dtype=np.int64),
-            keys=tuple(k for _, k in pairs),
-            kinds=((kind,),) * len(pairs),
+            indices=array,
+            keys=binary_list.Repeated(None, len(array)) if key_list is None else key_list,
+            kinds=binary_list.Repeated((kind,), len(array)),
             length=length,
         )
 
@@ -100,13 +109,14 @@ class Quarantine:
 
     def restricted_to(self, positions: npt.NDArray[np.bool_]) -> Quarantine:
         """The entries where `positions` is True (used to drop entries that do not apply)."""
-        chosen = np.flatnonzero(positions).tolist()
+        indices = self.indices[positions]  # a new array: shared as it is once read-only
+        indices.setflags(write=False)
         return replace(
             self,
-            indices=self.indices[positions],
-            keys=tuple(self.keys[p] for p in chosen),
-            kinds=tuple(self.kinds[p] for p in chosen),
-            details=tuple(self.details[p] for p in chosen),
+            indices=indices,
+            keys=_picked(self.keys, positions, len(indices)),
+            kinds=_picked(self.kinds, positions, len(indices)),
+            details=_picked(self.details, positions, len(indices)),
         )
 
     def __contains__(self, item: object) -> bool:
@@ -126,6 +136,46 @@ class Quarantine:
     def __repr__(self) -> str:
         of = f" of {self.length}" if self.length is not None else ""
         return f"Quarantine({len(self)} samples{of}, from {self.source})"
+
+
+def _shared_as_it_is(indices: Any) -> bool:
+    if not isinstance(indices, np.ndarray) or indices.flags.writeable or indices.dtype != np.int64:
+        return False
+    return isinstance(indices, np.memmap) or indices.base is None
+
+
+def _index_array(indices: Iterable[int]) -> IndexArray:
+    """A fresh int64 array of the indices, whatever iterable they come in (as `int(i)` reads each)."""
+    if isinstance(indices, np.ndarray) and indices.ndim == 1 and indices.dtype.kind in "iub":
+        return np.array(indices, dtype=np.int64)
+    if isinstance(indices, range):
+        return np.arange(indices.start, indices.stop, indices.step, dtype=np.int64)
+    return np.fromiter((int(i) for i in indices), dtype=np.int64)
+
+
+def _listed(keys: Sequence[str | None]) -> Sequence[str | None]:
+    return keys if isinstance(keys, list | tuple | binary_list.Repeated) else list(keys)
+
+
+def _in_order(keys: Sequence[str | None], order: npt.NDArray[np.intp]) -> Sequence[str | None]:
+    if isinstance(keys, binary_list.Repeated):
+        return keys
+    return tuple(keys[i] for i in order.tolist())
+
+
+def _picked(column: Sequence[Any], positions: npt.NDArray[np.bool_], count: int) -> Sequence[Any]:
+    """The entries of one column where `positions` holds; a repeated value stays one value."""
+    if isinstance(column, binary_list.Repeated):
+        return binary_list.Repeated(column.value, count)
+    return tuple(column[p] for p in np.flatnonzero(positions).tolist())
+
+
+def _check_unique_array(sorted_indices: IndexArray, source: str) -> None:
+    repeated = np.flatnonzero(sorted_indices[1:] == sorted_indices[:-1])
+    if len(repeated):
+        raise QuarantineFormatError(
+            f"{source}: samples: index {int(sorted_indices[repeated[0] + 1])} is listed twice"
+        )
 
 
 def load_quarantine(
