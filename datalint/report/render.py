@@ -19,7 +19,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from datalint.index.kinds import DATASET_ONLY_KINDS
+from datalint.index.kinds import DAMAGE, DATASET_ONLY_KINDS, KINDS, UNSUPPORTED
 from datalint.index.store import RunRecord
 from datalint.report.charts import (
     Bar,
@@ -445,6 +445,20 @@ def _detail_lines(sample: FlaggedSample) -> list[str]:
     return [_clip(f"{kind}: {detail}", DETAIL_LIMIT) for kind, detail in pairs if detail]
 
 
+def _shown_status(sample: FlaggedSample) -> str:
+    """The status column as the findings read: a sample that loaded (ok) with a damage finding is
+    "damaged" (the decoder reported damage and went on), "unsupported" likewise, "flagged" when it
+    is quarantined for another finding; the load's own status otherwise."""
+    if sample.status != "ok":
+        return sample.status
+    families = {KINDS[kind].family for kind in sample.kinds if kind in KINDS}
+    if DAMAGE in families:
+        return "damaged"
+    if UNSUPPORTED in families:
+        return "unsupported"
+    return "flagged" if sample.quarantined else sample.status
+
+
 def _finite(value: float | None) -> float | None:
     """JSON has no NaN or Infinity: such a measurement shows as a blank."""
     return value if value is None or math.isfinite(value) else None
@@ -525,7 +539,7 @@ def _table_page(
             [
                 sample.idx,
                 shown_name(sample.key) if sample.key else sample.key,  # escapes, bytes that are not UTF-8
-                sample.status,
+                _shown_status(sample),
                 [number[k] for k in sample.kinds],
                 int(sample.quarantined),
                 message,

@@ -90,3 +90,19 @@ def test_previews_can_be_turned_off_and_found_in_a_moved_folder(
     assert "bad/cmyk.jpg" not in shown and shown["good/000.png"][0] is not None
     flagged = sum(1 for case in cases if case.kinds)
     assert f"{flagged} more flagged files not previewed" in page.text
+
+
+def test_the_status_shown_agrees_with_the_findings(
+    image_scan: tuple[Path, list[ImageCase], Path], tmp_path: Path
+) -> None:
+    _, cases, db = image_scan
+    out = tmp_path / "r.html"
+    assert main(["report", str(db), "-o", str(out)]) == 0
+    page = parse_page(out)
+    rows = {row["key"]: row for row in page.table_rows()}
+    damage = {"corrupt", "empty", "unreadable", "decompression_bomb"}
+    for case in cases:
+        if case.kinds:  # a file that loaded: damaged beside a damage kind, ok beside facts about it
+            assert rows[case.name]["status"] == ("damaged" if damage & set(case.kinds) else "ok"), case.name
+    static = [e.text for e in page.find("td", class_="status")]  # the rows drawn without scripts
+    assert "damaged" in static and sorted(static) == sorted(row["status"] for row in rows.values())
