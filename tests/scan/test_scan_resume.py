@@ -48,7 +48,7 @@ def test_kill_9_leaves_a_valid_index_no_orphans_and_the_rerun_resumes(tmp_path) 
             scanner.kill()
         scanner.communicate()
     # The workers follow their scanner (PR_SET_PDEATHSIG), like the OOM killer's victims never do.
-    wait_for(lambda: not any(alive(pid) for pid in workers), 5, "the workers to exit")
+    wait_for(lambda: not any(alive(pid) for pid in workers), 60, "the workers to exit")
 
     assert rows(db, "PRAGMA integrity_check") == [("ok",)]
     kept = count(db)

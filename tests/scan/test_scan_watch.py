@@ -139,7 +139,7 @@ def test_a_watch_killed_with_sigkill_leaves_a_valid_index_that_the_next_start_re
 
     with watching(folder, db, "--settle", "0.3s") as process:
         wait_for(lambda: count_rows(db) == 601, 90, "the restarted watch to finish")
-        wait_for(lambda: "many/0150.png" in listed(tmp_path / "w.quarantine.json"), 10, "the list")
+        wait_for(lambda: "many/0150.png" in listed(tmp_path / "w.quarantine.json"), 60, "the list")
         stop(process)
     with closing(sqlite3.connect(db)) as connection:
         keys = [row[0] for row in connection.execute("SELECT key FROM samples ORDER BY idx")]
