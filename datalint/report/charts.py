@@ -74,14 +74,14 @@ class Bar:
     css: str = "bar"
 
 
-def _svg(title: str, parts: Sequence[object], height: int = HEIGHT) -> Html:
+def _svg(title: str, parts: Sequence[object], height: int = HEIGHT, width: int = WIDTH) -> Html:
     return el(
         "svg",
         el("text", title, class_="chart-title", x=LEFT, y=16),
         *parts,
         class_="chart",
-        viewBox=f"0 0 {WIDTH} {height}",
-        width=WIDTH,
+        viewBox=f"0 0 {width} {height}",
+        width=width,
         height=height,
         role="img",
         aria_label=title,
@@ -377,6 +377,8 @@ def size_heatmap(sizes: dict[tuple[int, int], int], *, title: str) -> Html:
 # --- time series (the records of `datalint run`) ---------------------------------------------
 
 MAX_POINTS = 600  # per line: a long run is thinned to this many points, keeping each bucket's peak
+LIMIT_REACH = 2.0  # a limit up to this many times the data's peak is drawn on its scale
+CHAR_WIDTH = 7.0  # px a character of an 11 px label may take (wide sans-serif, bold limit labels)
 
 
 @dataclass(frozen=True)
@@ -409,13 +411,20 @@ def time_series(
     limits: Sequence[Threshold] = (),
     marks: Sequence[Mark] = (),
 ) -> Html:
-    """Lines over time, with limits as dashed horizontal lines and events as vertical ones."""
+    """Lines over time, with limits as dashed horizontal lines and events as vertical ones.
+
+    The y axis is scaled to the data: a limit within LIMIT_REACH times the peak is drawn and
+    included, one further above is named in the legend instead (a 64 GiB container limit would
+    flatten 300 MiB of workers into the axis). The legend is as wide as its longest label.
+    """
     drawn = [s for s in series if s.points]
     if not drawn:
         return empty_chart(title, "nothing recorded")
     t_end = max(max(t for t, _ in s.points) for s in drawn) or 1.0
-    top = max([max(v for _, v in s.points) for s in drawn] + [lim.value for lim in limits]) or 1.0
-    left, right = LEFT + 14, WIDTH - RIGHT - 90  # room for the legend on the right
+    peak = max(max(v for _, v in s.points) for s in drawn)
+    near = [lim for lim in limits if lim.value <= LIMIT_REACH * peak]
+    top = max([peak] + [lim.value for lim in near]) or 1.0
+    left, right = LEFT + 14, WIDTH - RIGHT - 90
 
     def x(t: float) -> float:
         return left + t / t_end * (right - left)
@@ -426,10 +435,7 @@ def time_series(
     parts: list[object] = [_line("axis", left, BASE, right, BASE), _line("axis", left, TOP, left, BASE)]
     parts += [_label(fmt(top), left - 4, TOP + 4, "end"), _label("0", left - 4, BASE, "end")]
     parts += [_label(format_seconds(t_end), right, BASE + 14, "end"), _label("0 s", left, BASE + 14)]
-    for lim in limits:
-        label = _label(f"{lim.label} {fmt(lim.value)}", right + 4, y(lim.value) + 4, css="limit-label")
-        line = _line("limit", left, y(lim.value), right, y(lim.value))
-        parts.append(el("g", line, label, class_="threshold"))
+    parts += [_line("limit", left, y(lim.value), right, y(lim.value)) for lim in near]
     for mark in marks:
         parts.append(
             el(
@@ -440,15 +446,31 @@ def time_series(
                 class_="mark",
             )
         )
+    legend: list[tuple[str, str, str]] = []  # (key's css, label's css, text) per row
     for i, s in enumerate(drawn[:6]):
         coords = " ".join(f"{_n(x(t))},{_n(y(v))}" for t, v in thin(s.points))
         parts.append(el("polyline", el("title", s.label), class_=f"series s{i}", points=coords))
-        row = TOP + 24 + 14 * i
-        parts.append(
-            el(
-                "g",
-                _line(f"series s{i}", right + 4, row, right + 16, row),
-                _label(_clip(s.label, 12), right + 19, row + 4),
-            )
-        )
-    return _svg(title, parts)
+        legend.append((f"series s{i}", "tick-label", s.label))
+    legend += [_limit_entry(lim, lim in near, peak, fmt) for lim in limits]
+    parts += _legend(legend, right)
+    widest = max(len(text) for _, _, text in legend)
+    return _svg(title, parts, width=max(WIDTH, math.ceil(right + 19 + widest * CHAR_WIDTH + RIGHT)))
+
+
+def _limit_entry(limit: Threshold, drawn: bool, peak: float, fmt: Formatter) -> tuple[str, str, str]:
+    text = f"{limit.label} {fmt(limit.value)}"
+    if drawn:
+        return "limit", "limit-label", text
+    times = f", {limit.value / peak:,.0f}x the peak" if peak > 0 else ""
+    return "", "limit-label", f"{text} (above the scale{times})"
+
+
+def _legend(entries: Sequence[tuple[str, str, str]], right: float) -> list[Html]:
+    """One row per entry right of the plot: a line in the series' style (an arrow for a limit
+    above the scale) and the whole label; the chart is made as wide as the longest."""
+    rows = []
+    for row, (key_css, label_css, text) in enumerate(entries):
+        y = TOP + 24 + 14 * row
+        key = _line(key_css, right + 4, y, right + 16, y) if key_css else _label("↑", right + 6, y + 4)
+        rows.append(el("g", key, _label(text, right + 19, y + 4, css=label_css), class_="legend"))
+    return rows
