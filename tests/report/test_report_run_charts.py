@@ -73,7 +73,8 @@ def test_the_memory_chart_is_scaled_to_the_data_and_names_a_limit_far_above(tmp_
     tops = [float(y) for line in svg.iter(f"{SVG}line") if "axis" in line.attrib.get("class", "")
             for y in (line.attrib["y1"], line.attrib["y2"])]  # fmt: skip
     plot_top, plot_bottom = min(tops), max(tops)
-    peak_y = min(float(p.split(",")[1]) for line in svg.iter(f"{SVG}polyline") for p in line.attrib["points"].split())
+    points = [p for line in svg.iter(f"{SVG}polyline") for p in line.attrib["points"].split()]
+    peak_y = min(float(p.split(",")[1]) for p in points)
     assert (plot_bottom - peak_y) / (plot_bottom - plot_top) > 0.5, "the data fills the chart, not its bottom"
     assert not [line for line in svg.iter(f"{SVG}line") if line.attrib.get("class") == "limit"]
     assert any((t.text or "").startswith("cgroup limit 64 GiB (above the scale") for t in texts(svg))
@@ -81,7 +82,7 @@ def test_the_memory_chart_is_scaled_to_the_data_and_names_a_limit_far_above(tmp_
 
 def test_a_limit_within_reach_is_drawn_on_the_scale(tmp_path: Path) -> None:
     svg = memory_chart(charts(write_record(tmp_path / "run.db", 1536 * MiB), tmp_path))
-    y_top_label = [t.text for t in texts(svg) if t.attrib.get("text-anchor") == "end"][0]
+    y_top_label = next(t.text for t in texts(svg) if t.attrib.get("text-anchor") == "end")
     assert y_top_label == "1.5 GiB"  # the axis reaches the limit
     limits = [line for line in svg.iter(f"{SVG}line") if line.attrib.get("class") == "limit"]
     assert limits and float(limits[0].attrib["y1"]) == float(limits[0].attrib["y2"])
