@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datalint.errors import UsageError
+from datalint.index import quarantine
 from datalint.index.kinds import DEFAULT_KINDS, KINDS, SAID_BY, candidate_where, severity_rank
 from datalint.scan import hash_groups, quality
 from datalint.scan.images import (
@@ -28,8 +29,6 @@ from datalint.scan.images import (
 )
 from datalint.text import did_you_mean, shown_name
 from datalint.units import human_bytes
-
-QUARANTINE_FORMAT = "datalint-quarantine/1"
 
 
 @dataclass(frozen=True)
@@ -1261,7 +1260,7 @@ def quarantine_document(
 ) -> dict[str, Any]:
     """The quarantine.json value (format datalint-quarantine/1)."""
     return {
-        "format": QUARANTINE_FORMAT,
+        "format": quarantine.FORMAT,
         "dataset": dataset,
         "length": length,
         "fingerprint": fingerprint,

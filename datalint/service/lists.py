@@ -38,8 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.files import write_atomically
-from datalint.index import failures, read, store
-from datalint.index.kinds import severity_sql
+from datalint.index import failures, quarantine, read, store
 
 logger = logging.getLogger("datalint.service")
 
@@ -399,8 +398,6 @@ def scan_list(path: Path) -> ServedList | None:
     in the index (the file is written by scans, which know nothing of them). Its ETag is the SHA-256 of
     the file's bytes (another serialization than a build's, so another ETag for the same entries); it
     is served uncompressed (compressing 90 MB would cost what waiting does)."""
-    from datalint.scan.policy import QUARANTINE_FORMAT
-
     try:
         body = (path.parent / SCAN_LIST).read_bytes()
         start = body.index(b'"samples": [')
@@ -409,14 +406,13 @@ def scan_list(path: Path) -> ServedList | None:
         return None
     with read.reading(path) as connection:
         run = store.latest_run(connection)
-        # no guard run, no guard failure (and no scan of a million sample rows to find that out)
-        guarded = connection.execute("SELECT 1 FROM runs WHERE kind = 'guard' LIMIT 1").fetchone()
+        guarded = bool(failures.active(connection))  # the failures kept, not a pass over the samples
     made_by = (head.get("format"), head.get("dataset"), head.get("length"), head.get("fingerprint"))
-    if run is None or made_by != (QUARANTINE_FORMAT, run.spec, run.length, run.fingerprint):
+    if run is None or made_by != (quarantine.FORMAT, run.spec, run.length, run.fingerprint):
         return None
     if head.get("policy") != policy_kinds(run):  # `datalint quarantine --kinds` wrote another list
         return None
-    if guarded is not None and guard_failures(path):
+    if guarded:
         return None
     digest: list[str] = []  # hashed on a thread of its own (hashlib lets go of the GIL) while counting
     hashing = threading.Thread(target=lambda: digest.append(hashlib.sha256(body).hexdigest()))
@@ -521,27 +517,10 @@ def content_hasher(opened: bytes) -> Any:
     return hasher
 
 
-def _entries_query(where: str) -> str:
-    """One JSON object per quarantined sample (compact, as json_group_array writes them), by index."""
-    return f"""
-        SELECT f.idx, json_object('index', f.idx, 'key', s.key, 'kinds', json_group_array(f.kind),
-                                  'detail', group_concat(f.detail, '; ')) AS entry
-        FROM (SELECT idx, kind, detail FROM findings WHERE quarantine = 1 {where}
-              ORDER BY idx, {severity_sql()}, kind) AS f
-        LEFT JOIN samples s ON s.idx = f.idx
-        GROUP BY f.idx ORDER BY f.idx
-    """
-
-
 def list_entries(path: Path, indexes: list[int]) -> list[tuple[int, str]]:
     """The list's entries for `indexes` (those quarantined), read by key: cheap for a batch of failures."""
-    found: list[tuple[int, str]] = []
     with read.reading(path) as connection:
-        for start in range(0, len(indexes), 500):
-            part = sorted(set(indexes[start : start + 500]))
-            marks = ", ".join("?" for _ in part)
-            found += connection.execute(_entries_query(f"AND idx IN ({marks})"), part).fetchall()
-    return found
+        return quarantine.entries_of(connection, indexes)
 
 
 def guard_failures(path: Path) -> list[int]:
@@ -575,14 +554,12 @@ def build_list(path: Path) -> _Built:
     building a million Python dicts and dumping them takes several times that. SQLite's group_concat
     keeps the order of the rows it is given (ordered by index here), as json_group_array does.
     """
-    from datalint.scan.policy import QUARANTINE_FORMAT
-
     state = index_state(path)
     # The entries joined as they are (each is json_object's compact text already: json_group_array
     # would parse each one again), and the listed indexes from the same pass.
     query = f"""SELECT count(*), '[' || coalesce(group_concat(entry, ','), '') || ']',
                        coalesce(group_concat(idx, ','), '')
-                FROM ({_entries_query('')})"""
+                FROM ({quarantine.entries_json_sql()})"""
     with read.reading(path) as connection:
         connection.execute("BEGIN")  # one snapshot of the index for every query below (WAL)
         count, samples, indexes = connection.execute(query).fetchone()
@@ -590,7 +567,7 @@ def build_list(path: Path) -> _Built:
         connection.execute("COMMIT")
     listed = [int(index) for index in indexes.split(",")] if indexes else []
     head = {
-        "format": QUARANTINE_FORMAT,
+        "format": quarantine.FORMAT,
         "dataset": run.spec if run else None,
         "length": run.length if run else None,
         "fingerprint": run.fingerprint if run else None,

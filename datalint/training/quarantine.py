@@ -19,10 +19,8 @@ import numpy.typing as npt
 
 from datalint.errors import DatalintError
 from datalint.files import UnreadableDocument, is_regular, load_json_document
-from datalint.index import read, store
+from datalint.index import quarantine, read, store
 from datalint.training import binary_list
-
-FORMAT = "datalint-quarantine/1"
 
 IndexArray = npt.NDArray[np.int64]
 
@@ -249,9 +247,9 @@ def parse_quarantine(document: Any, *, source: str) -> Quarantine:
     """Validate a decoded `quarantine.json` document; errors name `source` and the field."""
     if not isinstance(document, dict):
         raise QuarantineFormatError(f"{source}: expected a JSON object, got {_json_type(document)}")
-    if document.get("format") != FORMAT:
+    if document.get("format") != quarantine.FORMAT:
         raise QuarantineFormatError(
-            f"{source}: format: expected {FORMAT!r}, got {document.get('format')!r}"
+            f"{source}: format: expected {quarantine.FORMAT!r}, got {document.get('format')!r}"
             " (is this a datalint quarantine list?)"
         )
     length = _optional(document, "length", int, source)
@@ -324,27 +322,18 @@ def _json_type(value: object) -> str:
 
 # ---- scan index (.db) ------------------------------------------------------------------------------
 
-_QUARANTINED_SQL = """
-SELECT f.idx, s.key, group_concat(f.kind, char(31)), group_concat(f.detail, char(10))
-FROM findings f LEFT JOIN samples s ON s.idx = f.idx
-WHERE f.quarantine = 1
-GROUP BY f.idx
-ORDER BY f.idx
-"""
-
-
 def _load_index(path: Path) -> Quarantine:
     # Read-only, so pointing the sampler at an index never creates or changes it.
     try:
         with store.reading_index(path), read.reading(path) as connection:
             read.check_index(connection, path)
-            rows = connection.execute(_QUARANTINED_SQL).fetchall()
+            rows = list(quarantine.entries(connection))
             latest = store.latest_run(connection)  # the dataset as scanned; guard runs only add failures
             return Quarantine(
-                indices=np.array([row[0] for row in rows], dtype=np.int64),
-                keys=tuple(store.read_key(row[1]) for row in rows),
-                kinds=tuple(tuple(sorted(set(row[2].split("\x1f")))) for row in rows),
-                details=tuple(row[3] for row in rows),
+                indices=np.array([row.index for row in rows], dtype=np.int64),
+                keys=tuple(row.key for row in rows),
+                kinds=tuple(row.kinds for row in rows),
+                details=tuple(row.detail for row in rows),
                 length=latest.length if latest is not None else None,
                 fingerprint=latest.fingerprint if latest is not None else None,
                 dataset=latest.spec if latest is not None else None,
