@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import pkgutil
 import sys
 import traceback
 from dataclasses import dataclass
@@ -110,8 +111,25 @@ def resolve_spec(text: str) -> Any:
             )
         target = getattr(target, name)
     if spec.call is not None:
-        target = _call_factory(spec, target)
+        return _call_factory(spec, target)
+    if inspect.isroutine(target) or inspect.isclass(target):
+        raise SpecError(f"dataset spec {text!r} {_call_hint(spec, target)}")
     return target
+
+
+def _call_hint(spec: Spec, factory: Any) -> str:
+    """`names the function make_ds, not a dataset; add () to call it: mymod:make_ds()`."""
+    what = "class" if inspect.isclass(factory) else "function"
+    name = getattr(factory, "__qualname__", spec.attribute[-1])
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature
+        parameters = []  # type: ignore[assignment]
+    required = [p.name for p in parameters
+                if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]  # fmt: skip
+    arguments = ", ".join(f"{parameter}=..." for parameter in required)
+    with_them = " with its arguments" if required else ""
+    return f"names the {what} {name}, not a dataset; add () to call it{with_them}: {spec.text}({arguments})"
 
 
 def _import_module(spec: Spec) -> Any:
@@ -125,16 +143,33 @@ def _import_module(spec: Spec) -> Any:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
-            raise SpecError(
-                f"dataset spec {spec.text!r}: cannot import module {name!r} ({exc}); run from the "
-                f"directory that contains it, add it to PYTHONPATH, or use a file path "
+            close = _close_modules(exc.name)
+            where = (
+                "run from the directory that contains it, add it to PYTHONPATH, or use a file path "
                 f"(path/to/{name.replace('.', '/')}.py:{'.'.join(spec.attribute)})"
+            )
+            raise SpecError(
+                f"dataset spec {spec.text!r}: no module named {exc.name!r}; "
+                + (f"did you mean {close}? If not, {where}" if close else where)
             ) from None
         raise SpecError(f"dataset spec {spec.text!r}: importing {name!r} failed: {_describe(exc)}") from None
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # the user's module ran and failed: report it, never a traceback
         raise SpecError(f"dataset spec {spec.text!r}: importing {name!r} failed: {_describe(exc)}") from None
+
+
+def _close_modules(missing: str) -> str:
+    """The importable modules closest to a name that is not one, quoted (`'my_data'`), or "": the
+    working directory's and sys.path's top level, or the package's own for a dotted name."""
+    package, _, leaf = missing.rpartition(".")
+    try:
+        where = importlib.import_module(package).__path__ if package else None
+    except (ImportError, AttributeError):  # the package itself failed, or is a plain module
+        return ""
+    names = {module.name for module in pkgutil.iter_modules(where)}
+    close = difflib.get_close_matches(leaf, names, n=3, cutoff=0.7)
+    return ", ".join(repr(f"{package}.{name}" if package else name) for name in close)
 
 
 def _import_file(spec: Spec) -> Any:

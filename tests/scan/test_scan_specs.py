@@ -36,7 +36,7 @@ def test_a_module_spec_imports_from_the_working_directory(tmp_path, monkeypatch)
     ("text", "expected"),
     [
         ("no_colon_here", "must have the form"),
-        ("datalint_no_such_module_xyz:ds", "cannot import module 'datalint_no_such_module_xyz'"),
+        ("datalint_no_such_module_xyz:ds", "no module named 'datalint_no_such_module_xyz'; run from"),
         (spec("nowhere.py:ds"), "no such file"),
         (spec("broken.py:datset"), "did you mean dataset?"),
         (spec("broken.py:no_length"), "not a map-style dataset: it has no __len__"),
@@ -118,3 +118,51 @@ def test_the_fingerprint_is_the_same_read_a_block_at_a_time_as_key_by_key() -> N
     shorter = _Keyed(20_000)
     shorter.keys.pop()
     assert fingerprint(shorter) != by_key
+
+
+MY_DATA = """
+class Pairs:
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        return [float(i)]
+
+
+def make_ds():
+    return Pairs()
+
+
+def make_split(split, size=3):
+    return Pairs()
+"""
+
+
+@pytest.mark.parametrize(
+    ("target", "hint"),
+    [
+        ("make_ds", "names the function make_ds, not a dataset; add () to call it: my_data:make_ds()"),
+        ("Pairs", "names the class Pairs, not a dataset; add () to call it: my_data:Pairs()"),
+        ("make_split", "add () to call it with its arguments: my_data:make_split(split=...)"),
+    ],
+)
+def test_a_factory_named_without_its_call_is_told_to_add_it(tmp_path, monkeypatch, target, hint) -> None:
+    (tmp_path / "my_data.py").write_text(MY_DATA)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("scan", "--dataset", f"my_data:{target}", "--db", str(tmp_path / "x.db"))
+    assert code == 2 and hint in err, err
+    called = "my_data:make_split('val')" if target == "make_split" else f"my_data:{target}()"
+    code, _, err = run_cli("scan", "--dataset", called, "--db", str(tmp_path / f"{target}.db"))
+    assert code == 0, err
+
+
+def test_a_misspelt_module_suggests_the_closest_one(tmp_path, monkeypatch) -> None:
+    (tmp_path / "my_data.py").write_text(MY_DATA)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("scan", "--dataset", "mydata:make_ds()", "--db", str(tmp_path / "x.db"))
+    assert code == 2 and "no module named 'mydata'; did you mean 'my_data'?" in err, err
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train_data.py").write_text(MY_DATA)
+    code, _, err = run_cli("scan", "--dataset", "pkg.traindata:make_ds()", "--db", str(tmp_path / "y.db"))
+    assert code == 2 and "no module named 'pkg.traindata'; did you mean 'pkg.train_data'?" in err, err
