@@ -40,7 +40,7 @@ def resident_mib() -> dict[str, float]:
 
 
 def simulated_list(size: int, quarantined: int, path: Path) -> None:
-    from datalint.training.binary_list import write_binary_quarantine
+    from datalint.index.binary_list import write_binary_quarantine
 
     rng = np.random.default_rng(2026)
     chosen = np.unique(rng.integers(0, size, quarantined, dtype=np.int64))

@@ -118,7 +118,7 @@ def _show_settings(db: str, settings: Any) -> int:
 
 def _chosen_format(requested: str, target: Path | None) -> str:
     """`auto`: a `.bin` target gets the binary form alone; others get JSON (plus the binary if large)."""
-    from datalint.training.binary_list import SUFFIX
+    from datalint.index.binary_list import SUFFIX
 
     if requested != "auto":
         return requested
@@ -127,8 +127,8 @@ def _chosen_format(requested: str, target: Path | None) -> str:
 
 def _write(document: dict[str, Any], chosen: str, target: Path | None) -> list[Path]:
     """Write the list in the chosen form; the files written (none for stdout)."""
+    from datalint.index.binary_list import write_beside_if_large, write_from_document
     from datalint.scan.api import write_json_atomically, write_text_atomically
-    from datalint.training.binary_list import write_beside_if_large, write_from_document
 
     if chosen == "binary":
         if target is None:

@@ -31,7 +31,7 @@ from datalint.extras import require as require_extra
 from datalint.files import Content, json_parts, write_atomically
 from datalint.host.cpus import effective_cpu_count
 from datalint.host.memory import memory_left_now
-from datalint.index import failures, read, store
+from datalint.index import binary_list, failures, read, store
 from datalint.scan import changes as changes_
 from datalint.scan import dask_backend, policy, preflight, runner, shard_writers, summaries, summary_findings
 from datalint.scan.policy import PolicyOptions, QuarantineEntry
@@ -45,7 +45,6 @@ from datalint.scan.sources import (
     forget_source,
     is_built,
 )
-from datalint.training import binary_list
 
 DEFAULT_INDEX_DIR = Path(".datalint")
 WORST_SHOWN = 10

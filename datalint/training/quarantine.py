@@ -19,8 +19,7 @@ import numpy.typing as npt
 
 from datalint.errors import DatalintError
 from datalint.files import UnreadableDocument, is_regular, load_json_document
-from datalint.index import quarantine, read, store
-from datalint.training import binary_list
+from datalint.index import binary_list, quarantine, read, store
 
 IndexArray = npt.NDArray[np.int64]
 

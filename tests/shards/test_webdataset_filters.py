@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from datalint.errors import UsageError
+from datalint.index.binary_list import write_binary_quarantine
 from datalint.torch import Quarantine
-from datalint.training.binary_list import write_binary_quarantine
 from datalint.webdataset import arrow_mask, hf_filter, skip_quarantined
 from tests.scan.scan_support import run_cli
 from tests.shards.shard_support import write_faulty_shards

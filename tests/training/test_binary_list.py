@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datalint.training import binary_list
+from datalint.index import binary_list
 from datalint.training.quarantine import QuarantineFormatError, load_quarantine
 from tests.scan.scan_support import run_cli, spec
 

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from datalint.files import json_parts
+from datalint.index import binary_list
 from datalint.scan.api import write_json_atomically
-from datalint.training import binary_list
 from datalint.training.quarantine import Quarantine, QuarantineFormatError
 
 
