@@ -364,6 +364,8 @@ def _reweighted(sampler: WeightedRandomSampler, quarantine: Quarantine) -> Weigh
     weights = sampler.weights.clone()
     weights[torch.tensor(quarantine.indices.tolist(), dtype=torch.long)] = 0
     drawable = int((weights > 0).sum())
+    if drawable == 0:  # torch would say only "invalid multinomial distribution", at the first draw
+        raise DatalintError(_nothing_to_draw(sampler, quarantine))
     if not sampler.replacement and sampler.num_samples > drawable:
         raise DatalintError(
             f"WeightedRandomSampler draws {sampler.num_samples} samples without replacement, but only"
@@ -375,6 +377,21 @@ def _reweighted(sampler: WeightedRandomSampler, quarantine: Quarantine) -> Weigh
         sampler.num_samples,
         sampler.replacement,
         sampler.generator,
+    )
+
+
+def _nothing_to_draw(sampler: WeightedRandomSampler, quarantine: Quarantine) -> str:
+    positive = int((sampler.weights > 0).sum())
+    why = (
+        f"every one of the {positive} samples with a positive weight is quarantined"
+        if positive
+        else "its weights were all zero before any sample was quarantined"
+    )
+    return (
+        f"quarantine_filter: the WeightedRandomSampler has nothing left to draw: {why} "
+        f"({len(quarantine.indices)} of {len(sampler.weights)} samples quarantined), so the weights left "
+        "are all zero; check that the list was made for this dataset and these weights, or give the "
+        "samples that are not quarantined a positive weight"
     )
 
 

@@ -69,6 +69,18 @@ def test_weighted_sampler_without_replacement_that_cannot_be_filled_is_refused()
         )
 
 
+def test_weighted_sampler_whose_weight_is_all_quarantined_says_so(tmp_path: Path) -> None:
+    weights = [0.0] * 60
+    for index in BAD:
+        weights[index] = 1.0  # only the bad samples were ever drawn
+    listed = write_quarantine(tmp_path / "quarantine.json", BAD, length=60)
+    with pytest.raises(DatalintError) as caught:
+        quarantine_filter(WeightedRandomSampler(weights, num_samples=10), listed)
+    message = str(caught.value)
+    assert "nothing left to draw" in message and "multinomial" not in message
+    assert "every one of the 8 samples with a positive weight is quarantined (8 of 60" in message
+
+
 class LengthBuckets(Sampler[list[int]]):
     """A user's own batch sampler: variable batch sizes, no `batch_size`, no dataset attribute."""
 
