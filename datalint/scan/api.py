@@ -32,6 +32,7 @@ from datalint.files import Content, json_parts, write_atomically
 from datalint.host.cpus import effective_cpu_count
 from datalint.host.memory import memory_left_now
 from datalint.index import binary_list, failures, read, store
+from datalint.index.quarantine import FORMAT as LIST_FORMAT
 from datalint.scan import changes as changes_
 from datalint.scan import dask_backend, policy, preflight, runner, shard_writers, summaries, summary_findings
 from datalint.scan.policy import PolicyOptions, QuarantineEntry
@@ -969,7 +970,7 @@ def check_output_path(path: Path, flag: str) -> None:
 
 
 # How each form datalint writes begins: JSON (`format` first), the binary list, the text form's line.
-_JSON_LIST_HEAD = re.compile(rb'\A\{\s*"format":\s*"datalint-quarantine/1"')
+_JSON_LIST_HEAD = re.compile(rb'\A\{\s*"format":\s*"' + re.escape(LIST_FORMAT.encode()) + rb'"')
 _TEXT_LIST_LINE = re.compile(rb"\A\d+\t[^\t\n]*\t[^\t\n]*\t[^\t\n]*\Z")
 
 
