@@ -33,6 +33,19 @@ PLAIN_METHODS = frozenset({"readlines", "splitlines", "split", "items", "keys", 
 
 # ---- DL501 iterable-without-sharding -------------------------------------------------------------
 
+# Queues shared between processes: each item put in is taken out by one process only.
+QUEUE_CLASSES = frozenset({"Queue", "SimpleQueue", "JoinableQueue"})
+QUEUE_TAKES = frozenset({"get", "get_nowait"})
+QUEUE_MAKERS = frozenset(
+    {
+        "multiprocessing.get_context",
+        "multiprocessing.Manager",
+        "multiprocessing.managers.SyncManager",
+        "torch.multiprocessing.get_context",
+        "torch.multiprocessing.Manager",
+    }
+)
+
 
 @dataclass(frozen=True)
 class Sources:
@@ -140,7 +153,89 @@ def _plain_point(
     if isinstance(point, ast.YieldFrom | ast.Return):
         assert point.value is not None
         return _plain_or_plain_generator(module, info, function, point.value, sources, depth)
-    return True
+    # `yield self.queue.get()`: a multiprocessing queue hands each item to one worker only.
+    return not (
+        isinstance(point, ast.Yield)
+        and point.value is not None
+        and _from_shared_queue(module, info, point.value)
+    )
+
+
+def _from_shared_queue(module: Module, info: ClassInfo, expr: ast.expr) -> bool:
+    """The value is taken from a multiprocessing queue (`q.get()`, or a name bound once to it)."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            bound = module.binding(node)
+            node = bound if isinstance(bound, ast.Call) else node
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in QUEUE_TAKES
+            and _shared_queue(module, info, node.func.value)
+        ):
+            return True
+    return False
+
+
+def _shared_queue(module: Module, info: ClassInfo, receiver: ast.expr) -> bool:
+    """`self.queue` (or a name) whose every value is a multiprocessing queue: built here, or a
+    constructor parameter annotated as one."""
+    if isinstance(receiver, ast.Attribute) and is_self_attribute(receiver):
+        values = [a for a in self_assignments(module, info) if a.attr == receiver.attr]
+        return bool(values) and all(_queue_value(module, a.method, a.value, info) for a in values)
+    if isinstance(receiver, ast.Name):
+        function = module.enclosing_function(receiver)
+        if (
+            isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+            and (annotation := _parameter_annotation(function, receiver.id)) is not None
+        ):
+            return _queue_type(module, annotation)
+        return _queue_value(module, function, module.resolve(receiver))
+    return False
+
+
+def _queue_value(module: Module, method: Any, value: ast.AST | None, info: ClassInfo | None = None) -> bool:
+    if isinstance(value, ast.Name) and isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef):
+        annotation = _parameter_annotation(method, value.id)
+        if annotation is not None:
+            return _queue_type(module, annotation)
+        return (
+            info is not None and method.name == "__init__" and _queue_passed(module, info, method, value.id)
+        )
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name | ast.Attribute):
+        return False
+    if _queue_type(module, value.func):
+        return True
+    # `ctx.Queue()` of `multiprocessing.get_context(...)`, `manager.Queue()` of a `Manager()`
+    func = value.func
+    if isinstance(func, ast.Attribute) and func.attr in QUEUE_CLASSES:
+        maker = module.resolve(func.value)
+        return isinstance(maker, ast.Call) and (module.qualname(maker.func) or "") in QUEUE_MAKERS
+    return False
+
+
+def _queue_passed(module: Module, info: ClassInfo, init: FunctionDef, parameter: str) -> bool:
+    """Every construction of the class in the file hands `parameter` a multiprocessing queue."""
+    names = [a.arg for a in (*init.args.posonlyargs, *init.args.args)][1:]
+    handed = []
+    for call in module.calls:
+        built = module.resolve_class(call.func)
+        if built is None or built.node is not info.node:
+            continue
+        given = next((k.value for k in call.keywords if k.arg == parameter), None)
+        if given is None and parameter in names and names.index(parameter) < len(call.args):
+            given = call.args[names.index(parameter)]
+        if given is None or any(isinstance(a, ast.Starred) for a in call.args):
+            return False
+        handed.append(given)
+    return bool(handed) and all(_queue_value(module, None, module.resolve(g)) for g in handed)
+
+
+def _queue_type(module: Module, node: ast.expr) -> bool:
+    """`multiprocessing.Queue`, `mp.SimpleQueue`, `torch.multiprocessing.JoinableQueue` (a type or a call)."""
+    qualified = module.qualname(node.value if isinstance(node, ast.Subscript) else node) or ""
+    module_name, _, name = qualified.rpartition(".")
+    return name in QUEUE_CLASSES and module_name.startswith(("multiprocessing", "torch.multiprocessing"))
 
 
 def _plain_or_plain_generator(
