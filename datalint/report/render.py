@@ -43,11 +43,15 @@ PAGE_SIZE = 100
 MESSAGE_LIMIT = 400
 DETAIL_LIMIT = 1000
 TRACEBACK_LIMIT = 6000  # characters kept per traceback: its end, where the innermost frame is
-TRACEBACK_BUDGET = 2_500_000  # characters of tracebacks in one page; past it, the index has them
-# Characters of table rows (keys, messages, details) in one page. With the tracebacks, the first
-# page drawn twice (HTML and data) and the charts, the page stays under 10 MB however long the
-# messages are; rows past it are left to the index, and the page says how to query them.
+TRACEBACK_BUDGET = 2_500_000  # bytes of tracebacks in one page; past it, the index has them
+# Bytes (UTF-8, as the file holds them) of table rows (keys, messages, details) in one page. With
+# the tracebacks, the first page drawn twice (HTML and data) and the charts, a page stays under
+# 10 MB however long the messages are and whatever their script; rows past it go to the sibling
+# pages. Counted in characters, 3-byte text (CJK) made a 16.8 MB page.
 ROWS_BUDGET = 5_000_000
+# The report itself carries the charts and is what opens first: it holds this share of the budgets,
+# and the table goes on in its sibling pages.
+FIRST_PAGE_SHARE = 0.4
 
 
 @dataclass(frozen=True)
@@ -481,9 +485,9 @@ class TableData:
 
 
 def _island_length(*texts: str) -> int:
-    """Characters these strings take in the page's JSON island (`json_island` escapes <, > and &)."""
+    """Bytes these strings take in the page's JSON island (`json_island` escapes <, > and &)."""
     escaped = sum(text.count("<") + text.count(">") + text.count("&") for text in texts)
-    return len(json.dumps(texts, ensure_ascii=False)) + 5 * escaped
+    return len(json.dumps(texts, ensure_ascii=False).encode("utf-8", "surrogatepass")) + 5 * escaped
 
 
 def table_data(index: IndexSummary) -> TableData:
@@ -503,7 +507,8 @@ def table_pages(index: IndexSummary) -> list[TableData]:
     pages: list[TableData] = []
     start = 0
     while True:
-        data, used = _table_page(index.flagged, start, kinds, quarantine_kinds)
+        share = FIRST_PAGE_SHARE if start == 0 else 1.0
+        data, used = _table_page(index.flagged, start, kinds, quarantine_kinds, share)
         start += used
         pages.append(replace(data, rows_dropped=len(index.flagged) - start))
         if start >= len(index.flagged) or used == 0:
@@ -511,14 +516,14 @@ def table_pages(index: IndexSummary) -> list[TableData]:
 
 
 def _table_page(
-    flagged: Sequence[FlaggedSample], start: int, kinds: list[str], quarantine_kinds: list[int]
+    flagged: Sequence[FlaggedSample], start: int, kinds: list[str], quarantine_kinds: list[int], share: float
 ) -> tuple[TableData, int]:
-    """One page of rows from flagged[start:], and how many samples it took."""
+    """One page of rows from flagged[start:], within `share` of the budgets; how many samples it took."""
     number = {kind: i for i, kind in enumerate(kinds)}
     tracebacks: dict[str, int] = {}
-    budget, dropped = TRACEBACK_BUDGET, 0
+    budget, dropped = int(TRACEBACK_BUDGET * share), 0
     rows: list[list[Any]] = []
-    room = ROWS_BUDGET
+    room = int(ROWS_BUDGET * share)
     # In reading order (quarantined first), so a cut keeps the rows that matter; shown by index.
     for sample in flagged[start:]:
         message, details = _message(sample), _detail_lines(sample)
@@ -530,8 +535,8 @@ def _table_page(
             clipped = _clip_traceback(sample.traceback)
             if clipped in tracebacks:  # the same failure in many samples is stored once
                 tb_ref = tracebacks[clipped]
-            elif len(clipped) <= budget:
-                budget -= len(clipped)
+            elif (size := len(clipped.encode("utf-8", "surrogatepass"))) <= budget:
+                budget -= size
                 tb_ref = tracebacks.setdefault(clipped, len(tracebacks))
             else:
                 dropped += 1

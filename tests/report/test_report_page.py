@@ -243,3 +243,27 @@ def test_datasette_metadata_labels_this_index(schema_db: Path, tmp_path: Path) -
     assert set(tables) == {"runs", "samples", "findings"}
     assert tables["samples"]["columns"]["error_type"].startswith("Exception type")
     assert not (tmp_path / "report.html").exists() and not Path("report.html").exists()
+
+
+@pytest.mark.slow
+def test_the_first_page_is_bounded_in_bytes_with_100k_failures_of_3_kb_messages(tmp_path: Path) -> None:
+    n = 100_000
+    samples = dataset_samples(n)
+    findings = []
+    for i in range(n):  # every sample failed, each with its own 3 KB message in a 3-byte script
+        message = f"sample {i}: " + "数据" * 500
+        samples[i].update(status="error", error_type="ValueError", error_message=message)
+        findings.append({"idx": i, "kind": "error", "detail": f"ValueError: {message}", "quarantine": 1})
+    run = {"kind": "dataset", "spec": "big:ds", "length": n}
+    columns = ("idx", "key", "status", "duration", "nbytes", "error_type", "error_message")
+    db = write_index(tmp_path / "big.db", run=run, samples=samples, findings=findings, columns=columns)
+    out = report(db, tmp_path / "r.html")
+    size = out.stat().st_size
+    assert size < 4_000_000, f"{size:,} bytes"  # it was 16.8 MB: a budget counted in characters
+    siblings = sorted(tmp_path.glob("r.rows-*.html"))
+    assert siblings and all(page.stat().st_size < 10_000_000 for page in siblings)
+    page = parse_page(out)
+    rows = page.table_rows()
+    assert 0 < len(rows) < 20_000
+    assert all(len(row["message"]) <= 400 for row in rows)
+    assert 'href="r.rows-2.html"' in out.read_text(encoding="utf-8")  # the rest, a click away
