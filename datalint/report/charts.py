@@ -435,7 +435,8 @@ def time_series(
     parts: list[object] = [_line("axis", left, BASE, right, BASE), _line("axis", left, TOP, left, BASE)]
     parts += [_label(fmt(top), left - 4, TOP + 4, "end"), _label("0", left - 4, BASE, "end")]
     parts += [_label(format_seconds(t_end), right, BASE + 14, "end"), _label("0 s", left, BASE + 14)]
-    parts += [_line("limit", left, y(lim.value), right, y(lim.value)) for lim in near]
+    for lim in near:
+        parts.append(el("g", _line("limit", left, y(lim.value), right, y(lim.value)), class_="threshold"))
     for mark in marks:
         parts.append(
             el(

@@ -276,7 +276,8 @@ def test_a_sigkilled_service_restarts_on_its_saved_list_with_every_acknowledged_
 def _scans_list(index: Path, kinds: str) -> Path:
     """The list beside the index as a scan writes it (`datalint quarantine -o` writes it the same way)."""
     written = index.parent / "quarantine.json"
-    assert main(["quarantine", str(index), "--kinds", kinds, "-o", str(written)]) in (0, 1)  # 1: the list holds samples
+    # 1: the list holds samples, 0: it is empty
+    assert main(["quarantine", str(index), "--kinds", kinds, "-o", str(written)]) in (0, 1)
     return written
 
 
