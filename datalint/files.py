@@ -196,3 +196,57 @@ def _fsync_folder(folder: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+# ---- lock files ---------------------------------------------------------------------------------
+
+
+class LockHeld(Exception):
+    """Another process holds the lock; `holder` says who, as it wrote itself (pid, host, since)."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(holder)
+        self.holder = holder
+
+
+def take_lock(path: Path, *, mode: int = 0o666) -> int:
+    """Hold an exclusive POSIX record lock on `path` (created if absent) and write this process's pid,
+    host and start time into it for whoever is refused. The kernel drops the lock when the process
+    dies, however it dies, so it is never stale; forked children do not inherit it. Returns the open
+    descriptor (closing it lets go); raises LockHeld naming the holder, or the OSError of creating it."""
+    import fcntl
+    import socket
+    from datetime import UTC, datetime
+
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = lock_holder(fd)
+            os.close(fd)
+            raise LockHeld(holder) from None
+        if _same_file(fd, path):
+            break
+        os.close(fd)  # the holder removed the file as we opened it: take the new one
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "started": started}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(record).encode(), 0)
+    return fd
+
+
+def lock_holder(fd: int) -> str:
+    """Who holds the lock of the open lock file `fd`, as its holder wrote it (pid, host, start)."""
+    try:
+        record = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return f"pid {int(record['pid'])} on host {record['host']}, since {record['started']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that has not yet written its name"
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.errors import DatalintError
-from datalint.files import file_kind, is_regular
+from datalint.files import LockHeld, file_kind, is_regular, take_lock
 from datalint.text import exception_text, is_utf8, name_bytes
 
 SCHEMA_VERSION = 4
@@ -377,60 +377,28 @@ def lock_path(index: Path) -> Path:
 def scan_lock(index: Path) -> Iterator[None]:
     """Hold the index's scan lock: one scan writes an index at a time; a second one is refused.
 
-    A POSIX record lock on `<index>.lock`, which also holds the holder's pid, host and start time
-    for the refusal message. The kernel drops the lock when its process dies however it dies, so
-    a lock left by a killed scan is never stale; forked workers do not inherit it.
+    A POSIX record lock on `<index>.lock` (`files.take_lock`), which also holds the holder's pid, host
+    and start time for the refusal message; a lock left by a killed scan is never stale.
     """
-    import fcntl
-    import socket
-
     path = lock_path(index)
-    while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        except OSError as exc:
-            cause = os_cause(exc)
-            if isinstance(exc, PermissionError):
-                cause = f"its folder {path.parent} is read-only for this user (permission denied)"
-            message = f"cannot create the scan lock {path}: {cause}; nothing was changed"
-            raise IndexFileError(message) from None
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = lock_holder(fd)
-            os.close(fd)
-            raise IndexBusyError(
-                f"another scan is writing the index {index} ({holder}): wait for it to finish, or scan "
-                "into another --db"
-            ) from None
-        if _same_file(fd, path):
-            break
-        os.close(fd)  # the holder removed the file as we opened it: take the new one
     try:
-        record = {"pid": os.getpid(), "host": socket.gethostname(), "started": utc_now()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(record).encode(), 0)
+        fd = take_lock(path)
+    except LockHeld as held:
+        raise IndexBusyError(
+            f"another scan is writing the index {index} ({held.holder}): wait for it to finish, or scan "
+            "into another --db"
+        ) from None
+    except OSError as exc:
+        cause = os_cause(exc)
+        if isinstance(exc, PermissionError):
+            cause = f"its folder {path.parent} is read-only for this user (permission denied)"
+        raise IndexFileError(f"cannot create the scan lock {path}: {cause}; nothing was changed") from None
+    try:
         yield
     finally:
         with contextlib.suppress(OSError):
             os.unlink(path)  # still holding the lock: nobody can be between open and lock on it
         os.close(fd)
-
-
-def lock_holder(fd: int) -> str:
-    """Who holds the lock of the open lock file `fd`, as its holder wrote it (pid, host, start)."""
-    try:
-        record = json.loads(os.pread(fd, 4096, 0) or b"{}")
-        return f"pid {int(record['pid'])} on host {record['host']}, since {record['started']}"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "a process that has not yet written its name"
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        return os.path.samestat(os.fstat(fd), os.stat(path))
-    except OSError:
-        return False
 
 
 def ensure_schema(db: Any, *, wal: bool = True) -> None:

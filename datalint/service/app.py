@@ -49,6 +49,7 @@ from datalint.service.lists import index_state
 from datalint.service.origins import Origins, RequestGate, send_json
 from datalint.service.registry import Registry
 from datalint.service.watchers import Watchers
+from datalint.text import is_utf8
 
 logger = logging.getLogger("datalint.service")
 COOKIE = "datalint_token"
@@ -69,11 +70,8 @@ class _Strict(BaseModel):
     @model_validator(mode="after")
     def _encodable(self) -> _Strict:
         for name, value in self.__dict__.items():
-            if isinstance(value, str):
-                try:
-                    value.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise ValueError(f"{name}: not valid Unicode text (a lone surrogate)") from None
+            if isinstance(value, str) and not is_utf8(value):
+                raise ValueError(f"{name}: not valid Unicode text (a lone surrogate)")
         return self
 
 
@@ -905,16 +903,8 @@ def _checked_failures(items: list[Any]) -> tuple[list[tuple[int, FailureRecord]]
 def _refused(position: int, index: Any, key: Any, reason: str) -> RefusedFailure:
     """A refusal that names the item as far as it can be named safely."""
     number = index if isinstance(index, int) and not isinstance(index, bool) and abs(index) < 2**63 else None
-    text = key if isinstance(key, str) and len(key) <= 4096 and _encodable(key) else None
+    text = key if isinstance(key, str) and len(key) <= 4096 and is_utf8(key) else None
     return RefusedFailure(position=position, index=number, key=text, reason=reason)
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _etags(header: str) -> set[str]:

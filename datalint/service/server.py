@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from datalint.errors import UsageError
+from datalint.files import LockHeld, take_lock
 from datalint.service import accesslog
 from datalint.service.auth import Authenticator
 from datalint.service.config import DEFAULT_HEADER_TIMEOUT_S, ServiceConfig, is_loopback
@@ -70,33 +71,18 @@ def configure_logging(level: str) -> None:
 
 def hold_data_dir(data_dir: Path) -> int:
     """Lock `<data-dir>/service.lock` for this process's life (the descriptor returned): one service
-    per data directory. A POSIX record lock like the scan lock (`datalint.index.store.scan_lock`), in
-    the same record of pid, host and start time: the kernel drops it when the process dies however it
-    dies, so it is never stale, and children forked by the service do not inherit it."""
-    import fcntl
-    import json
-    import socket
-
-    from datalint.index.store import lock_holder, utc_now
-
+    per data directory, with the scan lock's `files.take_lock`: the kernel drops it when the process
+    dies however it dies, so it is never stale, and children forked by the service do not inherit it."""
     path = data_dir / LOCK_NAME
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise UsageError(f"cannot create the service lock {path}: {exc.strerror}") from None
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = lock_holder(fd)
-        os.close(fd)
+        return take_lock(path, mode=0o644)
+    except LockHeld as held:
         raise UsageError(
-            f"another datalint serve is using the data directory {data_dir} ({holder}): stop it first, "
+            f"another datalint serve is using the data directory {data_dir} ({held.holder}): stop it first, "
             "or give this one another [service] data-dir"
         ) from None
-    record = {"pid": os.getpid(), "host": socket.gethostname(), "started": utc_now()}
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(record).encode(), 0)
-    return fd
+    except OSError as exc:
+        raise UsageError(f"cannot create the service lock {path}: {exc.strerror}") from None
 
 
 class _HeaderDeadline(asyncio.Protocol):

@@ -1558,6 +1558,7 @@ class ImageUses:
 
     header_attributes: frozenset[str]
     container_methods: frozenset[str]
+    follow_returns: bool = True  # False while asking whether a caller keeps what a helper returns
 
 
 def lazy_image_handle(
@@ -1648,7 +1649,7 @@ def _escape(
     """Where `node` (the image, or a container of images) goes from its `parent`. `many`: the
     container holds one open image per item of a loop or a comprehension over found paths."""
     if isinstance(parent, ast.Return):
-        return "it is returned unloaded"
+        return RETURNED if container else _returned_escape(module, parent, uses)
     if isinstance(parent, ast.Call) and node is not parent.func:
         if isinstance(parent.func, ast.Attribute) and parent.func.attr in uses.container_methods:
             return _container_escape(module, parent.func.value, uses, _in_loop(module, parent))
@@ -1659,11 +1660,74 @@ def _escape(
         if local is not None:
             # `sample["img"] = Image.open(p)` into a dict built here: kept only if the dict is.
             return _name_escape(module, local[0], local[1], True, uses, _in_loop(module, parent))
+        if isinstance(target, ast.Subscript) and _handed_on_after(module, target, parent):
+            # `sample["images"] = images`, then `sample = self.resize(sample)`: it may decode them.
+            return None
         if isinstance(target, ast.Attribute | ast.Subscript):
             return f"it is stored in `{module.segment(target)}`"
         if isinstance(target, ast.Name):
             return _name_escape(module, parent, target.id, container, uses, many)
     return None
+
+
+RETURNED = "it is returned unloaded"
+
+
+def _returned_escape(module: Module, statement: ast.Return, uses: ImageUses) -> str | None:
+    """One lazy image returned by a helper is kept unless every caller the file shows decodes it at once
+    (`load(p).convert("RGB")`, `np.array(load(p))`). With no caller in sight, a file with no Dataset,
+    no loader and no worker code hands it to callers elsewhere (a web handler, a script) the linter
+    cannot read: silent."""
+    function = module.enclosing_function(statement)
+    if not uses.follow_returns or not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+        return RETURNED
+    callers = _in_file_callers(module, function)
+    if not callers:
+        outside = (
+            not module.dataset_classes and not module.loader_calls and not module.in_worker_code(function)
+        )
+        return None if outside else RETURNED
+    asked = ImageUses(uses.header_attributes, uses.container_methods, follow_returns=False)
+    kept = [line for call in callers if (line := _kept_where(module, call, asked)) is not None]
+    return RETURNED if kept else None
+
+
+def _in_file_callers(module: Module, function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Call]:
+    """`helper(...)` of a module-level function, `self.helper(...)` of a method of the same class."""
+    owner = module.enclosing_class(function)
+    found = []
+    for call in module.calls:
+        func = call.func
+        if owner is None and isinstance(func, ast.Name) and func.id == function.name:
+            if module.binding(func) is function:
+                found.append(call)
+        elif (
+            owner is not None
+            and isinstance(func, ast.Attribute)
+            and func.attr == function.name
+            and isinstance(func.value, ast.Name)
+            and func.value.id in {"self", "cls"}
+            and module.enclosing_class(call) is owner
+        ):
+            found.append(call)
+    return found
+
+
+def _handed_on_after(module: Module, target: ast.Subscript, statement: ast.Assign) -> bool:
+    """`name[k] = images` followed, in the same function, by a call handed `name` itself: the code
+    it calls may decode what the container holds, as for an image handed to a call directly."""
+    base = target.value
+    while isinstance(base, ast.Subscript):
+        base = base.value
+    function = module.enclosing_function(statement)
+    if not isinstance(base, ast.Name) or function is None:
+        return False
+    for node in walk_scope(function):
+        if isinstance(node, ast.Call) and node.lineno > statement.lineno:
+            values = [*node.args, *(k.value for k in node.keywords)]
+            if any(isinstance(v, ast.Name) and v.id == base.id for v in values):
+                return True
+    return False
 
 
 def _local_container(module: Module, target: ast.expr) -> tuple[ast.Assign, str] | None:
