@@ -220,3 +220,16 @@ def test_updates_follow_the_event_paths_and_a_folder_event_walks_the_folder(tmp_
     scan_in_child("--images", str(folder), "--db", str(full_db))
     assert index_content(db) == index_content(full_db)
     assert listed(quarantine) == listed(tmp_path / "full.quarantine.json")
+
+
+def test_a_file_dated_in_the_future_is_not_held_back_for_ever_by_settle(tmp_path: Path) -> None:
+    folder, db = tmp_path / "images", tmp_path / "w.db"
+    write_image(folder / "000.png")
+    with watching(folder, db, "--settle", "0.3s") as process:
+        wait_for(lambda: count_rows(db) == 1, 30, "the first scan")
+        added = write_image(tmp_path / "001.png")
+        year_2200 = 7_258_118_400 * 10**9  # an archive's date or a skewed clock: always "just written"
+        os.utime(added, ns=(year_2200, year_2200))
+        added.rename(folder / "001.png")
+        wait_for(lambda: count_rows(db) == 2, 30, "the future-dated file, once settled")
+        stop(process)
