@@ -452,18 +452,20 @@ def time_series(
         coords = " ".join(f"{_n(x(t))},{_n(y(v))}" for t, v in thin(s.points))
         parts.append(el("polyline", el("title", s.label), class_=f"series s{i}", points=coords))
         legend.append((f"series s{i}", "tick-label", s.label))
-    legend += [_limit_entry(lim, lim in near, peak, fmt) for lim in limits]
+    legend += [entry for lim in limits for entry in _limit_entries(lim, lim in near, peak, fmt)]
     parts += _legend(legend, right)
     widest = max(len(text) for _, _, text in legend)
     return _svg(title, parts, width=max(WIDTH, math.ceil(right + 19 + widest * CHAR_WIDTH + RIGHT)))
 
 
-def _limit_entry(limit: Threshold, drawn: bool, peak: float, fmt: Formatter) -> tuple[str, str, str]:
+def _limit_entries(limit: Threshold, drawn: bool, peak: float, fmt: Formatter) -> list[tuple[str, str, str]]:
+    """A limit's legend rows: its dashed line and value, or, far above the data, an arrow and a
+    second row saying how far (two short rows keep the chart narrow)."""
     text = f"{limit.label} {fmt(limit.value)}"
     if drawn:
-        return "limit", "limit-label", text
-    times = f", {limit.value / peak:,.0f}x the peak" if peak > 0 else ""
-    return "", "limit-label", f"{text} (above the scale{times})"
+        return [("limit", "limit-label", text)]
+    far = f"{limit.value / peak:,.0f}x the peak, off the scale" if peak > 0 else "off the scale"
+    return [("", "limit-label", text), (" ", "tick-label", far)]
 
 
 def _legend(entries: Sequence[tuple[str, str, str]], right: float) -> list[Html]:
@@ -472,6 +474,9 @@ def _legend(entries: Sequence[tuple[str, str, str]], right: float) -> list[Html]
     rows = []
     for row, (key_css, label_css, text) in enumerate(entries):
         y = TOP + 24 + 14 * row
-        key = _line(key_css, right + 4, y, right + 16, y) if key_css else _label("↑", right + 6, y + 4)
+        if key_css.strip():
+            key: Html | None = _line(key_css, right + 4, y, right + 16, y)
+        else:  # a limit above the scale has an arrow; its second row, nothing
+            key = _label("↑", right + 6, y + 4) if not key_css else None
         rows.append(el("g", key, _label(text, right + 19, y + 4, css=label_css), class_="legend"))
     return rows
