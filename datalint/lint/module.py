@@ -621,6 +621,20 @@ class Module:
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return UNKNOWN
 
+    def agreed_literal(self, name: ast.Name) -> Any:
+        """The literal every `name = literal` of the name's scope binds, when they all agree (`workers
+        = 0` on each branch, or set again to 0 later); UNKNOWN when one differs or is no literal."""
+        values = self.assigned_values(name)
+        found: list[Any] = []
+        for value in values:
+            try:
+                found.append(ast.literal_eval(value))
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                return UNKNOWN
+        if not found or any(type(v) is not type(found[0]) or v != found[0] for v in found):
+            return UNKNOWN
+        return found[0]
+
     def definitely_not_none(self, node: ast.expr) -> bool:
         """True when `node` cannot evaluate to None (a literal, a container, a class instantiation)."""
         resolved = self.resolve(node)
@@ -1294,6 +1308,8 @@ class Module:
 
     def _classify(self, name: str, node: ast.expr) -> Arg:
         value = self.literal(node)
+        if value is UNKNOWN and isinstance(node, ast.Name):
+            value = self.agreed_literal(node)
         if value is UNKNOWN:
             return Arg(name, "unknown", node)
         return Arg(name, "literal", node, value)
