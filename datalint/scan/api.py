@@ -967,6 +967,13 @@ def check_output_path(path: Path, flag: str) -> None:
             f"{flag} {path} exists and is not a quarantine list ({why}); writing the list there would "
             "replace it. Give a new file name, or remove the file first if it is one you no longer need"
         )
+    beside = binary_list.binary_path_beside(path)
+    why = None if beside == path else _not_a_list(beside)
+    if why is not None:  # a list of 1,000,000 samples or more also writes its binary form there
+        raise UsageError(
+            f"{flag} {path}: {beside} exists and is not a quarantine list ({why}); a large list writes "
+            "its binary form there. Give another file name, or move that file away"
+        )
 
 
 # How each form datalint writes begins: JSON (`format` first), the binary list, the text form's line.

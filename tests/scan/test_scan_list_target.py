@@ -91,3 +91,22 @@ def test_quarantine_and_watch_refuse_a_file_that_is_not_a_list(dataset: Path, tm
     )
     _assert_refused(result, dataset, "--quarantine")
     assert dataset.read_text() == DATASET
+
+
+def test_the_binary_list_beside_a_large_list_is_held_to_the_same_rule(dataset: Path, tmp_path: Path) -> None:
+    own_code = tmp_path / "list.bin"  # where a list.json of a million samples puts its binary form
+    own_code.write_text(DATASET)
+    listed = tmp_path / "list.json"
+    result = datalint(
+        "scan",
+        "--dataset",
+        f"{dataset}:ds",
+        "--db",
+        str(tmp_path / "ds.db"),
+        "--quarantine",
+        str(listed),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"--quarantine {listed}: {own_code} exists and is not a quarantine list" in result.stderr
+    assert own_code.read_text() == DATASET and not listed.exists()
