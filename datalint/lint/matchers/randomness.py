@@ -191,6 +191,18 @@ def _drawn_in_workers(module: Module, info: ClassInfo, attr: str) -> bool:
 
 # ---- DL402 constant-worker-seed ------------------------------------------------------------------
 
+SEED_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Mod, ast.FloorDiv, ast.Pow)
+SAME_EVERY_EPOCH = "every worker draws the same numbers, every epoch"
+PER_WORKER_EFFECT = (
+    "each worker's seed differs but is the same every epoch (workers restart each epoch, and this base "
+    "does not change with it): every epoch repeats the same random draws"
+)
+CONSTANT_ADVICE = "derive the seed from `torch.utils.data.get_worker_info().seed` (or `torch.initial_seed()`)"
+EPOCH_ADVICE = (
+    "seed from `torch.initial_seed() % 2**32` or `torch.utils.data.get_worker_info().seed`, which change "
+    "with the worker and the epoch (seed the loader's `generator=` for reproducible runs)"
+)
+
 
 def constant_worker_seed(
     module: Module, *, seed_calls: Sequence[str] = (), worker_init_names: Sequence[str] = ()
@@ -200,14 +212,25 @@ def constant_worker_seed(
         return
     seen: set[ast.AST] = set()
     for function, where, effect in _seeded_functions(module, worker_init_names):
+        hook = effect == SAME_EVERY_EPOCH
+        per_worker: list[tuple[ast.Call, str]] = []
         for call in walk_scope(function) if not isinstance(function, ast.Lambda) else ast.walk(function):
             if not isinstance(call, ast.Call) or call in seen:
                 continue
             seed = _constant_seed(module, call, seed_calls)
             if seed is not None:
                 seen.add(call)
-                fields = {"call": module.segment(call.func), "seed": seed, "where": where, "effect": effect}
-                yield Match(call, fields)
+                fields = {"call": f"`{module.segment(call.func)}`", "seed": f"the constant {seed}"}
+                yield Match(call, fields | {"where": where, "effect": effect, "advice": CONSTANT_ADVICE})
+            elif hook and (fixed := _fixed_per_worker_seed(module, function, call, seed_calls)):
+                seen.add(call)
+                per_worker.append((call, fixed))
+        if per_worker:
+            # One finding per hook: its seed calls share one base and one fix.
+            first, fixed = min(per_worker, key=lambda pair: (pair[0].lineno, pair[0].col_offset))
+            more = f" (and {len(per_worker) - 1} more seed calls of the hook)" if len(per_worker) > 1 else ""
+            fields = {"call": f"`{module.segment(first.func)}`{more}", "seed": f"`{fixed}`", "where": where}
+            yield Match(first, fields | {"effect": PER_WORKER_EFFECT, "advice": EPOCH_ADVICE})
 
 
 def _seeded_functions(module: Module, worker_init_names: Sequence[str]) -> Iterator[tuple[Any, str, str]]:
@@ -216,10 +239,9 @@ def _seeded_functions(module: Module, worker_init_names: Sequence[str]) -> Itera
     for function in module.functions:
         if function.name in worker_init_names and module.enclosing_class(function) is None:
             hooks[id(function)] = function
-    same = "every worker draws the same numbers, every epoch"
     for hook in hooks.values():
         name = hook.name if not isinstance(hook, ast.Lambda) else "lambda"
-        yield hook, f"the worker_init_fn `{name}`", same
+        yield hook, f"the worker_init_fn `{name}`", SAME_EVERY_EPOCH
     for worker in module.worker_functions:
         if worker.node not in set(hooks.values()):
             yield worker.node, f"`{worker.reason}`", "every sample gets the same random draw"
@@ -236,6 +258,57 @@ def _constant_seed(module: Module, call: ast.Call, seed_calls: Sequence[str]) ->
         return None  # no seed: drawn from OS entropy
     value = _constant(module, argument)
     return None if value is UNKNOWN or value is None else repr(value)
+
+
+def _fixed_per_worker_seed(
+    module: Module, hook: Any, call: ast.Call, seed_calls: Sequence[str]
+) -> str | None:
+    """`np.random.seed(42 + worker_id)` in a worker_init_fn: the worker id over a base fixed when the
+    loader was built (a constant, or a parameter of the hook that `partial` binds), else None."""
+    qualified = module.qualname(call.func)
+    if not (qualified in seed_calls or _seeds_new_generator(module, call, seed_calls)) or not call.args:
+        return None
+    positional = [*hook.args.posonlyargs, *hook.args.args]
+    if not positional:
+        return None
+    worker_id = positional[0].arg
+    bases = {a.arg for a in (*positional[1:], *hook.args.kwonlyargs) if "epoch" not in a.arg.lower()}
+    seed = call.args[0]
+    if isinstance(seed, ast.Name) and isinstance(bound := module.binding(seed), ast.expr):
+        seed = bound  # `seed = 42 + worker_id` first
+    found = list(_seed_leaves(seed))
+    leaves = [leaf for leaf in found if leaf is not None]
+    if len(leaves) < len(found):
+        return None  # a call, a subscript: the linter cannot say what the seed is
+    ids = [leaf for leaf in leaves if _is_worker_id(module, leaf, worker_id)]
+    fixed = all(
+        _is_worker_id(module, leaf, worker_id)
+        or (isinstance(leaf, ast.Name) and leaf.id in bases)
+        or _constant(module, leaf) is not UNKNOWN
+        for leaf in leaves
+    )
+    return module.segment(seed) if ids and fixed else None
+
+
+def _seed_leaves(node: ast.expr) -> Iterator[ast.expr | None]:
+    """The operands of a seed's arithmetic (`base + worker_id * 10`); None for anything else."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, SEED_OPERATORS):
+        yield from _seed_leaves(node.left)
+        yield from _seed_leaves(node.right)
+    elif isinstance(node, ast.Name | ast.Constant | ast.Attribute):
+        yield node
+    else:
+        yield None
+
+
+def _is_worker_id(module: Module, node: ast.expr, worker_id: str) -> bool:
+    """The hook's worker id parameter, or `.id` of `get_worker_info()`."""
+    if isinstance(node, ast.Name):
+        return node.id == worker_id
+    if isinstance(node, ast.Attribute) and node.attr == "id":
+        info = module.resolve(node.value)
+        return isinstance(info, ast.Call) and module.qualname(info.func) == "torch.utils.data.get_worker_info"
+    return False
 
 
 def _seeds_new_generator(module: Module, call: ast.Call, seed_calls: Sequence[str]) -> bool:
