@@ -104,6 +104,7 @@ class ParquetSource:
             read_part(p, os.path.relpath(os.path.abspath(p), common).replace(os.sep, "/"), self.column)
             for p in paths
         )
+        self._unkeyed: list[str] = []  # files without the key column
         self._check_column()
         self._starts: list[int] = []
         total = 0
@@ -128,14 +129,27 @@ class ParquetSource:
         readable = [part for part in self.parts if part.footer_read]
         if readable and not usable:
             raise UsageError(f"{readable[0].name} {readable[0].damage}; give the image column with --column")
+        if self.key_column is None:
+            return
         for part in usable:
-            if self.key_column is not None:
-                with _open(part.path) as opened:
-                    names = opened.schema_arrow.names
-                if self.key_column not in names:
-                    raise UsageError(
-                        f"{part.name} has no column {self.key_column!r}; its columns: {', '.join(names)}"
-                    )
+            with _open(part.path) as opened:
+                names = opened.schema_arrow.names
+            if self.key_column not in names:
+                self._unkeyed.append(part.name)
+        if self._unkeyed and len(self._unkeyed) == len(usable):  # a misspelt --key-column
+            raise UsageError(
+                f"{usable[-1].name} has no column {self.key_column!r}; its columns: {', '.join(names)}"
+            )
+
+    def listing_notes(self) -> tuple[str, ...]:
+        """Files of the set without the key column: their rows are keyed by file and row."""
+        if not self._unkeyed:
+            return ()
+        return (
+            f"{len(self._unkeyed):,} file(s) have no column {self.key_column!r} (the first: "
+            f"{self._unkeyed[0]}): their rows are keyed FILE#ROW, so a list of keys does not match "
+            "them as it matches the others",
+        )
 
     def _read_keys(self) -> list[str]:
         keys: list[str] = []

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,23 @@ def test_a_file_without_the_image_column_is_its_finding_and_the_others_are_scann
     assert details["part-1.parquet"][0] == ["unreadable"]
     assert "has no column 'image' (its columns: id, img)" in details["part-1.parquet"][1]
     assert "holds string in column 'image', not image bytes" in details["part-2.parquet"][1]
+
+
+def test_a_file_without_the_key_column_is_keyed_by_row_and_said(tmp_path: Path) -> None:
+    images = [jpeg(n) for n in range(2)]
+    write_part(tmp_path / "part-0.parquet", images, ["x", "y"])
+    pq.write_table(pa.table({"image": pa.array(images, type=pa.binary())}), tmp_path / "part-1.parquet")
+    pattern = str(tmp_path / "part-*.parquet")
+    code, out, err = run_cli(
+        "scan", "--parquet", pattern, "--key-column", "id", "--db", str(tmp_path / "k.db"), "--format", "json"
+    )
+    assert code == 0, err
+    notes = json.loads(out)["notes"]
+    assert any(note.startswith("1 file(s) have no column 'id' (the first: part-1.parquet)") for note in notes)
+    with closing(sqlite3.connect(tmp_path / "k.db")) as connection:
+        keys = {row[0] for row in connection.execute("SELECT key FROM samples")}
+    assert keys == {"x", "y", "part-1.parquet#0", "part-1.parquet#1"}
+    code, _, err = run_cli(
+        "scan", "--parquet", pattern, "--key-column", "uid", "--db", str(tmp_path / "u.db")
+    )
+    assert code == 2 and "no column 'uid'" in err
