@@ -14,7 +14,6 @@ value, and `datalint.text.did_you_mean()` gives commands the same suggestion for
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -112,7 +111,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules = [COMMANDS[only]] if only in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
     for name in modules:
-        importlib.import_module(name).register(subparsers)
+        __import__(name, fromlist=["register"]).register(subparsers)  # (-X importtime lists __import__)
     return parser
 
 
@@ -171,4 +170,24 @@ AS_COMMAND = False
 def entry() -> None:
     global AS_COMMAND
     AS_COMMAND = True
-    sys.exit(main())
+    code = main()
+    if sys.argv[1:2] == ["check"]:
+        _leave_now(code)
+    sys.exit(code)
+
+
+def _leave_now(code: int) -> None:
+    """Exit without tearing the interpreter down, as `datalint check` (run by editors and hooks on
+    every save) may: freeing every module and object was 13 ms of CPU of a one-file check whose
+    lint takes 3. Exit handlers still run and the streams are flushed; every file the check writes
+    (reports, fixes, caches) is closed before `main` returns. Where flushing fails, the ordinary
+    exit reports it."""
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # sys.exit flushes again, and reports it as it always did
+        return
+    os._exit(code)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from datalint import marshal_cache
 from datalint.errors import UsageError
 from datalint.files import read_regular_file
+from datalint.records import field, record, replace
 
 if TYPE_CHECKING:
     from datalint.lint.catalog import Catalog
@@ -73,7 +73,7 @@ class ConfigError(UsageError):
     """A configuration value datalint cannot use; the message names the key and the file."""
 
 
-@dataclass(frozen=True)
+@record
 class Config:
     """Everything `datalint check` needs to know besides the paths."""
 

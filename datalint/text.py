@@ -13,8 +13,9 @@ import re
 from collections.abc import Iterable
 
 # C0 and C1 controls, DEL, line/paragraph separators, bidirectional overrides and isolates (they
-# reorder what a reader sees), and lone surrogates (bytes that were not UTF-8).
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# reorder what a reader sees), and lone surrogates (bytes that were not UTF-8). A pattern as text:
+# `re` compiles it on first use, not at import.
+_UNPRINTABLE = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 _SHORT = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\x1b": "\\e"}
 
 
@@ -33,7 +34,7 @@ def printable(text: str) -> str:
 
     For messages and details: what the terminal shows is what the text says, on one line.
     """
-    return _UNPRINTABLE.sub(_escape, text)
+    return re.sub(_UNPRINTABLE, _escape, text)
 
 
 def printable_lines(text: str) -> str:
@@ -47,7 +48,7 @@ def shown_name(name: str) -> str:
     The quoted form is the shell's ANSI-C quoting (what `ls` prints for such names), so it can
     be pasted into a shell, and it never equals another name's plain form.
     """
-    if not _UNPRINTABLE.search(name) and not name.startswith("$'"):
+    if not re.search(_UNPRINTABLE, name) and not name.startswith("$'"):
         return name
     return "$'" + printable(name.replace("\\", "\\\\").replace("'", "\\'")) + "'"
 

@@ -8,29 +8,30 @@ file fails at load time with the file named, not silently at lint time.
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
 from datalint import marshal_cache
 from datalint.errors import DatalintError
+from datalint.records import field, record
 
 SEVERITIES: tuple[str, ...] = ("error", "warning", "info")
 START_METHODS: tuple[str, ...] = ("fork", "spawn", "forkserver")
-CODE_PATTERN = re.compile(r"^[A-Z]{2,}[0-9]{3}$")
-NAME_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-EXPECT_MARKER = re.compile(r"\s*#\s*expect:\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)\s*$")
+# Patterns as text: `re` compiles (and caches) each on first use, not at import.
+CODE_PATTERN = r"^[A-Z]{2,}[0-9]{3}$"
+NAME_PATTERN = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
+EXPECT_MARKER = r"\s*#\s*expect:\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)\s*$"
 
 REQUIRED_KEYS = frozenset(
     {"id", "name", "severity", "summary", "message", "why", "fix", "references", "check", "bad", "good"}
 )
 OPTIONAL_KEYS = frozenset({"spawn-severity", "default"})
 EXAMPLE_KEYS = frozenset({"code", "title", "start-method", "config"})
+_CODE_KEY, _EXAMPLE_OPTIONAL = frozenset({"code"}), EXAMPLE_KEYS - {"code"}
 
 Matcher = Callable[..., Iterator[Any]]
 
@@ -39,7 +40,7 @@ class CatalogError(DatalintError):
     """A rule file that cannot be used: the message names the file and the key."""
 
 
-@dataclass(frozen=True)
+@record
 class Example:
     """A bad or good snippet of a rule: at once its test and its documentation."""
 
@@ -52,7 +53,7 @@ class Example:
         """(line, code) for each `# expect: DLnnn` marker, one entry per code."""
         found: list[tuple[int, str]] = []
         for number, line in enumerate(self.code.splitlines(), start=1):
-            marker = EXPECT_MARKER.search(line)
+            marker = re.search(EXPECT_MARKER, line)
             if marker:
                 found.extend((number, code.strip()) for code in marker.group("codes").split(","))
         return found
@@ -60,10 +61,10 @@ class Example:
     @property
     def display_code(self) -> str:
         """The snippet with its `# expect:` markers removed, for docs."""
-        return "\n".join(EXPECT_MARKER.sub("", line) for line in self.code.strip("\n").splitlines())
+        return "\n".join(re.sub(EXPECT_MARKER, "", line) for line in self.code.strip("\n").splitlines())
 
 
-@dataclass(frozen=True)
+@record
 class Rule:
     id: str
     name: str
@@ -88,9 +89,10 @@ class Rule:
         return self.severity
 
     def matcher_function(self) -> Matcher:
-        from datalint.lint.matchers import MATCHERS
+        """The matcher; only its family's module is imported."""
+        from datalint.lint.matchers import matcher
 
-        return MATCHERS[self.matcher]
+        return matcher(self.matcher)
 
     def bind(self, options: Mapping[str, Any] | None = None, where: str = "") -> dict[str, Any]:
         """The matcher's keyword arguments: the rule's [check] table overlaid by user options.
@@ -101,7 +103,7 @@ class Rule:
         return bind_options(self, options or {}, where or f"options of {self.id}")
 
 
-@dataclass(frozen=True)
+@record
 class Catalog:
     """Every known rule, sorted by id."""
 
@@ -144,21 +146,22 @@ def load_catalog(rule_paths: Sequence[Path | str] = ()) -> Catalog:
 
 @lru_cache(maxsize=8)
 def _load_catalog(extra: tuple[Path, ...]) -> Catalog:
-    from datalint.lint.matchers import MATCHERS
+    from datalint.lint.matchers import known
 
+    names = dict.fromkeys(known())  # no family is imported: the catalog only names matchers
     rules: dict[str, Rule] = {}
     for directory in (rules_dir(), *extra):
         if not directory.is_dir():
             raise CatalogError(f"rule path {directory} is not a directory")
         for path, data in _rule_tables(directory).items():
-            rule = rule_from_table(path, data, MATCHERS)
+            rule = rule_from_table(path, data, names)
             if rule.id in rules:
                 raise CatalogError(f"{path}: rule {rule.id} is already defined in {rules[rule.id].path}")
             rules[rule.id] = rule
     return Catalog(tuple(sorted(rules.values(), key=lambda r: r.id)))
 
 
-def load_rule(path: Path, matchers: Mapping[str, Matcher]) -> Rule:
+def load_rule(path: Path, matchers: Mapping[str, Any]) -> Rule:
     """Read and check one rule file; every problem is a CatalogError naming `path`."""
     return rule_from_table(path, _read_table(path), matchers)
 
@@ -197,7 +200,7 @@ def _file_stamp(path: Path) -> list[int]:
     return [status.st_mtime_ns, status.st_size]
 
 
-def rule_from_table(path: Path, data: dict[str, Any], matchers: Mapping[str, Matcher]) -> Rule:
+def rule_from_table(path: Path, data: dict[str, Any], matchers: Mapping[str, Any]) -> Rule:
     """Check one rule file's parsed table; every problem is a CatalogError naming `path`."""
     _check_keys(path, "", data, REQUIRED_KEYS, OPTIONAL_KEYS)
     rule = _build_rule(path, data, matchers)
@@ -210,7 +213,7 @@ def rule_from_table(path: Path, data: dict[str, Any], matchers: Mapping[str, Mat
     return rule
 
 
-def _build_rule(path: Path, data: dict[str, Any], matchers: Mapping[str, Matcher]) -> Rule:
+def _build_rule(path: Path, data: dict[str, Any], matchers: Mapping[str, Any]) -> Rule:
     text = {key: _string(path, data, key) for key in ("id", "name", "summary", "message", "why", "fix")}
     check = data["check"]
     if not isinstance(check, dict) or not isinstance(check.get("matcher"), str):
@@ -240,9 +243,9 @@ def _build_rule(path: Path, data: dict[str, Any], matchers: Mapping[str, Matcher
 
 
 def _check_identity(path: Path, rule: Rule) -> None:
-    if not CODE_PATTERN.match(rule.id):
+    if not re.match(CODE_PATTERN, rule.id):
         raise CatalogError(f"{path}: `id` {rule.id!r} must look like DL123 (capital letters, three digits)")
-    if not NAME_PATTERN.match(rule.name):
+    if not re.match(NAME_PATTERN, rule.name):
         raise CatalogError(f"{path}: `name` {rule.name!r} must be lowercase words joined by '-'")
     if path.stem != f"{rule.id}-{rule.name}":
         raise CatalogError(f"{path}: the file must be named {rule.id}-{rule.name}.toml (its id and name)")
@@ -255,7 +258,7 @@ def _examples(path: Path, data: dict[str, Any], kind: str) -> tuple[Example, ...
     examples = []
     for number, table in enumerate(tables, start=1):
         where = f"[[{kind}]] #{number}"
-        _check_keys(path, where, table, frozenset({"code"}), EXAMPLE_KEYS - {"code"})
+        _check_keys(path, where, table, _CODE_KEY, _EXAMPLE_OPTIONAL)
         start_method = table.get("start-method")
         if start_method is not None and start_method not in START_METHODS:
             raise CatalogError(f"{path}: {where} start-method must be one of {', '.join(START_METHODS)}")
@@ -268,12 +271,15 @@ def _examples(path: Path, data: dict[str, Any], kind: str) -> tuple[Example, ...
 
 def bind_options(rule: Rule, options: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Merge the rule's [check] parameters with user `options` and bind them to the matcher."""
-    from datalint.lint.matchers import MATCHERS
+    from datalint.lint.matchers import REQUIRED, keyword_parameters
 
-    function = MATCHERS.get(rule.matcher)
-    if function is None:
-        raise CatalogError(f"{where}: matcher {rule.matcher!r} of {rule.id} is unknown")
-    defaults = _keyword_parameters(rule, function, where)
+    try:
+        parameters = keyword_parameters(rule.matcher)
+    except KeyError:
+        raise CatalogError(f"{where}: matcher {rule.matcher!r} of {rule.id} is unknown") from None
+    if parameters is None:
+        raise CatalogError(f"{where}: matcher {rule.matcher!r} must be `def m(module, *, ...)`")
+    defaults = {name: _REQUIRED if value is REQUIRED else value for name, value in parameters.items()}
     params = dict(rule.params)
     for key, value in options.items():
         name = _snake(key)
@@ -311,19 +317,6 @@ def bind_options(rule: Rule, options: Mapping[str, Any], where: str) -> dict[str
 _REQUIRED = object()  # a keyword-only parameter without a default
 
 
-def _keyword_parameters(rule: Rule, function: Matcher, where: str) -> dict[str, Any]:
-    """{name: default or _REQUIRED} of `def m(module, *, ...)`, read from the code object.
-
-    (`inspect.signature` gives the same answer at several times the cost, on every start.)
-    """
-    code = getattr(function, "__code__", None)
-    if code is None or code.co_argcount != 1 or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
-        raise CatalogError(f"{where}: matcher {rule.matcher!r} must be `def m(module, *, ...)`")
-    names = code.co_varnames[1 : 1 + code.co_kwonlyargcount]
-    given = function.__kwdefaults__ or {}
-    return {name: given.get(name, _REQUIRED) for name in names}
-
-
 def _check_kind(where: str, key: str, value: Any, default: Any) -> None:
     """A user value must have the type of the parameter's default (list, str, int, bool...)."""
     if default is _REQUIRED or default is None:
@@ -344,13 +337,13 @@ def _check_kind(where: str, key: str, value: Any, default: Any) -> None:
 def _check_keys(
     path: Path, where: str, table: Mapping[str, Any], required: frozenset[str], optional: frozenset[str]
 ) -> None:
-    place = f"{path}: {where} " if where else f"{path}: "
-    unknown = sorted(set(table) - required - optional)
-    if unknown:
-        raise CatalogError(f"{place}unknown key(s) {', '.join(unknown)}")
-    missing = sorted(required - set(table))
-    if missing:
-        raise CatalogError(f"{place}missing key(s) {', '.join(missing)}")
+    keys = table.keys()
+    if keys - required - optional or required - keys:  # the messages are built only for a bad file
+        place = f"{path}: {where} " if where else f"{path}: "
+        unknown = sorted(keys - required - optional)
+        if unknown:
+            raise CatalogError(f"{place}unknown key(s) {', '.join(unknown)}")
+        raise CatalogError(f"{place}missing key(s) {', '.join(sorted(required - keys))}")
 
 
 def _string(path: Path, data: Mapping[str, Any], key: str) -> str:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from datalint.config import DEFAULT_EXCLUDES, Config
 from datalint.errors import UsageError
+from datalint.records import record
 
 SOURCE_SUFFIXES: tuple[str, ...] = (".py", ".ipynb")
 # Default folders that are often real packages too (`dist` of a distribution tool, `build` steps):
@@ -25,7 +25,7 @@ PACKAGE_NAMED_DEFAULTS: frozenset[str] = frozenset({"build", "dist"})
 ConfigFor = Callable[[Path], Config]
 
 
-@dataclass(frozen=True)
+@record
 class IgnoreRule:
     base: str  # the folder of the .gitignore, POSIX, absolute
     pattern: re.Pattern[str]

@@ -8,13 +8,12 @@ that file (exit code 2 in the CLI) while every other file is still checked.
 
 from __future__ import annotations
 
+import codecs
 import gc
 import io
 import os
-import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,6 +23,7 @@ from datalint.files import FileTooLarge, read_regular_file
 from datalint.lint.catalog import Catalog, Matcher, Rule, load_catalog
 from datalint.lint.module import Match, Module, Related, is_notebook, parse_noqa
 from datalint.lint.project import Project, default_cache_dir
+from datalint.records import field, record, replace
 
 if TYPE_CHECKING:
     from datalint.lint.fixes import Fix
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 PARSE_ERROR_CODE = "DL000"
 
 
-@dataclass(frozen=True, order=True)
+@record(order=True)
 class Finding:
     """One reported problem; sorts by path, line, column, code. Lines and columns are 1-based."""
 
@@ -52,7 +52,7 @@ class Finding:
     cell: int | None = field(default=None, compare=False)  # a notebook's 1-based cell; lines count in it
 
 
-@dataclass(frozen=True)
+@record
 class FileError:
     """A file datalint itself failed on (a matcher bug): reported, and the run exits 2."""
 
@@ -60,7 +60,7 @@ class FileError:
     message: str
 
 
-@dataclass(frozen=True)
+@record
 class LintReport:
     findings: tuple[Finding, ...]
     files: int
@@ -71,7 +71,7 @@ class MatcherError(DatalintError):
     """A matcher raised, or its match does not fill the rule's message template."""
 
 
-@dataclass(frozen=True)
+@record
 class _ActiveRule:
     rule: Rule
     matcher: Matcher
@@ -333,6 +333,8 @@ class LinterCache:
         if self.resolver is None:
             return self.default
         config = self.resolver.for_path(path)
+        if config is self.default.config and self.default.project is self.project:
+            return self.default  # the same rules, bound once
         linter = self._linters.get(id(config))
         if linter is None:
             catalog = self.default.catalog if config.rule_paths == self.default.config.rule_paths else None
@@ -376,6 +378,17 @@ def _longest(code: str, prefixes: Iterable[str]) -> str | None:
 
 def decode_source(data: bytes) -> tuple[str, str | None]:
     """Decode source bytes as Python does (a coding cookie, else UTF-8); (text, problem)."""
+    end = data.find(b"\n")
+    end = data.find(b"\n", end + 1) if end >= 0 else -1
+    if b"coding" not in (data if end < 0 else data[: end + 1]):
+        # No cookie can be in the first two lines: UTF-8 (after a BOM, if any), without loading
+        # tokenize. Bytes that do not decode take the long way, for its exact message.
+        try:
+            return data.decode("utf-8-sig" if data.startswith(codecs.BOM_UTF8) else "utf-8"), None
+        except UnicodeDecodeError:
+            pass
+    import tokenize
+
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         cookie_problem = None

@@ -16,10 +16,10 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from datalint.lint.module import LOADER_DEFAULTS, LOADER_POSITIONAL, Match, Module
+from datalint.records import record
 
 if TYPE_CHECKING:
     from datalint.lint.engine import Finding, Linter
@@ -31,7 +31,7 @@ _PARSER_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 MAX_PASSES = 10  # a fix may reveal another finding; ruff loops the same way, with a cap
 
 
-@dataclass(frozen=True, order=True)
+@record(order=True)
 class Edit:
     """Replace the text from (line, column) up to (end_line, end_column) with `content`.
 
@@ -46,7 +46,7 @@ class Edit:
     content: str
 
 
-@dataclass(frozen=True)
+@record
 class Fix:
     message: str  # what the fix does, for --show-fixes and the JSON output
     edits: tuple[Edit, ...]
@@ -284,7 +284,7 @@ def _overlaps(start: int, end: int, other: tuple[int, int]) -> bool:
     return (start < other[1] and other[0] < end) or start == end == other[0] == other[1]
 
 
-@dataclass(frozen=True)
+@record
 class FixOutcome:
     text: str  # the fixed text (the input when nothing applied)
     fixed: tuple[Finding, ...]  # the findings whose fixes were applied, in the order applied
@@ -417,7 +417,7 @@ def fix_in_cell(fix: Fix, origin: Callable[[int], tuple[int, int]], cell: int) -
 
 
 def _placed(finding: Finding, origin: Callable[[int], tuple[int, int]]) -> Finding:
-    from dataclasses import replace
+    from datalint.records import replace
 
     cell, line = origin(finding.line)
     return replace(finding, line=line, end_line=line, cell=cell, fix=finding.fix)

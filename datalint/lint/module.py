@@ -20,10 +20,11 @@ import builtins
 import re
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+from datalint.records import field, record
 
 if TYPE_CHECKING:
     from datalint.lint.noqa import Directives, Noqa
@@ -126,7 +127,7 @@ LOADER_DEFAULTS: dict[str, Any] = {
 
 _BUILTINS = frozenset(dir(builtins))
 # A line as the parser counts them: ended by \n, \r\n or \r (not by form feeds, unlike splitlines).
-_PARSER_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+_PARSER_LINE = r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z"  # compiled on first use, not at import
 
 
 class _Unknown:
@@ -149,7 +150,7 @@ class _Unknown:
 UNKNOWN: Any = _Unknown()
 
 
-@dataclass(frozen=True)
+@record
 class Arg:
     """One argument of a call: a literal value, an unknown expression, or absent."""
 
@@ -171,7 +172,7 @@ class Arg:
         return self.state == "absent"
 
 
-@dataclass(frozen=True)
+@record
 class ClassInfo:
     """A class defined in the file, with its bases as written and its own methods."""
 
@@ -223,7 +224,7 @@ def _num_workers_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[
 
 
 
-@dataclass(frozen=True)
+@record
 class LoaderCall:
     """A call of `torch.utils.data.DataLoader` or of an in-file subclass of it."""
 
@@ -265,7 +266,7 @@ class LoaderCall:
         return not self.workers_known_zero
 
 
-@dataclass(frozen=True)
+@record
 class WorkerFunction:
     """A function that runs in DataLoader worker processes, and why datalint thinks so."""
 
@@ -277,7 +278,7 @@ class WorkerFunction:
     held_by: Link | None = None
 
 
-@dataclass(frozen=True)
+@record
 class StartMethodSite:
     """A place where the code chooses a multiprocessing start method."""
 
@@ -366,7 +367,7 @@ class Module:
         Split once per file: `ast.get_source_segment` re-splits the whole source on every call,
         and matchers ask for many segments while building messages.
         """
-        return [line.encode("utf-8") for line in _PARSER_LINE.findall(self.source)]
+        return [line.encode("utf-8") for line in re.findall(_PARSER_LINE, self.source)]
 
     def _source_text(self, node: ast.AST) -> str | None:
         """What `ast.get_source_segment(source, node)` returns, from the lines split once."""
@@ -1737,7 +1738,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float)
 
 
-@dataclass(frozen=True)
+@record
 class Match:
     """What a matcher yields: the node to report, and the fields its rule's message template uses.
 
@@ -1751,7 +1752,7 @@ class Match:
     related: tuple[Related, ...] = ()  # other places the finding depends on (another file's base)
 
 
-@dataclass(frozen=True)
+@record
 class Related:
     """Another place a finding depends on, named next to it (text `note:`, JSON, SARIF)."""
 

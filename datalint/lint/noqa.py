@@ -25,7 +25,8 @@ import re
 import tokenize
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+
+from datalint.records import record
 
 # A noqa directive, optionally with codes (`NOQA:DL001`, `noqa: DL001, DL2`); codes need a digit, so the
 # words of an explanation after them (`noqa: DL101 because ...`) are not read as codes.
@@ -40,7 +41,7 @@ CODE = re.compile(r"[A-Z]+[0-9]+", re.IGNORECASE)
 PARSER_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
-@dataclass(frozen=True)
+@record
 class Noqa:
     """A `# noqa` comment; codes is None for a bare `# noqa`, which silences every code."""
 
@@ -50,7 +51,7 @@ class Noqa:
         return self.codes is None or any(code.startswith(prefix) for prefix in self.codes)
 
 
-@dataclass(frozen=True)
+@record
 class Directive:
     """One `# noqa` comment where it stands: 1-based line, 1-based character column of the `#`.
 
@@ -72,7 +73,7 @@ class Directive:
         return Noqa(None if self.codes is None else frozenset(self.codes))
 
 
-@dataclass(frozen=True)
+@record
 class Directives:
     """Every noqa directive in one file, and which lines each directive covers."""
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import ast
 import json
 import re
-from dataclasses import dataclass
+
+from datalint.records import record
 
 _MAGIC_LINE = re.compile(r"^(?P<indent>\s*)(?:[%!]|\?\??\w)|^\s*[\w.]+\?\??\s*$")
 _MAGIC_ASSIGNMENT = re.compile(r"^(?P<target>\s*[\w.]+\s*=)\s*[%!]")
@@ -39,7 +40,7 @@ class NotebookError(ValueError):
     """A file named .ipynb that is not a notebook datalint can read; the message says why."""
 
 
-@dataclass(frozen=True)
+@record
 class SkippedCell:
     """A code cell that is not Python even with IPython's syntax set aside: left out of `text`."""
 
@@ -49,7 +50,7 @@ class SkippedCell:
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class NotebookCode:
     text: str  # the code cells, joined, IPython syntax neutralised
     origins: tuple[tuple[int, int], ...]  # line n of `text` (1-based) -> (cell number, line in cell)

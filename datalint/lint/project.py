@@ -26,12 +26,12 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from datalint import __version__
+from datalint import __version__, marshal_cache
+from datalint.records import field, record
 
 try:  # hashlib's own blake2b, without loading OpenSSL as `import hashlib` does (3 ms of each start)
     from _blake2 import blake2b
@@ -64,7 +64,7 @@ PARSED_AHEAD_BYTES = 2 << 20
 # ---- values --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class ClassSummary:
     """One top-level class: its bases (qualified names, "" when unresolvable) and what it holds."""
 
@@ -90,7 +90,7 @@ class ClassSummary:
     list_methods: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class FileSummary:
     """What other files need to know about one file; built once per content, then cached."""
 
@@ -206,7 +206,7 @@ class FileSummary:
         )
 
 
-@dataclass(frozen=True)
+@record
 class ClassRef:
     """A class found in the project: where it is defined."""
 
@@ -216,7 +216,7 @@ class ClassRef:
     source_root: Path
 
 
-@dataclass(frozen=True)
+@record
 class Link:
     """One step of an inheritance chain defined in another file, for related locations."""
 
@@ -225,7 +225,7 @@ class Link:
     line: int
 
 
-@dataclass(frozen=True)
+@record
 class DatasetFact:
     """Why a class is a Dataset: its kind, the base that decides it, and the chain to it."""
 
@@ -238,7 +238,7 @@ class DatasetFact:
         return self.kind == "iterable"
 
 
-@dataclass(frozen=True)
+@record
 class WorkerHeld:
     """A class whose methods run in workers because a Dataset in another file holds it."""
 
@@ -259,17 +259,35 @@ def bases_file() -> Path:
 @lru_cache(maxsize=1)
 def known_dataset_bases() -> Mapping[str, DatasetKind]:
     """torch's bases plus the catalog's third-party ones (`rules/bases/dataset-bases.toml`)."""
-    import tomllib
-
     table: dict[str, DatasetKind] = dict(TORCH_DATASET_BASES)
-    try:
-        data = tomllib.loads(bases_file().read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
+    data = _bases_table(bases_file())
+    if data is None:
         return table  # the catalog's own data is missing or broken: torch's bases still count
     for kind in ("map", "iterable"):
         for name in data.get(kind, []):
             table[str(name)] = kind
     return table
+
+
+def _bases_table(path: Path) -> dict[str, Any] | None:
+    """The parsed bases file, cached like the catalog's tables (a warm start imports no tomllib)."""
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    stamp = [status.st_mtime_ns, status.st_size]
+    cache = marshal_cache.cache_path("bases", path)
+    cached = marshal_cache.read(cache, stamp)
+    if cached is not None:
+        return cached
+    import tomllib
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    marshal_cache.write(cache, stamp, data)
+    return data
 
 
 # ---- the project root and module names ------------------------------------------------------------
@@ -1056,37 +1074,43 @@ class SummaryCache:
 # ---- the project --------------------------------------------------------------------------------------
 
 
-@dataclass
 class Project:
     """The files of one project, summarized on demand; every query is memoized."""
 
-    root: Path | None
-    cache: SummaryCache = field(default_factory=lambda: SummaryCache(None))
-    max_file_size: int | None = None  # a larger file is not read for another file's question
-    _summaries: dict[Path, FileSummary | None] = field(default_factory=dict, repr=False)
-    _keys: dict[Path, str] = field(default_factory=dict, repr=False)  # the cache key of each summary
-    _names: dict[Path, tuple[Path, str, Path, bool]] = field(default_factory=dict, repr=False)
-    _answers: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)  # see `_remembered`
-    _expected: set[Path] = field(default_factory=set, repr=False)  # see `expect`
-    _planned: frozenset[Path] = field(default=frozenset(), repr=False)  # every file `expect` named
-    _parsed: dict[Path, tuple[bytes, ast.Module, NodeIndex]] = field(default_factory=dict, repr=False)
-    _parsed_size: int = field(default=0, repr=False)
-    _files: dict[tuple[Path, str], Path | None] = field(default_factory=dict, repr=False)
-    _facts: dict[tuple[Path, str], DatasetFact | None] = field(default_factory=dict, repr=False)
-    _held: dict[str, WorkerHeld] = field(default_factory=dict, repr=False)
-    # Project classes that a class of a linted file derives from (abstract bases are not pitfalls).
-    subclassed: set[str] = field(default_factory=set, repr=False)
-    # Everything the linted files import (qualified names and modules): a class or module not in
-    # it is used by no other linted file.
-    imported: set[str] = field(default_factory=set, repr=False)
-    # What the linted files name in their imports, exactly (`mod.Class`, a module imported whole,
-    # a star-imported module): `from mod import A` names A, not mod's other classes.
-    named: set[str] = field(default_factory=set, repr=False)
-    # Project classes that a DataLoader of a linted file with workers reads, built directly or through factory
-    # functions (`build_dataset()` returning `build_panoptic()` returning `Panoptic(...)`).
-    loaded: set[str] = field(default_factory=set, repr=False)
-    _learnt: set[Path] = field(default_factory=set, repr=False)
-    _log: list[tuple[tuple[str, ...], Any]] | None = field(default=None, repr=False)
+    def __init__(
+        self, root: Path | None, cache: SummaryCache | None = None, max_file_size: int | None = None
+    ) -> None:
+        self.root = root
+        self.cache = cache if cache is not None else SummaryCache(None)
+        self.max_file_size = max_file_size  # a larger file is not read for another file's question
+        self._summaries: dict[Path, FileSummary | None] = {}
+        self._keys: dict[Path, str] = {}  # the cache key of each summary
+        self._names: dict[Path, tuple[Path, str, Path, bool]] = {}
+        self._answers: dict[tuple[Any, ...], Any] = {}  # see `_remembered`
+        self._expected: set[Path] = set()  # see `expect`
+        self._planned: frozenset[Path] = frozenset()  # every file `expect` named
+        self._parsed: dict[Path, tuple[bytes, ast.Module, NodeIndex]] = {}
+        self._parsed_size = 0
+        self._files: dict[tuple[Path, str], Path | None] = {}
+        self._facts: dict[tuple[Path, str], DatasetFact | None] = {}
+        self._held: dict[str, WorkerHeld] = {}
+        # Project classes that a class of a linted file derives from (abstract bases are not pitfalls).
+        self.subclassed: set[str] = set()
+        # Everything the linted files import (qualified names and modules): a class or module not in
+        # it is used by no other linted file.
+        self.imported: set[str] = set()
+        # What the linted files name in their imports, exactly (`mod.Class`, a module imported whole,
+        # a star-imported module): `from mod import A` names A, not mod's other classes.
+        self.named: set[str] = set()
+        # Project classes that a DataLoader of a linted file with workers reads, built directly or
+        # through factory functions (`build_dataset()` returning `build_panoptic()` returning
+        # `Panoptic(...)`).
+        self.loaded: set[str] = set()
+        self._learnt: set[Path] = set()
+        self._log: list[tuple[tuple[str, ...], Any]] | None = None
+
+    def __repr__(self) -> str:
+        return f"Project(root={self.root!r}, cache={self.cache!r}, max_file_size={self.max_file_size!r})"
 
     @classmethod
     def for_paths(

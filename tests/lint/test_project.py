@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -37,7 +38,7 @@ def expected(project: Path) -> Counter[Place]:
     found: Counter[Place] = Counter()
     for path in sorted(project.rglob("*.py")):
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            marker = EXPECT_MARKER.search(line)
+            marker = re.search(EXPECT_MARKER, line)
             if marker:
                 for code in marker.group("codes").split(","):
                     found[(path.relative_to(project).as_posix(), number, code.strip())] += 1

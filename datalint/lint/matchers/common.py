@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 from datalint.lint.module import ClassInfo, LoaderCall, Module, dotted
+from datalint.records import record
 
 __all__ = [
     "NESTED_SCOPES",
@@ -36,7 +36,7 @@ FunctionDef = ast.FunctionDef | ast.AsyncFunctionDef
 NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
-@dataclass(frozen=True)
+@record
 class SelfAssignment:
     """One `self.<attr> = value` (or `+=`, or a tuple target) inside a method of a class."""
 

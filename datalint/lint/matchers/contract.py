@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from datalint.lint.matchers.common import (
     walk_scope,
 )
 from datalint.lint.module import ClassInfo, Match, Module
+from datalint.records import record
 
 # Parameter annotations that say a constructor argument is a plain sequence of values.
 SEQUENCE_ANNOTATIONS = frozenset(
@@ -47,7 +47,7 @@ QUEUE_MAKERS = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@record
 class Sources:
     """What `__iter__` may read and still be seen whole: readers (any arguments) and wrappers of them."""
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from datalint.lint.matchers.common import full_pickle_load, walk_scope
@@ -28,6 +27,7 @@ from datalint.lint.module import (
     self_attribute,
     self_attribute_writes,
 )
+from datalint.records import record
 
 HOOKS: tuple[str, ...] = ("collate_fn", "worker_init_fn")
 FRESH_INTERPRETERS: tuple[str, ...] = ("spawn", "forkserver")
@@ -411,7 +411,7 @@ def opencv_threads_in_workers(
         yield Match(first, {"call": f"{module.segment(first.func)}(...)"})
 
 
-@dataclass(frozen=True)
+@record
 class _ThreadLimits:
     """Where a file limits a library's threads: everywhere, or for some classes and loaders."""
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Container, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from datalint.lint.matchers.common import (
@@ -28,6 +27,7 @@ from datalint.lint.matchers.common import (
 )
 from datalint.lint.module import ClassInfo, Match, Module, Related
 from datalint.lint.project import INT_CALLS
+from datalint.records import record
 
 # ---- DL301 python-objects-copy-on-read ----------------------------------------------------------
 
@@ -58,7 +58,7 @@ INDEX_MAP_CONVERSIONS = frozenset({"list", "sorted", "tuple", "numpy.array", "nu
 INDEX_MAP_REARRANGEMENTS = frozenset({"numpy.sort", "numpy.tile", "numpy.repeat"})
 
 
-@dataclass(frozen=True)
+@record
 class Builders:
     """What makes a container of Python objects: calls that read data, conversions, list-making methods."""
 
@@ -1414,7 +1414,7 @@ def _data_callee(module: Module, call: ast.Call, transform_wrappers: Sequence[st
 # ---- DL304 batches-kept-alive --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Sharing:
     """Calls that keep a batch's shared-memory storage alive, and calls that add to a container."""
 
@@ -1552,7 +1552,7 @@ def _shares_batch(module: Module, expr: ast.expr, derived: set[str], sharing: Sh
 COMPREHENSIONS = (ast.ListComp, ast.DictComp, ast.SetComp)
 
 
-@dataclass(frozen=True)
+@record
 class ImageUses:
     """Which uses of an opened image leave it lazy, and which add it to a container."""
 
