@@ -135,13 +135,21 @@ def _body_type_refusal(headers: dict[str, str]) -> tuple[int, str] | None:
     return 415, f"Content-Type {_quoted(declared)} is not accepted here: send JSON as application/json"
 
 
+_WANTED = frozenset(
+    {b"host", b"origin", b"referer", b"content-type", b"content-length", b"transfer-encoding"}
+)
+
+
 def _headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
-    """The request's headers by lower-case name, decoded as HTTP/1.1 allows (Latin-1); the first of
-    repeated ones, except that a repeated Host or Origin is malformed and kept as such."""
+    """The headers the gate reads, by lower-case name, decoded as HTTP/1.1 allows (Latin-1); the first
+    of repeated ones, except that a repeated Host or Origin is malformed and kept as such. (Only
+    these: every request passes here, a 304 included.)"""
     headers: dict[str, str] = {}
     for name, value in raw:
-        key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
+        lowered = name.lower()
+        if lowered not in _WANTED:
+            continue
+        key, text = lowered.decode("latin-1"), value.decode("latin-1")
         if key in headers and key in ("host", "origin"):
             headers[key] = "\x00"  # two Hosts: not a name any check accepts
         else:
