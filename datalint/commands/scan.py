@@ -126,7 +126,8 @@ def add_image_arguments(group: Any) -> None:
         "--scores",
         action=argparse.BooleanOptionalAction,
         help="--no-scores skips the quality scores and perceptual hashes (no dark, blurry, near_duplicate, "
-        "leak...): a faster scan of PNG-heavy folders; --scores computes them (the default)",
+        "leak...), of image files and of a dataset's image tensors alike: a faster scan; --scores computes "
+        "them (the default)",
     )
 
 
@@ -160,7 +161,8 @@ def choose_source(args: argparse.Namespace) -> Any:
         _refuse_specs_as_images(args.paths)
         return _image_source(args)
     if args.dataset:
-        return SourceDescription.make("dataset", args.dataset, labels=tuple(args.label))
+        unscored = {"scores": False} if args.scores is False else {}  # --no-scores: no image scores
+        return SourceDescription.make("dataset", args.dataset, labels=tuple(args.label), **unscored)
     raise UsageError(
         "nothing to scan: pass --dataset SPEC (e.g. --dataset mymod:ds), --images DIR or image files"
     )

@@ -248,7 +248,7 @@ def _description_of(dataset: Any, labels: tuple[str, ...]) -> SourceDescription:
 _IMAGE_SETTINGS: dict[str, tuple[str, frozenset[str]]] = {
     "max-pixels": ("max_pixels", frozenset({"images", "webdataset", "parquet"})),
     "all-frames": ("all_frames", frozenset({"images", "webdataset", "parquet"})),
-    "scores": ("scores", frozenset({"images"})),
+    "scores": ("scores", frozenset({"images", "dataset"})),  # a dataset's first image-like tensor
     "ext": ("extensions", frozenset({"images"})),
 }
 
@@ -257,13 +257,15 @@ def _with_image_settings(
     description: SourceDescription, values: Mapping[str, Any], origins: Mapping[str, str]
 ) -> SourceDescription:
     """The description with the image settings a keyword or the file gave (`datalint scan --images
-    DIR --ext png`); a dataset's samples are not image files, so its description is left as it is."""
+    DIR --ext png`); of them a dataset takes only `scores` (its samples are not image files)."""
     from datalint.scan.settings import DEFAULT
 
     options = dict(description.options)
     for name, (option, kinds) in _IMAGE_SETTINGS.items():
         if origins[name] == DEFAULT or description.kind not in kinds:
             continue
+        if description.kind == "dataset" and values[name] is True:
+            continue  # scoring is a dataset's default: its description (and the index's) stays as it was
         if option != "extensions":
             options[option] = values[name]
         elif "extensions" in options:  # not for a file list or a dataset's files: each named file is scanned

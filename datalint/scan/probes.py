@@ -92,8 +92,9 @@ def open_fd_count() -> int | None:
     return None
 
 
-def describe(sample: Any, labels: Sequence[str] = ()) -> dict[str, Any]:
-    """All per-sample measurements in one walk, keyed by the index's `samples` columns."""
+def describe(sample: Any, labels: Sequence[str] = (), *, scores: bool = True) -> dict[str, Any]:
+    """All per-sample measurements in one walk, keyed by the index's `samples` columns; `scores=False`
+    (`--no-scores`) leaves out the quality scores of the first image-like tensor."""
     walk = _Walk()
     sig = walk.visit(sample, ROOT, 0)
     info: dict[str, Any] = {}
@@ -103,7 +104,7 @@ def describe(sample: Any, labels: Sequence[str] = ()) -> dict[str, Any]:
         info["requires_grad_fields"] = walk.grad_paths
     if walk.device_paths:
         info["non_cpu_fields"] = walk.device_paths
-    if walk.image is not None:
+    if walk.image is not None and scores:
         info.update(_image_scores(*walk.image))
     return {
         "nbytes": walk.nbytes,

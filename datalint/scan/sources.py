@@ -166,6 +166,7 @@ class DatasetSource:
         self.description = description
         self.dataset = resolve_spec(description.spec) if dataset is None else dataset
         self.labels: tuple[str, ...] = tuple(description.option("labels", ()))
+        self.scores = bool(description.option("scores", True))  # --no-scores: no image scores
         self.is_stream = _is_iterable_dataset(self.dataset)
         if not self.is_stream:
             _check_map_style(description.spec, self.dataset)
@@ -206,7 +207,7 @@ class DatasetSource:
         return self._capture
 
     def _described(self, sample: Any, duration: float, said: str) -> dict[str, Any]:
-        measured = {**probes.describe(sample, self.labels), "duration": duration}
+        measured = {**probes.describe(sample, self.labels, scores=self.scores), "duration": duration}
         if said:
             from datalint.scan.images import classify_native_stderr  # only once a sample printed
 

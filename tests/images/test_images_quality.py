@@ -382,3 +382,27 @@ def test_the_bit_count_is_the_same_without_numpys_own(monkeypatch: pytest.Monkey
     monkeypatch.delattr(np, "bitwise_count", raising=False)
     assert popcount(values).tolist() == expected  # numpy < 2.0, which pyproject allows
     assert popcount(values[0]).tolist() == expected[0]
+
+
+def test_no_scores_leaves_a_datasets_tensors_unscored(tmp_path: Path) -> None:
+    # --no-scores was accepted with --dataset and did nothing: every image-like tensor was still scored
+    (tmp_path / "tensors.py").write_text(DATASETS)
+    db = tmp_path / "unscored.db"
+    code, _, err = run_cli(
+        "scan", "--dataset", f"{tmp_path / 'tensors.py'}:good", "--db", str(db), "--no-scores",
+        "--workers", "1", "--progress", "none", "--format", "json",
+    )  # fmt: skip
+    assert code in (0, 1), err
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        infos = [json.loads(row[0] or "{}") for row in connection.execute("SELECT info FROM samples")]
+    assert len(infos) == 12 and not any("quality" in info or "quality_field" in info for info in infos)
+
+    import datalint
+
+    api_db = tmp_path / "api.db"
+    datalint.scan(f"{tmp_path / 'tensors.py'}:good", db=api_db, scores=False, workers=1)  # the same keyword
+    with sqlite3.connect(api_db) as connection:
+        infos = [json.loads(row[0] or "{}") for row in connection.execute("SELECT info FROM samples")]
+    assert len(infos) == 12 and not any("quality" in info for info in infos)
