@@ -59,6 +59,13 @@ def open_index(
     return connection
 
 
+def has_tables(connection: sqlite3.Connection, required: tuple[str, ...] = REQUIRED_TABLES) -> bool:
+    """Whether the index holds its tables yet: a file its first writer has created but not filled
+    holds none for a moment, and a reader then has nothing to read, not an error."""
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return set(required) <= tables
+
+
 def check_index(
     connection: sqlite3.Connection, path: Path, required: tuple[str, ...] = REQUIRED_TABLES
 ) -> None:
@@ -100,6 +107,8 @@ class Totals:
 def totals(connection: sqlite3.Connection) -> Totals:
     from datalint.index import failures  # it builds on this package's store
 
+    if not has_tables(connection):  # a scan, a watcher or the first failures are creating it now
+        return Totals(0, 0, 0, None)
     samples = connection.execute("SELECT count(*) FROM samples").fetchone()[0]
     listed = connection.execute("SELECT count(DISTINCT idx) FROM findings WHERE quarantine = 1").fetchone()[0]
     return Totals(int(samples), int(listed), len(failures.active(connection)), latest_run(connection))

@@ -174,6 +174,8 @@ def refusals_by_index(index_path: Path, failures: Sequence[tuple[int, FailureRec
         return {}
     reasons: dict[int, str] = {}
     with read.reading(index_path) as connection:
+        if not read.has_tables(connection):
+            return {}  # the first failures are creating the index right now: nothing to check against
         run = store.latest_run(connection)
         length = run.length if run is not None else None
         if length is not None:

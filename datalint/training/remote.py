@@ -450,9 +450,10 @@ def failure_document(failure: Any, run: str | None) -> dict[str, Any]:
 
 
 # Statuses that say nothing against the failures themselves: the service is busy, restarting or behind
-# a proxy that is, or the token or URL is wrong (fix it, then `datalint guard replay`). They stay spooled.
-# Any other error status is the service refusing the batch: sending it again would be refused again.
-KEEP_STATUSES = frozenset({401, 403, 404, 408, 425, 429, 502, 503, 504})
+# a proxy that is, the token or URL is wrong (fix it, then `datalint guard replay`), or it failed on its
+# own side (a 5xx: the service answers no input with one, so it is never the failures' fault). They stay
+# spooled. Any other error status (a 4xx) is the service refusing the batch: it would be refused again.
+KEEP_STATUSES = frozenset({401, 403, 404, 408, 425, 429, *range(500, 600)})
 
 
 @dataclass(frozen=True)
