@@ -8,40 +8,17 @@ processes, then lints the same source.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from real_run_support import lint, load
 
-from datalint.config import Config
-from datalint.lint.catalog import Catalog, load_rule, rules_dir
-from datalint.lint.engine import Finding, Linter
-from datalint.lint.matchers import MATCHERS
 from datalint.lint.module import UNKNOWN, Module
 
 torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def lint(code: str, source: str) -> list[Finding]:
-    path = next(rules_dir().glob(f"{code}-*.toml"))
-    rule = load_rule(path, MATCHERS)
-    return Linter(Config(select=(code,)), Catalog((rule,))).check_source(source, f"{code.lower()}_case.py")
-
-
-def load(tmp_path: Path, source: str, name: str) -> ModuleType:
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 SEEDED = textwrap.dedent(
