@@ -115,7 +115,9 @@ class FailuresRefused(BaseModel):
 
 
 class ClearRequest(_Strict):
-    indexes: list[int] = Field(min_length=1, max_length=100_000, description="the samples' indexes")
+    indexes: list[Annotated[int, Field(ge=0, le=2**62)]] = Field(
+        min_length=1, max_length=100_000, description="the samples' indexes"
+    )
     reason: str = Field(min_length=1, max_length=1024, description="why (kept in the index's history)")
 
 

@@ -191,6 +191,15 @@ def test_no_input_however_odd_gives_a_500(open_service: Server) -> None:
     assert "Traceback" not in open_service.log.read_text()
 
 
+def test_an_admin_clear_with_an_index_no_index_can_hold_is_a_422_naming_it(open_service: Server) -> None:
+    for indexes in ([2**70], [-1], []):
+        answer = open_service.request(
+            "POST", "/v1/datasets/train/failures/clear", token=None, json={"indexes": indexes, "reason": "r"}
+        )
+        assert answer.status_code == 422, (indexes, answer.text)
+        assert "indexes" in answer.text
+
+
 def test_the_page_uses_a_bearer_token_and_the_sign_in_form_its_csrf_token(tmp_path: Path) -> None:
     server = Server(tmp_path, dataset_table("train")).start()
     try:
