@@ -44,8 +44,6 @@ _SQL = re.compile(
 )
 # Files outside datalint/index/ that still hold SQL naming an index table (each to move into index/).
 KNOWN_SQL = {
-    "datalint/diagnosis/bench.py",
-    "datalint/diagnosis/doctor.py",
     "datalint/flight/__init__.py",
     "datalint/flight/suspects.py",
     "datalint/report/index.py",

@@ -740,16 +740,17 @@ def _guard(dataset: Any, record: str) -> tuple[Any, bool]:
 def _guard_failures(record: str) -> list[SampleFailure]:
     import sqlite3
 
+    from datalint.index import read
+
     if not os.path.exists(record):
         return []
-    with contextlib.closing(sqlite3.connect(record)) as db:
-        try:
-            rows = db.execute(
-                "SELECT idx, error_type, error_message FROM samples WHERE status != 'ok' ORDER BY idx"
-            ).fetchall()
-        except sqlite3.DatabaseError:
-            return []
-    return [SampleFailure(int(i), f"{t}: {m}" if m else str(t)) for i, t, m in rows]
+    try:
+        with read.reading(record) as db:
+            failed = read.failed_samples(db)
+    except sqlite3.DatabaseError:
+        return []
+    return [SampleFailure(f.index, f"{f.error_type}: {f.message}" if f.message else str(f.error_type))
+            for f in failed]
 
 
 @dataclass(frozen=True)

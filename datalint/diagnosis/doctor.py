@@ -509,10 +509,7 @@ def sizes_from_index(path: str | os.PathLike[str]) -> SampleSizes:
         raise DatalintError(f"--index {path}: no such file; `datalint scan` writes one")
     try:
         with contextlib.closing(read.connect(Path(path))) as db:
-            nbytes = [n for (n,) in db.execute(
-                "SELECT nbytes FROM samples WHERE status = 'ok' AND nbytes IS NOT NULL"
-            )]
-            (failed,) = db.execute("SELECT count(*) FROM samples WHERE status != 'ok'").fetchone()
+            nbytes, failed = read.measured_sizes(db)
     except sqlite3.DatabaseError as exc:
         raise DatalintError(f"--index {path}: not a datalint scan index ({exc})") from None
     if not nbytes:

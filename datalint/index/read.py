@@ -154,3 +154,31 @@ def scanned_keys(connection: sqlite3.Connection, indexes: Sequence[int]) -> dict
         )
         found.update((index, key) for index, key in ((i, read_key(k)) for i, k in rows) if key)
     return found
+
+
+@dataclass(frozen=True)
+class FailedSample:
+    """A sample that did not measure ok, as its row says: position, exception type and message."""
+
+    index: int
+    error_type: str | None
+    message: str | None
+
+
+def failed_samples(connection: sqlite3.Connection) -> list[FailedSample]:
+    """Every sample whose status is not `ok` (a scan's or the guard's), by position."""
+    if not has_tables(connection, ("samples",)):
+        return []
+    rows = connection.execute(
+        "SELECT idx, error_type, error_message FROM samples WHERE status != 'ok' ORDER BY idx"
+    )
+    return [FailedSample(int(index), kind, message) for index, kind, message in rows]
+
+
+def measured_sizes(connection: sqlite3.Connection) -> tuple[list[int], int]:
+    """The bytes of every sample measured ok (`nbytes`), and how many samples were not ok."""
+    sizes = [int(n) for (n,) in connection.execute(
+        "SELECT nbytes FROM samples WHERE status = 'ok' AND nbytes IS NOT NULL"
+    )]
+    (failed,) = connection.execute("SELECT count(*) FROM samples WHERE status != 'ok'").fetchone()
+    return sizes, int(failed)
