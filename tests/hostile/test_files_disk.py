@@ -8,6 +8,7 @@ import shutil
 import socket
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,12 +108,28 @@ def test_json_edited_by_hand_is_named(tmp_path: Path) -> None:
         assert "not valid JSON (edited by hand?)" in result.stderr, result.stderr
 
 
+GATED = """
+import os, time
+class Gated:
+    def __len__(self): return 12
+    def __getitem__(self, i):
+        deadline = time.monotonic() + 60
+        while not os.path.exists(GATE) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return [1.0, 2.0] if i != 3 else "one"
+ds = Gated()
+"""
+
+
 def test_a_second_scan_of_one_index_is_refused_by_name(tmp_path: Path) -> None:
-    spec = write_dataset(tmp_path, SLOW.replace("return 12", "return 40"))  # 10 s: time for a second scan
+    # The first scan's samples wait for a gate file, so it holds the lock for as long as the second
+    # scan needs, however slow the machine, and ends as soon as the gate opens.
+    gate = tmp_path / "gate"
+    spec = write_dataset(tmp_path, f"GATE = {str(gate)!r}\n" + GATED)
     db = tmp_path / "index.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     first = subprocess.Popen(
-        [os.sys.executable, "-m", "datalint", "scan", "--dataset", spec, "--db", str(db), "--workers", "1"],
+        [sys.executable, "-m", "datalint", "scan", "--dataset", spec, "--db", str(db), "--workers", "1"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -120,9 +137,11 @@ def test_a_second_scan_of_one_index_is_refused_by_name(tmp_path: Path) -> None:
         while not (tmp_path / "index.db.lock").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         second = datalint("scan", "--dataset", spec, "--db", str(db), "--workers", "1")
+        assert first.poll() is None, "the first scan still runs while the second is refused"
         assert second.returncode == 2, second.stderr
         assert f"pid {first.pid} on host {socket.gethostname()}" in second.stderr, second.stderr
     finally:
+        gate.touch()
         _, err = first.communicate(timeout=120)
     assert first.returncode == 1, err
     with sqlite3.connect(db) as connection:
