@@ -44,12 +44,7 @@ _SQL = re.compile(
 )
 # Files outside datalint/index/ that still hold SQL naming an index table (each to move into index/).
 KNOWN_SQL = {
-    "datalint/flight/__init__.py",
     "datalint/flight/suspects.py",
-    "datalint/report/index.py",
-    "datalint/report/limits.py",
-    "datalint/report/quality.py",
-    "datalint/report/render.py",
     "datalint/scan/api.py",
     "datalint/scan/changes.py",
     "datalint/scan/hash_groups.py",

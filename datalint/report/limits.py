@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from datalint.index import read, report_queries
 from datalint.report.charts import Threshold
 
 # finding kind -> (chart column, label on the chart)
@@ -43,16 +44,7 @@ def _from_policy(conn: sqlite3.Connection, run_options: dict[str, Any]) -> dict[
 
 def _from_findings(conn: sqlite3.Connection) -> dict[str, float | None]:
     """Where flagging started, as the data shows it: the smallest value flagged with each kind."""
-    if (
-        conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'findings'").fetchone()
-        is None
-    ):
+    if not read.has_tables(conn, ("findings",)):
         return {}
-    found: dict[str, float | None] = {}
-    for kind, (column, _) in LIMITED_KINDS.items():
-        row = conn.execute(
-            f"SELECT min(s.{column}) FROM samples s JOIN findings f ON f.idx = s.idx WHERE f.kind = ?",
-            (kind,),
-        ).fetchone()
-        found[kind] = row[0]
-    return found
+    smallest = report_queries.smallest_flagged
+    return {kind: smallest(conn, kind, column) for kind, (column, _) in LIMITED_KINDS.items()}

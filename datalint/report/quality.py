@@ -10,12 +10,14 @@ then the count left and the query that lists them all.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from datalint.index import kinds, read
+from datalint.index import kinds, read, report_queries
+from datalint.index.report_queries import LEAKS_QUERY, NEAR_DUPLICATES_QUERY, KindSample
 from datalint.index.store import read_key
 from datalint.report.charts import Threshold, format_count, score_histogram
 from datalint.report.index import FlaggedSample, IndexSummary
@@ -57,7 +59,7 @@ class DuplicateGroup:
 class LeakPair:
     ours: Thumbnail
     theirs: Thumbnail
-    detail: str
+    detail: str | None  # as the index holds it
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def read_quality(index: IndexSummary, root: Path | None, per_kind: int) -> Quali
     a dataset scan without image-like tensors, an index from before the scores)."""
     conn = read.connect(index.path)
     try:
-        if not _has_scores(conn):
+        if not report_queries.has_scores(conn):
             return None
         from datalint.scan import policy
 
@@ -95,14 +97,8 @@ def read_quality(index: IndexSummary, root: Path | None, per_kind: int) -> Quali
         conn.close()
 
 
-def _has_scores(conn: sqlite3.Connection) -> bool:
-    row = conn.execute("SELECT 1 FROM samples WHERE json_extract(info, '$.quality') IS NOT NULL LIMIT 1")
-    return row.fetchone() is not None
-
-
 def _has_findings(conn: sqlite3.Connection) -> bool:
-    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'findings'")
-    return row.fetchone() is not None
+    return read.has_tables(conn, ("findings",))
 
 
 def _sample(idx: int, key: Any, kinds: tuple[str, ...] = (), details: tuple[str, ...] = ()) -> FlaggedSample:
@@ -134,19 +130,9 @@ def _scored_kinds(conn: sqlite3.Connection, options: Any, root: Path | None, per
             past=partial(_past, limit=limit) if limit is not None else None,
             log_x=log_x,
         )
-        order = "DESC" if direction == "high" else "ASC"
-        path = f"$.quality.{score}"
-        found = _flagged(
-            conn,
-            kind,
-            f"json_extract(s.info, '{path}') {order}",
-            per_kind,
-            root,
-        )
-        query = (
-            f"select s.idx, s.key, json_extract(s.info, '{path}') as {score} from findings f "
-            f"join samples s using (idx) where f.kind = '{kind}' order by {score} {order.lower()}"
-        )
+        ranked = partial(report_queries.most_scored, conn, kind, score, direction)
+        found = _previews(conn, kind, ranked, per_kind, root)
+        query = report_queries.scored_kind_query(kind, score, direction)
         views.append(KindView(kind, _count(conn, kind), found, chart, query))
     return views
 
@@ -187,16 +173,9 @@ def _shape_kinds(conn: sqlite3.Connection, options: Any, root: Path | None, per_
             past=partial(_outside, low=low, high=high),
             log_x=True,
         )
-        # the farthest from typical first, either way: max(x / typical, typical / x)
-        width, height = "json_extract(s.info, '$.width')", "json_extract(s.info, '$.height')"
-        value = f"({width} * 1.0 / {height})" if kind == "odd_aspect" else f"({width} * {height} * 1.0)"
-        typical = f"{limit.typical if kind == 'odd_aspect' else limit.typical**2:.6g}"
-        order = f"max({value} / {typical}, {typical} / {value}) DESC"
-        found = _flagged(conn, kind, order, per_kind, root)
-        query = (
-            "select s.idx, s.key, f.detail from findings f join samples s using (idx) "
-            f"where f.kind = '{kind}' order by {order.replace(' DESC', ' desc')}"
-        )
+        ranked = partial(report_queries.most_odd, conn, kind, limit.typical)
+        found = _previews(conn, kind, ranked, per_kind, root)
+        query = report_queries.shape_kind_query(kind, limit.typical)
         views.append(KindView(kind, _count(conn, kind), found, chart, query))
     return views
 
@@ -208,20 +187,20 @@ def format_pixels_side(value: float) -> str:
 def _count(conn: sqlite3.Connection, kind: str) -> int:
     if not _has_findings(conn):
         return 0
-    return int(conn.execute("SELECT count(DISTINCT idx) FROM findings WHERE kind = ?", (kind,)).fetchone()[0])
+    return report_queries.samples_with_kind(conn, kind)
 
 
-def _flagged(
-    conn: sqlite3.Connection, kind: str, order: str, limit: int, root: Path | None
+def _previews(
+    conn: sqlite3.Connection,
+    kind: str,
+    ranked: Callable[[int], list[KindSample]],
+    limit: int,
+    root: Path | None,
 ) -> tuple[Thumbnail, ...]:
-    """Previews of the first `limit` images with `kind`, in `order` (SQL over samples `s`)."""
+    """Previews of the first `limit` images with `kind`, in the order `ranked(limit)` reads them."""
     if limit <= 0 or not _has_findings(conn):
         return ()
-    rows = conn.execute(
-        f"SELECT s.idx, s.key, f.detail FROM findings f JOIN samples s ON s.idx = f.idx "
-        f"WHERE f.kind = ? ORDER BY {order}, s.idx LIMIT ?",
-        (kind, limit),
-    )
+    rows = ranked(limit)
     return tuple(thumbnail(_sample(idx, key, (kind,), (detail or "",)), root) for idx, key, detail in rows)
 
 
@@ -233,19 +212,14 @@ def _groups(
     if not _has_findings(conn):
         return (), 0
     members: dict[int, list[tuple[int, Any, str]]] = {}
-    rows = conn.execute(
-        "SELECT f.idx, s.key, f.detail FROM findings f JOIN samples s ON s.idx = f.idx "
-        "WHERE f.kind = 'near_duplicate' ORDER BY f.idx"
-    )
-    for idx, key, detail in rows:
+    for idx, key, detail in report_queries.near_duplicates(conn):
         group = quality.group_of(detail or "")
         if group is not None:
             members.setdefault(group, []).append((idx, key, detail or ""))
     ranked = sorted(members.items(), key=lambda item: (-len(item[1]), item[0]))[:per_group]
     groups = []
     for representative, listed in ranked:
-        found = conn.execute("SELECT key FROM samples WHERE idx = ?", (representative,)).fetchone()
-        head = thumbnail(_sample(representative, found[0] if found else None), root)
+        head = thumbnail(_sample(representative, report_queries.sample_key(conn, representative)), root)
         shown = tuple(
             thumbnail(_sample(idx, key, ("near_duplicate",), (detail,)), root)
             for idx, key, detail in listed[: max(1, per_group - 1)]
@@ -262,11 +236,7 @@ def _leaks(
     if not _has_findings(conn):
         return (), 0
     total = _count(conn, "leak")
-    rows = conn.execute(
-        "SELECT f.idx, s.key, f.detail FROM findings f JOIN samples s ON s.idx = f.idx "
-        "WHERE f.kind = 'leak' ORDER BY f.idx LIMIT ?",
-        (limit,),
-    )
+    rows = report_queries.leaks(conn, limit)
     their_root = _scanned_folder(Path(split))
     pairs = []
     for idx, key, detail in rows:
@@ -281,16 +251,14 @@ def _scanned_folder(db: Path) -> Path | None:
     try:
         conn = read.connect(db)
         try:
-            row = conn.execute(
-                "SELECT kind, spec FROM runs WHERE kind != 'guard' ORDER BY id DESC LIMIT 1"
-            ).fetchone()
+            row = report_queries.latest_scan_source(conn)
         finally:
             conn.close()
     except sqlite3.Error:  # an index that moved or is unreadable: its side shows placeholders
         return None
     if row is None or row[0] != "images" or not Path(str(row[1])).is_dir():
         return None
-    return Path(str(row[1]))
+    return Path(row[1])
 
 
 def quality_previews(view: QualityView | None) -> int:
@@ -402,7 +370,7 @@ def _groups_block(view: QualityView) -> Html:
             )
         )
     more = view.group_total - len(view.groups)
-    query = "select idx, detail from findings where kind = 'near_duplicate' order by detail"
+    query = NEAR_DUPLICATES_QUERY
     note = el(
         "span", "the representative (first by name) framed, then the images that look like it", class_="note"
     )
@@ -429,7 +397,7 @@ def _leaks_block(view: QualityView) -> Html:
         for pair in view.leaks
     ]
     more = view.leak_total - len(view.leaks)
-    query = "select f.idx, s.key, f.detail from findings f join samples s using (idx) where f.kind = 'leak'"
+    query = LEAKS_QUERY
     note = el("span", "this scan's image, then the other split's file it matches", class_="note")
     return el(
         "div",

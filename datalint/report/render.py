@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any
 
 from datalint.index.kinds import DAMAGE, DATASET_ONLY_KINDS, KINDS, UNSUPPORTED
+from datalint.index.report_queries import ALL_FINDINGS_QUERY, KIND_COUNTS_QUERY
 from datalint.index.store import RunRecord
 from datalint.report.charts import (
     Bar,
@@ -644,7 +645,7 @@ def _page_links(names: Sequence[str], current: int) -> Html | None:
 
 def _table_notes(data: TableData, index: IndexSummary, names: Sequence[str], current: int) -> list[Html]:
     notes = []
-    query = el("code", f'sqlite-utils query {index.path} "select * from findings order by idx"')
+    query = el("code", f'sqlite-utils query {index.path} "{ALL_FINDINGS_QUERY}"')
     read = len(index.flagged)
     if len(names) > 1:
         notes.append(
@@ -926,7 +927,7 @@ def _runs_section(runs: tuple[RunRecord, ...]) -> Html:
 
 
 def _footer(page: Page) -> Html:
-    query = f'sqlite-utils query {page.index.path} "select kind, count(*) from findings group by kind"'
+    query = f'sqlite-utils query {page.index.path} "{KIND_COUNTS_QUERY}"'
     return el(
         "footer",
         el(
