@@ -44,7 +44,6 @@ _SQL = re.compile(
 )
 # Files outside datalint/index/ that still hold SQL naming an index table (each to move into index/).
 KNOWN_SQL = {
-    "datalint/flight/suspects.py",
     "datalint/scan/api.py",
     "datalint/scan/changes.py",
     "datalint/scan/hash_groups.py",

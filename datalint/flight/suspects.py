@@ -7,7 +7,8 @@ name). A worker of the training killed by SIGSEGV most likely met one of the sam
 the scan; one killed by SIGKILL, one that the scan saw killed, or run out of memory. These are
 suspects, not a record: the diagnosis says so.
 
-The standard library's sqlite3, read-only: the recorder imports this module.
+The standard library's sqlite3, read-only (`datalint.index.crashes` asks the index): the recorder
+imports this module.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from datalint.errors import UsageError
-from datalint.index import read
+from datalint.index import crashes, read
 
 SHOWN = 3  # suspects named in the diagnosis; the rest counted
 # error_type values of the scan that match a death by this signal, beyond the signal's own name
@@ -57,7 +58,7 @@ def check_index(path: Path) -> None:
 def _connect(path: Path) -> sqlite3.Connection:
     db = read.connect(path)
     try:
-        db.execute("SELECT idx, key, status, error_type FROM samples LIMIT 1").fetchall()
+        crashes.check_samples(db)
     except sqlite3.DatabaseError:
         db.close()
         raise
@@ -67,26 +68,19 @@ def _connect(path: Path) -> sqlite3.Connection:
 def evidence(path: str, signal_name: str | None) -> ScanEvidence | None:
     """The scanned samples that crashed a worker by `signal_name` (None: by any signal, for a death
     whose signal was not seen); None where the index cannot be read now (moved, rewritten since)."""
-    if signal_name is None:
-        where, names = "status = 'crash'", ()
-    else:
-        names = (signal_name, *ALSO_MATCHING.get(signal_name, ()))
-        where = f"error_type IN ({', '.join('?' * len(names))})"
+    names = None if signal_name is None else (signal_name, *ALSO_MATCHING.get(signal_name, ()))
     try:
         db = _connect(Path(path))
     except sqlite3.DatabaseError:
         return None
     try:
-        scanned = db.execute("SELECT count(*) FROM samples").fetchone()[0]
-        count = db.execute(f"SELECT count(*) FROM samples WHERE {where}", names).fetchone()[0]
-        rows = db.execute(f"SELECT idx, key, error_type FROM samples WHERE {where} ORDER BY idx LIMIT ?",
-                          (*names, SHOWN)).fetchall()
+        found = crashes.crashed(db, names, SHOWN)
     except sqlite3.DatabaseError:
         return None
     finally:
         db.close()
-    suspects = tuple(Suspect(int(idx), _key(key), str(kind)) for idx, key, kind in rows)
-    return ScanEvidence(path, int(scanned), signal_name, suspects, int(count))
+    suspects = tuple(Suspect(idx, _key(key), kind) for idx, key, kind in found.first)
+    return ScanEvidence(path, found.scanned, signal_name, suspects, found.count)
 
 
 def _key(value: object) -> str | None:
