@@ -27,6 +27,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "dask": ("dask", "distributed"),
     "service": ("fastapi", "uvicorn", "pydantic"),
     "parquet": ("pyarrow",),
+    "hf": ("datasets", "pyarrow", "numpy"),
+    "lightning": ("lightning", "torch", "numpy"),
 }
 
 
