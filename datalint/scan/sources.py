@@ -32,7 +32,7 @@ from datalint.scan.stderr_capture import StderrCapture
 _perf_counter = time.perf_counter  # bound once: a sample replacing time.perf_counter times only itself
 
 SOURCE_KINDS: dict[str, str] = {
-    "dataset": "datalint.scan.sources:DatasetSource",
+    "dataset": "datalint.scan.hf_datasets:dataset_source",  # DatasetSource, or a Hugging Face Dataset's
     "images": "datalint.scan.images:ImageFilesSource",
     "webdataset": "datalint.scan.webdataset:WebDatasetSource",
     "parquet": "datalint.scan.parquet:ParquetSource",
