@@ -9,10 +9,13 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from datalint.service import auth
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
@@ -32,27 +35,10 @@ def environment() -> dict[str, str]:
 
 
 def add_token(tokens: Path, name: str, scopes: str) -> str:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "datalint",
-            "serve",
-            "token",
-            "add",
-            name,
-            "--scopes",
-            scopes,
-            "--tokens",
-            str(tokens),
-        ],
-        capture_output=True,
-        text=True,
-        env=environment(),
-        timeout=60,
-        check=True,
-    )
-    return done.stdout.strip()
+    """A token added by the library `datalint serve token add` calls; in this process, since the
+    command itself is tested in test_service_cli.py and a child per token cost each server ~1 s."""
+    created = datetime.now(UTC).replace(microsecond=0).isoformat()
+    return auth.add_token(tokens, name, auth.parse_scopes(scopes), created)
 
 
 class Server:
@@ -131,7 +117,7 @@ class Server:
         while time.monotonic() < deadline:
             job = self.request("GET", f"/v1/scans/{job_id}", token="reader").json()
             if job["state"] in states:
-                return job  # type: ignore[no-any-return]
+                return job
             time.sleep(0.2)
         raise AssertionError(f"job {job_id} still {job['state']} after {timeout} s:\n{self.log.read_text()}")
 
