@@ -72,25 +72,24 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from datalint.host.cpus import effective_cpu_count
-    from datalint.scan import policy
     from datalint.scan.api import check_output_path, derive_quarantine
-    from datalint.scan.settings import apply, resolve, verdict_keys
+    from datalint.scan.settings import DEFAULT, resolve, stored_layer, verdict_keys
 
     # Flags over [tool.datalint.scan] over what the scan used; measuring keys (timeout, ...) do not apply.
-    settings = resolve(args, verdict_keys())
+    settings = resolve(args, verdict_keys(), stored=stored_layer(args.db, keys=verdict_keys()))
     if args.show_settings:
         return _show_settings(args.db, settings)
-    apply(args, settings, verdict_keys(), defaults=False)
     if args.output_file is not None:
         check_output_path(Path(args.output_file), "-o/--output-file")
+    values = settings.values
     document = derive_quarantine(
         args.db,
-        kinds=args.kinds,
-        num_classes=args.num_classes,
-        ignore_index=args.ignore_index,
-        max_bytes=args.max_bytes,
-        require=tuple(args.require) if args.require else None,
-        thresholds=policy.parse_thresholds(args.threshold) or None,
+        kinds=None if settings.origins["kinds"] == DEFAULT else values["kinds"],
+        num_classes=values["num-classes"],
+        ignore_index=values["ignore-index"],
+        max_bytes=values["max-bytes"],
+        require=tuple(values["require"]) or None,
+        thresholds=settings.thresholds or None,
         against=against_index(args.against),
         workers=effective_cpu_count() if args.workers is None else args.workers,
     )
@@ -103,16 +102,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _show_settings(db: str, settings: Any) -> int:
-    import contextlib
-
     from datalint.index import store
-    from datalint.scan.settings import settings_text, under_scan
+    from datalint.scan.settings import settings_text
 
-    index = store.open_index(Path(db), create=False)
-    with contextlib.closing(index):
-        run = store.latest_run(index)
-    policy = dict(run.options.get("policy", {})) if run is not None else {}
-    sys.stdout.write(settings_text(under_scan(settings, policy, f"the scan of {db}")))
+    if settings.stored is None:  # no scan to show the options of: say why, as deriving the list would
+        store.open_index(Path(db), create=False).close()
+    sys.stdout.write(settings_text(settings))
     return 0
 
 

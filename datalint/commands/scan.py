@@ -11,6 +11,7 @@ import json
 import shutil
 import sys
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--show-settings",
         action="store_true",
-        help="print every scan setting, its value and where it comes from (a flag, [tool.datalint.scan] "
-        "or the default), and exit",
+        help="print every scan setting, its value and where it comes from (a flag, [tool.datalint.scan], "
+        "what the index's last scan ran with, or the default), and exit",
     )
     parser.set_defaults(run=run, extras=("scan",))
 
@@ -131,8 +132,9 @@ def add_image_arguments(group: Any) -> None:
     )
 
 
-def choose_source(args: argparse.Namespace) -> Any:
-    """The SourceDescription the flags ask for (one source per scan)."""
+def choose_source(args: argparse.Namespace, values: Mapping[str, Any]) -> Any:
+    """The SourceDescription the flags ask for (one source per scan), with the effective settings
+    `values` (`ScanSettings.values`: the image keys and the label fields)."""
     from datalint.scan.sources import SourceDescription
 
     if args.parquet:
@@ -144,8 +146,8 @@ def choose_source(args: argparse.Namespace) -> Any:
             args.parquet,
             column=args.column,
             key_column=args.key_column,
-            max_pixels=args.max_pixels or 89_478_485,
-            all_frames=args.all_frames,
+            max_pixels=values["max-pixels"] or 89_478_485,
+            all_frames=values["all-frames"],
         )
     if args.webdataset:
         if args.dataset or args.images or args.files or args.paths:
@@ -154,15 +156,15 @@ def choose_source(args: argparse.Namespace) -> Any:
 
         return webdataset_description(
             args.webdataset,
-            max_pixels=args.max_pixels or 89_478_485,
-            all_frames=args.all_frames,
+            max_pixels=values["max-pixels"] or 89_478_485,
+            all_frames=values["all-frames"],
         )
     if args.images or args.files or args.files_from_dataset or args.paths:
         _refuse_specs_as_images(args.paths)
-        return _image_source(args)
+        return _image_source(args, values)
     if args.dataset:
-        unscored = {"scores": False} if args.scores is False else {}  # --no-scores: no image scores
-        return SourceDescription.make("dataset", args.dataset, labels=tuple(args.label), **unscored)
+        unscored = {"scores": False} if values["scores"] is False else {}  # --no-scores: no image scores
+        return SourceDescription.make("dataset", args.dataset, labels=tuple(values["label"]), **unscored)
     raise UsageError(
         "nothing to scan: pass --dataset SPEC (e.g. --dataset mymod:ds), --images DIR or image files"
     )
@@ -188,7 +190,7 @@ def _refuse_specs_as_images(paths: list[str]) -> None:
         )
 
 
-def _image_source(args: argparse.Namespace) -> Any:
+def _image_source(args: argparse.Namespace, values: Mapping[str, Any]) -> Any:
     from datalint.scan import images
 
     if args.files_from_dataset and not args.dataset:
@@ -202,17 +204,17 @@ def _image_source(args: argparse.Namespace) -> Any:
             f"image files ({args.paths[0]}, ...) are scanned on their own: "
             "not with --dataset, --images or --files"
         )
-    extensions = [part for value in args.ext or () for part in value.split(",")]
+    extensions = [part for value in values["ext"] or () for part in value.split(",")]
     return images.images_description(
         folder=args.images,
         file_list=args.files,
         dataset=args.dataset if args.files_from_dataset else None,
         files=args.paths,
         extensions=extensions or None,
-        max_pixels=args.max_pixels or images.DEFAULT_MAX_PIXELS,
-        all_frames=args.all_frames,
-        scores=args.scores,
-        labels=tuple(args.label),
+        max_pixels=values["max-pixels"] or images.DEFAULT_MAX_PIXELS,
+        all_frames=values["all-frames"],
+        scores=values["scores"],
+        labels=tuple(values["label"]),
         image_root=args.image_root,
     )
 
@@ -363,37 +365,65 @@ def against_index(path: str | None) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datalint.scan.settings import from_file_note, settings_document, settings_text, settle
+    from datalint.scan.settings import settings_document, settings_text
 
-    settings = settle(args)
+    settings = scan_settings(args, needs_source=not args.show_settings)
     if args.show_settings:
         if args.format == "json":
             sys.stdout.write(json.dumps(settings_document(settings), indent=1) + "\n")
         else:
             sys.stdout.write(settings_text(settings))
         return 0
-    note = from_file_note(settings)
-    if note is not None:
-        print(f"datalint: {printable(note)}", file=sys.stderr)
+    say_where_settings_came_from(settings)
     if args.backend == "dask":
         from datalint.extras import require
 
         require("dask", "`datalint scan --backend dask`")
-    description = choose_source(args)
-    if description.kind == "images" and not _announce_image_files(description, args):
+    description = choose_source(args, settings.values)
+    if description.kind == "images" and not _announce_image_files(description, settings.values):
         return 0
-    return _scan_then_print(args, description, scan_options(args))
+    return _scan_then_print(args, description, scan_options(args, settings))
 
 
-def scan_options(args: argparse.Namespace) -> Any:
-    """The ScanOptions the flags of `add_scan_arguments` ask for, once `settings.settle` has laid the
-    project's table under them (also read by `datalint watch`)."""
-    from datalint.scan import api, policy
-    from datalint.scan.settings import KEYS
+def scan_settings(args: argparse.Namespace, *, needs_source: bool = True) -> Any:
+    """The flags over the project file over what the index of this source stored over the defaults
+    (`datalint.scan.settings.layered`); also `datalint watch`'s. `--rescan` measures everything
+    again, so the index's options are not kept. Without `needs_source` (`--show-settings`) a command
+    line naming no source resolves without an index."""
+    from datalint.scan import api
+    from datalint.scan.settings import resolve, stored_layer
+
+    settings = resolve(args)
+    if args.rescan or (not needs_source and not _names_a_source(args)):
+        return settings
+    description = choose_source(args, settings.values)  # its kind and spec name the index
+    index = args.db or api.default_index_path(description.spec, description.kind)
+    stored = stored_layer(index, (description.kind, description.spec))
+    return settings if stored is None else resolve(args, stored=stored)
+
+
+def _names_a_source(args: argparse.Namespace) -> bool:
+    given = (args.dataset, args.images, args.files, args.paths, args.webdataset, args.parquet)
+    return any(given) or args.files_from_dataset
+
+
+def say_where_settings_came_from(settings: Any) -> None:
+    """A value from a project file or kept from the index is never a surprise: one line on stderr each."""
+    from datalint.scan.settings import from_file_note, from_index_note
+
+    for note in (from_file_note(settings), from_index_note(settings)):
+        if note is not None:
+            print(f"datalint: {printable(note)}", file=sys.stderr)
+
+
+def scan_options(args: argparse.Namespace, settings: Any) -> Any:
+    """The ScanOptions of the resolved `settings` and the engine's own flags (rescan, progress,
+    backend, ...); also `datalint watch`'s."""
+    from datalint.scan import api
 
     return api.options_from_settings(
-        {name: key.from_flag(args) for name, key in KEYS.items()},
-        policy.parse_thresholds(args.threshold),
+        settings.values,
+        settings.thresholds,
         against=against_index(args.against),
         rescan=args.rescan,
         chunk_size=args.chunk_size,
@@ -422,14 +452,15 @@ def _scan_then_print(args: argparse.Namespace, description: Any, options: Any) -
     return summary.exit_code
 
 
-def _announce_image_files(description: Any, args: argparse.Namespace) -> bool:
+def _announce_image_files(description: Any, values: Mapping[str, Any]) -> bool:
     """Say how many image files will be scanned (and what was skipped); False when there are none."""
     from datalint.scan import preflight
     from datalint.scan.images import listing_note
     from datalint.scan.sources import build_source
 
-    if args.setup_timeout > 0 and preflight.runs_user_code(description):  # its code runs watched first
-        preflight.inspect_source(description, args.setup_timeout)
+    setup_timeout = values["setup-timeout"]
+    if setup_timeout > 0 and preflight.runs_user_code(description):  # its code runs watched first
+        preflight.inspect_source(description, setup_timeout)
     source = build_source(description)  # built once: the scan reuses it
     print(f"datalint: {printable(listing_note(source))}", file=sys.stderr)
     return len(source) > 0

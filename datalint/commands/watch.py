@@ -58,13 +58,11 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     _require_extras()
     from datalint.scan import api, watch
-    from datalint.scan.settings import from_file_note, settle
 
-    note = from_file_note(settle(args))  # [tool.datalint.scan] under the flags, as for `datalint scan`
-    if note is not None:
-        _say(note)
-    description = scan.choose_source(args)
-    options = scan.scan_options(args)
+    chosen = scan.scan_settings(args)  # flags > project file > the index's last scan > default
+    scan.say_where_settings_came_from(chosen)
+    description = scan.choose_source(args, chosen.values)
+    options = scan.scan_options(args, chosen)
     db = Path(args.db) if args.db else api.default_index_path(description.spec, description.kind)
     quarantine = Path(args.quarantine) if args.quarantine else api.default_quarantine_path(db)
     api.check_output_path(quarantine, "--quarantine")  # before the first scan, as `datalint scan` does

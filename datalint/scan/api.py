@@ -176,7 +176,9 @@ def scan(
     shards, Parquet images) and replace the description's own values when given.
 
     With an index of the same source, only what changed since is measured (`incremental=False`
-    refuses a changed dataset instead); `summary.changes` says what changed."""
+    refuses a changed dataset instead); `summary.changes` says what changed. A setting neither a
+    keyword nor the file gives is the one the index's last scan of this dataset ran with (its
+    `runs.options`), then the default; `rescan=True` starts over from the defaults."""
     from datalint.scan import settings as settings_
 
     keywords = {
@@ -186,7 +188,10 @@ def scan(
         "all_frames": all_frames, "scores": scores, "verify_content": verify_content,
         "incremental": incremental,
     }  # fmt: skip
-    chosen = settings_.keyword_settings(keywords, thresholds, config)
+    first = _description_of(dataset, ())  # its kind and spec name the index, whatever the labels
+    index = db if db is not None else default_index_path(first.spec, first.kind)
+    stored = None if rescan else settings_.stored_layer(index, (first.kind, first.spec))
+    chosen = settings_.keyword_settings(keywords, thresholds, config, stored=stored)
     options = options_from_settings(
         chosen.values,
         chosen.thresholds,
@@ -197,11 +202,13 @@ def scan(
         scheduler=scheduler,
         shard_index=shard_index,
     )
-    source = _description_of(dataset, options.labels)
+    same = first.option("labels", ()) == options.labels
+    source = first if same else _description_of(dataset, options.labels)
     description = _with_image_settings(source, chosen.values, chosen.origins)
     summary = scan_source(description, options, db=db, quarantine=quarantine)
-    note = settings_.from_file_note(chosen, hint="")
-    return summary if note is None else dataclasses.replace(summary, notes=(note, *summary.notes))
+    notes = [settings_.from_file_note(chosen, hint=""), settings_.from_index_note(chosen)]
+    said = tuple(note for note in notes if note is not None)
+    return dataclasses.replace(summary, notes=(*said, *summary.notes)) if said else summary
 
 
 def options_from_settings(

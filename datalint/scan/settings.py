@@ -5,24 +5,27 @@ Each key is a scan flag's name without its dashes (`timeout = 30`, `max-bytes = 
 holds the limits `--threshold KIND=NUMBER` sets (`dark = 0.1`, `near_duplicate = 8`). In a
 datalint.toml the same tables are `[scan]` and `[scan.thresholds]`.
 
-A flag wins over the file, the file over the default; limits are merged kind by kind, so
-`--threshold dark=0.2` leaves the file's `blurry` as it is. Unknown keys and values of the wrong
-type or range are errors that name the file, the key, the value and what is allowed. The values
-are checked here, at the edge, and written into the parsed arguments, so the commands read one
-set of arguments whichever way each value came. The same keys and checks serve `datalint.scan()`'s
-keyword arguments (`keyword_settings`) and a served dataset's table (`datalint.service.config`).
+One resolver (`layered`) lays the layers: what the caller gave (a flag, a keyword of
+`datalint.scan()`, a served dataset's table) over the project file over what the index stored (the
+options its last scan ran with, `runs.options`) over the default; limits are merged kind by kind, so
+`--threshold dark=0.2` leaves the file's `blurry` as it is. Its answer, a frozen `ScanSettings`, is
+what the CLI, `datalint.scan()` and the service's scan jobs pass down. Unknown keys and values of the
+wrong type or range are errors that name the file, the key, the value and what is allowed.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from datalint.config import ConfigError, find_pyproject, scan_table
+from datalint.index import read
+from datalint.index.store import IndexFileError, latest_run
 from datalint.text import did_you_mean
 from datalint.units import parse_size
 
@@ -97,6 +100,7 @@ class Key:
     default: Any
     unset: Any = None  # what `dest` holds when the flag was not given
     verdict: bool = False  # decides verdicts only: `datalint quarantine` re-derives with it too
+    stored: tuple[str, ...] = ()  # where a run's options keep the value (empty: the index keeps none)
 
     @property
     def switch(self) -> bool:
@@ -118,16 +122,17 @@ class Key:
 KEYS: dict[str, Key] = {
     key.name: key
     for key in (
-        Key("kinds", "kinds", _kinds, DEFAULT, verdict=True),
-        Key("timeout", "timeout", _number(0, above=True), 60.0),
+        Key("kinds", "kinds", _kinds, DEFAULT, verdict=True, stored=("policy", "kinds")),
+        Key("timeout", "timeout", _number(0, above=True), 60.0, stored=("timeout",)),
         Key("setup-timeout", "setup_timeout", _number(0), 600.0),
         Key("workers", "workers", _number(0, whole=True), None),
-        Key("max-bytes", "max_bytes", _size, None, verdict=True),
+        Key("max-bytes", "max_bytes", _size, None, verdict=True, stored=("policy", "max_bytes")),
         Key("max-pixels", "max_pixels", _number(1, whole=True), None),
-        Key("num-classes", "num_classes", _number(1, whole=True), None, verdict=True),
-        Key("ignore-index", "ignore_index", _integer, None, verdict=True),
-        Key("require", "require", _strings, [], verdict=True),
-        Key("label", "label", _strings, []),
+        Key("num-classes", "num_classes", _number(1, whole=True), None, verdict=True,
+            stored=("policy", "num_classes")),
+        Key("ignore-index", "ignore_index", _integer, None, verdict=True, stored=("policy", "ignore_index")),
+        Key("require", "require", _strings, [], verdict=True, stored=("policy", "require")),
+        Key("label", "label", _strings, [], stored=("labels",)),
         Key("ext", "ext", _strings, None),
         Key("all-frames", "all_frames", _boolean, False),
         Key("scores", "scores", _boolean, True),
@@ -148,6 +153,7 @@ class ScanSettings:
     threshold_origins: Mapping[str, str] = field(default_factory=dict)
     source: Path | None = None  # the configuration file read (None: none found, or --isolated)
     where: str = ""
+    stored: Stored | None = None  # what the index's last scan ran with, under the file
 
 
 def configuration_file(args: argparse.Namespace, cwd: Path | None = None) -> Path | None:
@@ -223,16 +229,120 @@ def _file_thresholds(table: Any, where: str) -> dict[str, float]:
     return {name: float(value) for name, value in table.items()}
 
 
+@dataclass(frozen=True)
+class Stored:
+    """The layer under the project file: what the index's last scan ran with (`runs.options`)."""
+
+    index: str  # the index's path, as the caller named it
+    run: int
+    values: Mapping[str, Any]  # key -> value, converted as the file's are
+    thresholds: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def origin(self) -> str:
+        return f"the index {self.index} (run {self.run})"
+
+
+def stored_values(
+    run_options: Mapping[str, Any], keys: Mapping[str, Key] = KEYS
+) -> tuple[dict[str, Any], tuple[tuple[str, float], ...]]:
+    """The keys and limits a run's options hold. A value equal to the default is left out (the index
+    then adds nothing), and so is one this version would refuse from the file (an older index's)."""
+    values: dict[str, Any] = {}
+    for name, key in keys.items():
+        raw = _stored_at(run_options, key.stored)
+        if raw is None:
+            continue
+        try:
+            value = key.convert(_kinds_text(raw) if name == "kinds" else raw)
+        except ValueError:
+            continue
+        if not _is_default(key, value):
+            values[name] = value
+    return values, _stored_thresholds(_stored_at(run_options, ("policy", THRESHOLDS_KEY)))
+
+
+def _stored_at(run_options: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    found: Any = run_options if path else None
+    for part in path:
+        found = found.get(part) if isinstance(found, Mapping) else None
+    return found
+
+
+def _kinds_text(stored: Any) -> Any:
+    """A run's kinds as `--kinds` would give them: `default,dark` for the default kinds and dark,
+    `all` for every kind (the same kinds in the same order, in the words the user chose)."""
+    from datalint.index.kinds import KINDS
+    from datalint.scan.policy import parse_kinds
+
+    if not isinstance(stored, list | tuple) or not all(isinstance(name, str) for name in stored):
+        return stored
+    names, defaults = tuple(stored), parse_kinds(None)
+    if names == tuple(KINDS):
+        return "all"
+    if names[: len(defaults)] == defaults:
+        return ",".join(("default", *names[len(defaults) :]))
+    return ",".join(names)
+
+
+def _is_default(key: Key, value: Any) -> bool:
+    if key.name == "kinds":
+        from datalint.scan.policy import parse_kinds
+
+        return parse_kinds(value) == parse_kinds(None)
+    return bool(value == key.default)
+
+
+def _stored_thresholds(pairs: Any) -> tuple[tuple[str, float], ...]:
+    from datalint.scan.policy import threshold_problem
+
+    kept: list[tuple[str, float]] = []
+    for pair in pairs if isinstance(pairs, list | tuple) else ():
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            continue
+        if threshold_problem(str(pair[0]), pair[1]) is None:
+            kept.append((str(pair[0]), float(pair[1])))
+    return tuple(kept)
+
+
+def stored_layer(
+    index: str | os.PathLike[str], source: tuple[str, str] | None = None, keys: Mapping[str, Key] = KEYS
+) -> Stored | None:
+    """What the last scan of the index at `index` ran with, read without writing. None: no index
+    there yet, a file the scan itself will refuse (in its own words), no scan in it, or (`source`:
+    (kind, spec)) a scan of another source, whose options are not this one's."""
+    path = Path(index)
+    if not path.is_file():
+        return None
+    try:
+        connection = read.open_index(path)
+    except (IndexFileError, sqlite3.Error):
+        return None
+    try:
+        run = latest_run(connection)
+    except sqlite3.Error:
+        return None
+    finally:
+        connection.close()
+    if run is None or (source is not None and (run.kind, run.spec) != source):
+        return None
+    values, thresholds = stored_values(run.options, keys)
+    return Stored(str(index), run.id, values, thresholds)
+
+
 def resolve(
-    args: argparse.Namespace, keys: Mapping[str, Key] = KEYS, cwd: Path | None = None
+    args: argparse.Namespace,
+    keys: Mapping[str, Key] = KEYS,
+    cwd: Path | None = None,
+    stored: Stored | None = None,
 ) -> ScanSettings:
-    """Flags over the file over the defaults, for the keys a command has (`keys`)."""
+    """The flags of a command (`keys`: those it has) through the one resolver."""
     from datalint.scan.policy import parse_thresholds
 
     from_flags = {name: key.from_flag(args) for name, key in keys.items() if key.given(args)}
     given = {name: (value, keys[name].flag_for(value)) for name, value in from_flags.items()}
     flagged = parse_thresholds(getattr(args, "threshold", None))
-    return layered(given, flagged, "--threshold", configuration_file(args, cwd), keys)
+    return layered(given, flagged, "--threshold", configuration_file(args, cwd), keys, stored)
 
 
 def layered(
@@ -241,9 +351,11 @@ def layered(
     limits_origin: str,
     source: Path | None,
     keys: Mapping[str, Key] = KEYS,
+    stored: Stored | None = None,
 ) -> ScanSettings:
-    """What the caller gave (`given`: key -> (value, where from)) over the file `source` over the
-    defaults; limits merged kind by kind. The CLI's flags and `datalint.scan()`'s keywords both."""
+    """The one resolver: what the caller gave (`given`: key -> (value, where from)) over the file
+    `source` over what the index stored over the defaults; limits merged kind by kind. The CLI's
+    flags, `datalint.scan()`'s keywords and a served dataset's table all come through here."""
     from datalint.scan.policy import merged_thresholds
 
     values: dict[str, Any] = {}
@@ -251,6 +363,7 @@ def layered(
     where = ""
     if source is not None:
         values, limits, where = file_settings(source, keys)
+    kept: Mapping[str, Any] = stored.values if stored is not None else {}
     effective: dict[str, Any] = {}
     origins: dict[str, str] = {}
     for name, key in keys.items():
@@ -258,13 +371,18 @@ def layered(
             effective[name], origins[name] = given[name]
         elif name in values:
             effective[name], origins[name] = values[name], where
+        elif name in kept and stored is not None:
+            effective[name], origins[name] = kept[name], stored.origin
         else:
             effective[name], origins[name] = key.default, DEFAULT
     given_limits = tuple(given_limits)
+    scanned = stored.thresholds if stored is not None else ()
     in_file = limits_where(where)
-    threshold_origins = {name: in_file for name in limits} | {name: limits_origin for name, _ in given_limits}
-    thresholds = merged_thresholds(limits.items(), given_limits)
-    return ScanSettings(effective, origins, thresholds, threshold_origins, source, where)
+    threshold_origins = {name: stored.origin for name, _ in scanned} if stored is not None else {}
+    threshold_origins |= {name: in_file for name in limits}
+    threshold_origins |= {name: limits_origin for name, _ in given_limits}
+    thresholds = merged_thresholds(scanned, limits.items(), given_limits)
+    return ScanSettings(effective, origins, thresholds, threshold_origins, source, where, stored)
 
 
 def limits_where(where: str) -> str:
@@ -281,6 +399,7 @@ def keyword_settings(
     config: str | os.PathLike[str] | bool = False,
     cwd: Path | None = None,
     where: str = API,
+    stored: Stored | None = None,
 ) -> ScanSettings:
     """`datalint.scan()`'s keywords (None: not given) over the file `config` names over the defaults.
 
@@ -303,7 +422,7 @@ def keyword_settings(
         limits_origin = f"{API} thresholds="
     else:
         given, limits_origin = {name: (value, where) for name, value in values.items()}, where
-    return layered(given, limits.items(), limits_origin, configuration_argument(config, cwd))
+    return layered(given, limits.items(), limits_origin, configuration_argument(config, cwd), stored=stored)
 
 
 def _python_spelling(message: str) -> str:
@@ -328,30 +447,6 @@ def configuration_argument(config: str | os.PathLike[str] | bool, cwd: Path | No
     if not path.is_file():
         raise ConfigError(f"{API}: config={str(config)!r}: no such file")
     return path
-
-
-def apply(
-    args: argparse.Namespace, settings: ScanSettings, keys: Mapping[str, Key] = KEYS, *, defaults: bool = True
-) -> None:
-    """Write the effective values into the parsed arguments (the limits as `--threshold` items).
-
-    `defaults=False` leaves a key nobody set as argparse left it (`datalint quarantine`: the scan's
-    own value applies there)."""
-    for name, key in keys.items():
-        if not defaults and settings.origins[name] == DEFAULT:
-            continue
-        value = settings.values[name]
-        if settings.origins[name] == DEFAULT and value == DEFAULT:
-            value = None  # `kinds` nobody set: the policy's default kinds
-        setattr(args, key.dest, value)
-    args.threshold = [f"{name}={value!r}" for name, value in settings.thresholds]
-
-
-def settle(args: argparse.Namespace, keys: Mapping[str, Key] = KEYS) -> ScanSettings:
-    """Resolve and apply in one step: what `datalint scan` and `datalint watch` call first."""
-    settings = resolve(args, keys)
-    apply(args, settings, keys)
-    return settings
 
 
 def settings_rows(settings: ScanSettings) -> list[tuple[str, Any, str]]:
@@ -387,6 +482,21 @@ def from_file_note(settings: ScanSettings, hint: str = " (--show-settings lists 
     return f"settings from {settings.source}: {', '.join(keys)}{hint}"
 
 
+def from_index_note(settings: ScanSettings) -> str | None:
+    """One line naming the index and the keys its last scan set that this one keeps, or None: a rescan
+    that keeps `--label target` without being given it should say so."""
+    stored = settings.stored
+    if stored is None:
+        return None
+    keys = [name for name, origin in settings.origins.items() if origin == stored.origin]
+    keys += [f"{THRESHOLDS_KEY}.{name}" for name, origin in settings.threshold_origins.items()
+             if origin == stored.origin]  # fmt: skip
+    if not keys:
+        return None
+    overrides = "(a flag or the project file overrides them)"
+    return f"settings kept from {stored.origin}: {', '.join(keys)} {overrides}"
+
+
 def settings_text(settings: ScanSettings) -> str:
     """`--show-settings`: one `name: value (where from)` line per setting."""
     configuration = str(settings.source) if settings.source else "none found (defaults)"
@@ -412,26 +522,6 @@ def value_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def under_scan(settings: ScanSettings, policy: Mapping[str, Any], where: str) -> ScanSettings:
-    """`datalint quarantine`: a key neither a flag nor the file set has the value the scan stored
-    (`policy`, the run's policy options), and the limits are laid over the scan's."""
-    from datalint.scan.policy import merged_thresholds
-
-    values, origins = dict(settings.values), dict(settings.origins)
-    for name in values:
-        stored = policy.get(name.replace("-", "_"))
-        if origins[name] == DEFAULT and stored is not None:
-            values[name], origins[name] = stored, where
-    scanned = [(str(kind), float(value)) for kind, value in policy.get("thresholds", ())]
-    return replace(
-        settings,
-        values=values,
-        origins=origins,
-        thresholds=merged_thresholds(scanned, settings.thresholds),
-        threshold_origins={kind: where for kind, _ in scanned} | dict(settings.threshold_origins),
-    )
 
 
 def verdict_keys() -> dict[str, Key]:

@@ -110,7 +110,7 @@ def test_quarantine_takes_the_files_limits_over_the_scans_and_isolated_ignores_t
     assert lines["thresholds.dark"].startswith("0.85 (") and "[tool.datalint.scan.thresholds]" in lines[
         "thresholds.dark"
     ]
-    assert lines["thresholds.tiny"] == f"100 (the scan of {db})"
+    assert lines["thresholds.tiny"] == f"100 (the index {db} (run 1))"
     assert lines["thresholds.blurry"] == "0.2 (--threshold)"
     assert lines["thresholds.light"] == "0.8 (default)"
 
