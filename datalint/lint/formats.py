@@ -64,6 +64,7 @@ def format_full(findings: Sequence[Finding], rules: Sequence[Rule], lines: LineS
             carets = "^" * max(1, min(width, len(text) - f.column + 1))
             caret_line = f"{gutter} | {' ' * (f.column - 1)}{carets} {f.code}"
             parts.append(f"{gutter} |\n{number} | {text}\n{caret_line}\n")
+        parts.extend(f"  = note: {printable(r.path)}:{r.line}: {printable(r.message)}\n" for r in f.related)
         if f.fix is not None:
             parts.append(f"  = fix ({f.fix.applicability}): {f.fix.message}\n")
         parts.append("\n")
@@ -130,7 +131,7 @@ def format_gitlab(findings: Sequence[Finding], rules: Sequence[Rule], lines: Lin
         {
             "type": "issue",
             "check_name": f"{f.code} {f.name}",
-            "description": f"{f.code} {f.message}",
+            "description": f"{f.code} {f.message}{_related_text(f)}",
             "categories": ["Bug Risk"],
             "severity": GITLAB_SEVERITIES[f.severity],
             "fingerprint": fingerprint.replace(":", "-"),
@@ -172,6 +173,11 @@ def format_rdjson(findings: Sequence[Finding], rules: Sequence[Rule], lines: Lin
             "severity": RDJSON_SEVERITIES[f.severity],
             "code": {"value": f.code},
         }
+        if f.related:
+            diagnostic["related_locations"] = [
+                {"message": r.message, "location": {"path": r.path, "range": {"start": {"line": r.line}}}}
+                for r in f.related
+            ]
         if f.fix is not None:
             diagnostic["suggestions"] = [
                 {
@@ -209,7 +215,9 @@ def format_junit(findings: Sequence[Finding], rules: Sequence[Rule], lines: Line
             case.set("file", f.path)
             case.set("line", str(f.line))
             failure = ET.SubElement(case, "failure", message=f.message, type=f.severity)
-            failure.text = f"{location(f)}: {f.code} {f.message}"
+            failure.text = f"{location(f)}: {f.code} {f.message}" + "".join(
+                f"\n{r.path}:{r.line}: note: {r.message}" for r in f.related
+            )
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -229,7 +237,7 @@ def format_github(findings: Sequence[Finding], rules: Sequence[Rule], lines: Lin
                 ("title", f"datalint {f.code} ({f.name})"),
             )
         )
-        message = _escape_data(printable(f"{f.code} {f.message}"))  # the log viewer obeys escapes
+        message = _escape_data(printable(f"{f.code} {f.message}{_related_text(f)}"))  # the log obeys escapes
         commands.append(f"::{GITHUB_LEVELS[f.severity]} {properties}::{message}\n")
     return "".join(commands)
 
@@ -452,6 +460,11 @@ def rule_markdown(rule: Rule) -> str:
     if rule.references:
         parts += ["", "## References", "", *(f"- {url}" for url in rule.references)]
     return "\n".join(parts)
+
+
+def _related_text(finding: Finding) -> str:
+    """The related places as trailing text, for formats with one location per finding."""
+    return "".join(f" (note: {r.path}:{r.line}: {r.message})" for r in finding.related)
 
 
 def _escape_data(text: str) -> str:
