@@ -276,6 +276,9 @@ class WorkerFunction:
     loader: LoaderCall | None = None
     # A Dataset in another file that holds this function's class (a reader, a transform).
     held_by: Link | None = None
+    # For a function of this file that a Dataset's worker code in another file calls: the calls
+    # leading here, first to last (`Shapes.__getitem__` at sets.py:30 -> `load_image` here).
+    chain: tuple[Related, ...] = ()
 
 
 @record
@@ -1077,7 +1080,9 @@ class Module:
                 message = f"`{info.name}` is a Dataset through `{link.name}` (from `{fact.base}`)"
                 found.append(Related(link.path, link.line, message))
         worker = self.worker_function_of(node) if self._worker_nodes else None
-        if worker is not None and worker.held_by is not None:
+        if worker is not None and worker.chain:
+            found.extend(worker.chain)
+        elif worker is not None and worker.held_by is not None:
             link = worker.held_by
             message = f"`{worker.reason}` runs in workers: the Dataset `{link.name}` holds it"
             found.append(Related(link.path, link.line, message))
@@ -1339,7 +1344,7 @@ class Module:
         constructor; functions and lambdas passed as collate_fn / worker_init_fn. Then every
         in-file function or method those call (`helper(x)`, `self.method(x)`), transitively.
         """
-        if not self.imports_torch and not self.dataset_classes and not self._held_classes:
+        if not (self.imports_torch or self.dataset_classes or self._held_classes or self._held_functions):
             return ()
         found: dict[ast.AST, WorkerFunction] = {}
         queue: list[WorkerFunction] = list(self._worker_seeds())
@@ -1390,6 +1395,20 @@ class Module:
                 found.append((info, held))
         return tuple(found)
 
+    @cached_property
+    def _held_functions(self) -> tuple[tuple[ast.FunctionDef | ast.AsyncFunctionDef, Any], ...]:
+        """Top-level functions that the worker code of a Dataset in another linted file calls,
+        directly or through other functions (`Project.note_worker_calls`)."""
+        if self.project is None or not self.module_name:
+            return ()
+        found = []
+        for statement in self.tree.body:
+            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+                held = self.project.held_by_dataset(self.qualified_prefix + statement.name)
+                if held is not None and held.chain:
+                    found.append((statement, held))
+        return tuple(found)
+
     @property
     def classes_indexed_by_datasets(self) -> tuple[tuple[ClassInfo, Related], ...]:
         """In-file classes that a Dataset of another file indexes per sample (`self.reader[index]`
@@ -1403,6 +1422,10 @@ class Module:
         return tuple(found)
 
     def _worker_seeds(self) -> Iterator[WorkerFunction]:
+        for function, held in self._held_functions:
+            reason = f"{function.name} (called from {held.holder})"
+            chain = _chain_related(held.chain, function.name)
+            yield WorkerFunction(function, reason, held_by=held.link, chain=chain)
         for info, held in self._held_classes:
             for name in sorted(held.methods):
                 method = self.method(info, name)
@@ -1467,12 +1490,12 @@ class Module:
                 bound = self.binding(func)
                 if isinstance(bound, ast.FunctionDef | ast.AsyncFunctionDef):
                     where = f"{bound.name} (called from {caller.reason})"
-                    yield WorkerFunction(bound, where, caller.loader, caller.held_by)
+                    yield WorkerFunction(bound, where, caller.loader, caller.held_by, caller.chain)
             elif owner_info is not None and isinstance(func, ast.Attribute) and _is_self(func.value):
                 method = self.method(owner_info, func.attr)
                 if method is not None:
                     where = f"{owner_info.name}.{method.name} (called from {caller.reason})"
-                    yield WorkerFunction(method, where, caller.loader, caller.held_by)
+                    yield WorkerFunction(method, where, caller.loader, caller.held_by, caller.chain)
 
     # ---- start method -----------------------------------------------------------------------
 
@@ -1520,6 +1543,15 @@ class Module:
         """
         directive = self.noqa_directives.for_line(line)
         return directive.noqa if directive is not None else None
+
+
+def _chain_related(chain: tuple[Link, ...], target: str) -> tuple[Related, ...]:
+    """One related place per call on the way from a Dataset's worker code to `target` here."""
+    callees = [link.name for link in chain[1:]] + [target]
+    return tuple(
+        Related(link.path, link.line, f"`{link.name}` calls `{callee}` here, in DataLoader workers")
+        for link, callee in zip(chain, callees, strict=True)
+    )
 
 
 def _reaches_more_workers(new: WorkerFunction, known: WorkerFunction) -> bool:

@@ -55,8 +55,9 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 Fact = TypeVar("Fact")  # what a summary table records about a function, beside its line
-SUMMARY_FORMAT = 16  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
+SUMMARY_FORMAT = 17  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
+_MAX_CALL_HOPS = 6  # calls from a Dataset to a function of another file, followed this far
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
 # a tree and its index take about 36 times their source in memory.
 PARSED_AHEAD_BYTES = 2 << 20
@@ -88,6 +89,12 @@ class ClassSummary:
     indexed: tuple[str, ...] = ()
     # Methods whose every return is a list they fill in a loop (`kept = []` ... `return kept`).
     list_methods: tuple[str, ...] = ()
+    # `self.<method>(..., index, ...)` in `__getitem__`: (method, the index's position after self).
+    # A subclass in another file that overrides the method reads per sample what it subscripts there.
+    index_hooks: tuple[tuple[str, int], ...] = ()
+    # Calls of top-level functions (qualified) made by the code its workers run:
+    # (callee, line, the method that calls it).
+    worker_calls: tuple[tuple[str, int, str], ...] = ()
 
 
 @record
@@ -123,6 +130,11 @@ class FileSummary:
     # Top-level functions every return of which is a tuple of one length, some positions of which
     # hold lists built from data read (`return paths, labels`): name -> (line, those positions).
     tuple_list_returns: Mapping[str, tuple[int, tuple[int, ...]]] = field(default_factory=dict)
+    # Top-level functions: name -> (line, the top-level functions they call: (qualified callee, line)).
+    # A function a worker calls runs there, and so do the functions it calls (`Project.learn`).
+    functions: Mapping[str, tuple[int, tuple[tuple[str, int], ...]]] = field(default_factory=dict)
+    # Qualified calls made by module-level statements (`cv2.setNumThreads(0)` in a training script).
+    top_calls: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -138,6 +150,8 @@ class FileSummary:
             "tuple_list_returns": {k: [v[0], list(v[1])] for k, v in self.tuple_list_returns.items()},
             "sampler_returns": {k: list(v) for k, v in self.sampler_returns.items()},
             "loaded_callees": list(self.loaded_callees),
+            "functions": {k: [v[0], [list(c) for c in v[1]]] for k, v in self.functions.items()},
+            "top_calls": list(self.top_calls),
             "classes": [
                 [
                     c.name,
@@ -150,6 +164,8 @@ class FileSummary:
                     [list(x) for x in c.sample_parameters],
                     list(c.indexed),
                     list(c.list_methods),
+                    [list(x) for x in c.index_hooks],
+                    [list(x) for x in c.worker_calls],
                 ]
                 for c in self.classes.values()
             ],
@@ -169,6 +185,8 @@ class FileSummary:
                 tuple((str(a), int(b), str(c)) for a, b, c in sample_parameters),
                 tuple(indexed),
                 tuple(list_methods),
+                tuple((str(a), int(b)) for a, b in index_hooks),
+                tuple((str(a), int(b), str(c)) for a, b, c in worker_calls),
             )
             for (
                 name,
@@ -181,6 +199,8 @@ class FileSummary:
                 sample_parameters,
                 indexed,
                 list_methods,
+                index_hooks,
+                worker_calls,
             ) in data["classes"]
         }
         return cls(
@@ -203,6 +223,11 @@ class FileSummary:
                 k: (int(v[0]), tuple(int(i) for i in v[1]))
                 for k, v in data.get("tuple_list_returns", {}).items()
             },
+            {
+                k: (int(v[0]), tuple((str(a), int(b)) for a, b in v[1]))
+                for k, v in data.get("functions", {}).items()
+            },
+            tuple(data.get("top_calls", ())),
         )
 
 
@@ -245,6 +270,9 @@ class WorkerHeld:
     methods: frozenset[str]
     holder: str  # "TrainSet in data/sets.py:12"
     link: Link
+    # For a function: the calls that lead to it from a Dataset's worker code, first to last
+    # (`Shapes.__getitem__` at sets.py:30 -> `load_image` at img.py:26): its related locations.
+    chain: tuple[Link, ...] = ()
 
 
 # ---- known third-party bases -----------------------------------------------------------------------
@@ -409,8 +437,10 @@ def summarize(
     tuple_lists: dict[str, tuple[int, tuple[int, ...]]] = {}
     samplers: dict[str, tuple[int, str, bool]] = {}
     loaded: set[str] = set()
+    calling: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = {}
     for function in functions:
         local_qualify = _with_local_imports(inside, function, module, is_package, qualify)
+        calling[function.name] = (function.lineno, _qualified_calls(inside, [function], local_qualify))
         loaded |= _loaded_callees(inside, function, local_qualify)
         what = _returns_unpicklable(inside, function)
         if what:
@@ -453,7 +483,32 @@ def summarize(
         samplers,
         tuple(sorted(loaded)),
         tuple_lists,
+        calling,
+        _module_level_calls(tree.body, qualify),
     )
+
+
+def _qualified_calls(
+    inside: _Regions, functions: Iterable[ast.AST], qualify: Callable[[ast.AST], str]
+) -> tuple[tuple[str, int], ...]:
+    """The calls of imported or top-level names in `functions` (`load_image(p)`, `img.load(p)`):
+    (qualified callee, first line), each callee once; methods of `self` are the class's own."""
+    found: dict[str, int] = {}
+    for function in functions:
+        for call in inside.of(function, ast.Call):
+            callee = qualify(call.func) if isinstance(call.func, ast.Name | ast.Attribute) else ""
+            if callee and (callee not in found or call.lineno < found[callee]):
+                found[callee] = call.lineno
+    return tuple(sorted(found.items()))
+
+
+def _module_level_calls(body: list[ast.stmt], qualify: Callable[[ast.AST], str]) -> tuple[str, ...]:
+    calls = {
+        qualify(statement.value.func)
+        for statement in _top_level(body)
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+    }
+    return tuple(sorted(c for c in calls if c))
 
 
 def _may_start_workers(loader: ast.Call) -> bool:
@@ -904,6 +959,9 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
         pending.extend(callee for callee in own_calls.get(name, ()) if callee in own_calls)
     calls_on = {pair for name in reached for pair in attr_calls.get(name, ())}
     by_name = {m.name: m for m in methods}
+    # A class with no sample method of its own fills hooks its base's `__getitem__` calls
+    # (`_load_data(index)`): what its methods call may run in workers, `Project.learn` decides.
+    running = [by_name[n] for n in sorted(reached)] or [m for m in methods if m.name != "__init__"]
     return ClassSummary(
         node.name,
         node.lineno,
@@ -915,7 +973,31 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
         _sample_parameters(inside, methods),
         tuple(sorted(_indexed_by_sample(inside, by_name.get("__getitem__")))),
         tuple(m.name for m in methods if _returns_filled_list(inside, m)),
+        _index_hooks(inside, by_name.get("__getitem__")),
+        tuple(
+            sorted(
+                (callee, line, method.name)
+                for method in running
+                for callee, line in _qualified_calls(inside, [method], qualify)
+            )
+        ),
     )
+
+
+def _index_hooks(
+    inside: _Regions, getitem: ast.FunctionDef | ast.AsyncFunctionDef | None
+) -> tuple[tuple[str, int], ...]:
+    """`self.load(index)` in `__getitem__`: (method, the index's position among its arguments)."""
+    if getitem is None or len(getitem.args.args) < 2:
+        return ()
+    index = getitem.args.args[1].arg
+    found: set[tuple[str, int]] = set()
+    for call in inside.of(getitem, ast.Call):
+        if isinstance(call.func, ast.Attribute) and _is_self_attr(call.func):
+            for position, argument in enumerate(call.args):
+                if isinstance(argument, ast.Name) and argument.id == index:
+                    found.add((call.func.attr, position))
+    return tuple(sorted(found))
 
 
 def _indexed_by_sample(inside: _Regions, getitem: ast.FunctionDef | ast.AsyncFunctionDef | None) -> set[str]:
@@ -982,6 +1064,10 @@ def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             for handler in getattr(statement, "handlers", []):
                 yield from _top_level(handler.body)
             yield from _top_level(getattr(statement, "finalbody", []))
+
+
+def _defines_function(summary: FileSummary, name: str) -> bool:
+    return name in summary.functions
 
 
 def _defines_forward(summary: FileSummary, name: str) -> bool:
@@ -1106,6 +1192,8 @@ class Project:
         # through factory functions (`build_dataset()` returning `build_panoptic()` returning
         # `Panoptic(...)`).
         self.loaded: set[str] = set()
+        # Qualified calls that module-level statements of the linted files make.
+        self.top_calls: set[str] = set()
         self._learnt: set[Path] = set()
         self._log: list[tuple[tuple[str, ...], Any]] | None = None
 
@@ -1600,6 +1688,51 @@ class Project:
     def held_by_dataset(self, qualname: str) -> WorkerHeld | None:
         return self._logged(("held", qualname), self._held.get(qualname))
 
+    def note_worker_calls(self, path: Path, dataset_classes: Iterable[str]) -> None:
+        """Record the top-level functions of other files that the worker code of the datasets of
+        `path` calls, and those they call in turn: they run in the workers too."""
+        summary = self.summary_of(path)
+        if summary is None:
+            return
+        root = self.name_of(path)[2]
+        for name in dataset_classes:
+            info = summary.classes.get(name)
+            seen: set[str] = set()
+            for callee, line, method in info.worker_calls if info is not None else ():
+                self._follow_worker_calls(f"{name}.{method}", path, root, ((callee, line),), (), seen)
+
+    def _follow_worker_calls(
+        self,
+        caller: str,
+        path: Path,
+        root: Path,
+        calls: tuple[tuple[str, int], ...],
+        chain: tuple[Link, ...],
+        seen: set[str],
+    ) -> None:
+        for callee, line in calls:
+            found = self._defining(callee, root, _defines_function)
+            if found is None:
+                continue
+            summary, name, defined_in = found
+            qualname = f"{summary.module}.{name}" if summary.module else name
+            if qualname in seen:
+                continue
+            seen.add(qualname)
+            hops = (*chain, Link(caller, str(path), line))
+            if defined_in.resolve() != path.resolve() and qualname not in self._held:
+                # The first chain found is kept: a rerun then finds the same one.
+                holder = f"{hops[0].name} in {hops[0].path}:{hops[0].line}"
+                self._held[qualname] = WorkerHeld(frozenset({"__call__"}), holder, hops[-1], hops)
+            if len(hops) < _MAX_CALL_HOPS:
+                inner = summary.functions[name][1]
+                self._follow_worker_calls(name, defined_in, self.name_of(defined_in)[2], inner, hops, seen)
+
+    def called_at_module_level(self, qualname: str) -> bool:
+        """Whether a module-level statement of a linted file calls `qualname` (a script's
+        `cv2.setNumThreads(0)`, run in the parent before any worker starts)."""
+        return self._logged(("top-call", qualname), qualname in self.top_calls)
+
     def _loaded_classes(self, callee: str, root: Path, depth: int) -> list[ClassRef]:
         """The project classes `callee` builds: itself, or what the factories it names return."""
         ref = self.find_class(callee, root)
@@ -1660,6 +1793,7 @@ class Project:
         if summary is None:
             return
         self.note_subclasses(path)
+        self.top_calls.update(summary.top_calls)
         for callee in summary.loaded_callees:
             self.loaded.update(ref.qualname for ref in self._loaded_classes(callee, root, 0))
         if not summary.classes:
@@ -1668,10 +1802,11 @@ class Project:
         datasets = [
             name
             for name, info in summary.classes.items()
-            if info.holds and self.dataset_fact(prefix + name, root) is not None
+            if (info.holds or info.worker_calls) and self.dataset_fact(prefix + name, root) is not None
         ]
         if datasets:
             self.note_dataset_holdings(path, datasets)
+            self.note_worker_calls(path, datasets)
 
     def start_log(self) -> None:
         """Record the cross-file answers the next file's rules rely on."""
@@ -1695,6 +1830,8 @@ class Project:
                 now = question[1] in self.named or question[2] in self.named
             elif kind == "folder":
                 now = self._knows(Path(question[1]))
+            elif kind == "top-call":
+                now = question[1] in self.top_calls
             else:
                 now = question[1] in self.imported or question[2] in self.imported
             if now != answer:

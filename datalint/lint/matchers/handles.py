@@ -405,10 +405,17 @@ def opencv_threads_in_workers(
         worker = runs_in_workers(module, call)
         if worker is None or limits.cover(module, worker):
             continue
+        if worker.chain and _limited_by_a_script(module, limit_calls):
+            continue  # reached from another file, whose script limits the threads before workers start
         if first is None or (call.lineno, call.col_offset) < (first.lineno, first.col_offset):
             first = call
     if first is not None:
         yield Match(first, {"call": f"{module.segment(first.func)}(...)"})
+
+
+def _limited_by_a_script(module: Module, limit_calls: Sequence[str]) -> bool:
+    project = module.project
+    return project is not None and any(project.called_at_module_level(c) for c in limit_calls)
 
 
 @record

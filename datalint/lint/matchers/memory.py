@@ -419,6 +419,12 @@ def _attrs_indexed_per_sample(module: Module, info: ClassInfo) -> set[str]:
         owner = next((r for r in module.project_bases_of(info) if "__getitem__" in r.summary.methods), None)
         if owner is not None:
             found.update(owner.summary.indexed)
+            # `self._load_data(index)` there: this class's `_load_data` gets the sample index.
+            for name, position in owner.summary.index_hooks:
+                hook = module.method(info, name)
+                params = [a.arg for a in (*hook.args.posonlyargs, *hook.args.args)][1:] if hook else []
+                if hook is not None and position < len(params):
+                    _collect_indexed(module, info, hook, {params[position]}, found, depth=1, maps=maps)
     return found
 
 

@@ -1,0 +1,193 @@
+"""The worker's reach across files: what a Dataset's `__getitem__` calls in other files of the project
+runs in its DataLoader workers, and a finding there names the calls that lead to it."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from xml.etree import ElementTree
+
+from datalint.config import Config
+from datalint.lint.engine import Finding, lint_paths
+from datalint.lint.formats import (
+    format_full,
+    format_github,
+    format_gitlab,
+    format_json,
+    format_junit,
+    format_rdjson,
+    format_sarif,
+    format_text,
+)
+
+SETS = '''
+from torch.utils.data import DataLoader, Dataset
+
+from shapes.io import read_sample
+
+
+class Shapes(Dataset):
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, index):
+        return read_sample(self.paths[index])
+
+
+def loader(paths):
+    return DataLoader(Shapes(paths), batch_size=8, num_workers=4)
+'''
+
+IO = '''
+from shapes.img import load_image
+
+
+def read_sample(path):
+    return load_image(path), path
+'''
+
+IMG = '''
+import cv2
+
+
+def load_image(path):
+    image = cv2.imread(path)
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+'''
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    (root / "pyproject.toml").write_text("[project]\nname = 'shapes'\n")
+    for name, source in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source).lstrip("\n"))
+    (root / "shapes" / "__init__.py").touch()
+    return root
+
+
+def lint(paths: list[Path], select: str) -> list[Finding]:
+    report = lint_paths(paths, Config(select=(select,)), cache_dir=None)
+    assert report.errors == ()
+    return list(report.findings)
+
+
+def test_opencv_in_a_helper_two_files_away_from_getitem_is_reported_with_its_chain(tmp_path: Path) -> None:
+    root = write(tmp_path, {"shapes/sets.py": SETS, "shapes/io.py": IO, "shapes/img.py": IMG})
+    findings = lint([root], "DL202")
+    assert [(Path(f.path).name, f.line) for f in findings] == [("img.py", 5)]
+    chain = [(Path(r.path).name, r.line, r.message) for r in findings[0].related]
+    assert chain == [
+        ("sets.py", 14, "`Shapes.__getitem__` calls `read_sample` here, in DataLoader workers"),
+        ("io.py", 5, "`read_sample` calls `load_image` here, in DataLoader workers"),
+    ]
+    # The helper's file alone cannot know a Dataset calls it: silent, not guessed.
+    assert lint([root / "shapes" / "img.py"], "DL202") == []
+
+
+def test_the_chain_is_shown_in_every_output_format(tmp_path: Path) -> None:
+    root = write(tmp_path, {"shapes/sets.py": SETS, "shapes/io.py": IO, "shapes/img.py": IMG})
+    findings = lint([root], "DL202")
+    first = findings[0].related[0]
+    note = f"{first.path}:{first.line}"
+    assert f"{note}: note: {first.message}" in format_text(findings, [])
+    assert f"= note: {note}: {first.message}" in format_full(findings, [])
+    assert json.loads(format_json(findings, []))[0]["related"][0]["line"] == 14
+    sarif = json.loads(format_sarif(findings, []))["runs"][0]["results"][0]["relatedLocations"]
+    assert [r["physicalLocation"]["region"]["startLine"] for r in sarif] == [14, 5]
+    rdjson = json.loads(format_rdjson(findings, []))["diagnostics"][0]["related_locations"]
+    assert [r["location"]["range"]["start"]["line"] for r in rdjson] == [14, 5]
+    assert note in json.loads(format_gitlab(findings, []))[0]["description"]
+    assert note in format_github(findings, [])
+    failure = ElementTree.fromstring(format_junit(findings, [])).find(".//failure")
+    assert failure is not None and note in (failure.text or "")
+
+
+def test_a_script_limiting_opencv_threads_at_module_level_covers_the_helpers(tmp_path: Path) -> None:
+    train = '''
+    import cv2
+
+    from shapes.sets import loader
+
+    cv2.setNumThreads(0)
+    for batch in loader(["a.png"]):
+        pass
+    '''
+    files = {"shapes/sets.py": SETS, "shapes/io.py": IO, "shapes/img.py": IMG, "train.py": train}
+    root = write(tmp_path, files)
+    assert lint([root], "DL202") == []
+
+
+def test_a_helper_no_dataset_calls_stays_silent(tmp_path: Path) -> None:
+    unused = SETS.replace("return read_sample(self.paths[index])", "return self.paths[index]")
+    root = write(tmp_path, {"shapes/sets.py": unused, "shapes/io.py": IO, "shapes/img.py": IMG})
+    assert lint([root], "DL202") == []
+
+
+BASE = '''
+from torch.utils.data import Dataset
+
+
+class BaseSegmentation(Dataset):
+    def __init__(self, root):
+        self.root = root
+        self.files = []
+        self._set_files()
+
+    def _set_files(self):
+        raise NotImplementedError
+
+    def _load_data(self, index):
+        raise NotImplementedError
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, index):
+        image, label = self._load_data(index)
+        return image, label
+'''
+
+VOC = '''
+import os
+
+import numpy as np
+from PIL import Image
+from torch.utils.data import DataLoader
+
+from shapes.base import BaseSegmentation
+
+
+class VOCSegmentation(BaseSegmentation):
+    def _set_files(self):
+        listing = os.path.join(self.root, "train.txt")
+        self.files = [line.rstrip() for line in open(listing)]
+
+    def _load_data(self, index):
+        name = self.files[index]
+        return np.asarray(Image.open(name + ".jpg")), np.asarray(Image.open(name + ".png"))
+
+
+def loader(root):
+    return DataLoader(VOCSegmentation(root), batch_size=8, num_workers=8)
+'''
+
+
+def test_a_list_a_subclass_reads_in_the_hook_its_base_getitem_calls_is_per_sample(tmp_path: Path) -> None:
+    root = write(tmp_path, {"shapes/base.py": BASE, "shapes/voc.py": VOC})
+    findings = lint([root], "DL301")
+    assert [(Path(f.path).name, f.line) for f in findings] == [("voc.py", 13)]
+    assert "`self.files`" in findings[0].message
+
+
+def test_an_array_a_subclass_reads_in_the_hook_stays_silent(tmp_path: Path) -> None:
+    arrays = VOC.replace(
+        "self.files = [line.rstrip() for line in open(listing)]",
+        "self.files = np.loadtxt(listing, dtype=np.bytes_)",
+    )
+    root = write(tmp_path, {"shapes/base.py": BASE, "shapes/voc.py": arrays})
+    assert lint([root], "DL301") == []
