@@ -18,7 +18,10 @@ GPU is readable. The series goes to a SQLite file (--record). When the run ends 
 exit, a worker killed, an OOM kill counted) it prints a diagnosis: which process died and by which
 signal, the kernel's evidence, the peaks against the limits, and what to try. Where the training
 wraps its dataset in datalint.torch.GuardedDataset, a death names the sample (index and key) that
-process was reading.
+process was reading. The command's stderr passes through untouched; its last part is read for what
+datalint can explain (a worker that could not start because something could not be pickled, with
+what `datalint check` finds in the script's project; shared memory or open files running out). The
+processes the command leaves running when it ends are named.
 """
 
 EPILOG = """\
@@ -67,10 +70,39 @@ def run(args: argparse.Namespace) -> int:
         check_index(args.index)
     result = run_and_record(command, args.record, scan_index=args.index)
     if not args.quiet:
-        diagnosis = diagnose(load_record(result.record))
+        record = load_record(result.record)
+        diagnosis = diagnose(record)
         if diagnosis.bad:
             print(f"datalint run: the run ended badly ({result.outcome})", file=sys.stderr)
-            for line in diagnosis.lines:
+            for line in (*diagnosis.lines, *explained(result.output_tail, command)):
                 print(f"  {line}", file=sys.stderr)
+        for line in left_running(record):
+            print(f"datalint run: {line}", file=sys.stderr)
         print(f"datalint run: record in {result.record}", file=sys.stderr)
     return result.returncode
+
+
+def explained(output_tail: str, command: list[str]) -> list[str]:
+    """What the command's last output shows that datalint can explain; for a pickling failure, what
+    `datalint check` finds in the script's project."""
+    from datalint.flight.explain import explain, project_findings, project_of, script_of
+
+    lines: list[str] = []
+    for found in explain(output_tail):
+        lines.append(f"{found.cause}: {found.message}")
+        lines.append(f"try: {found.advice}")
+        script = script_of(command)
+        if found.cause == "pickling" and script is not None:
+            project = project_of(script)
+            findings = project_findings(project)
+            if findings:
+                lines.append(f"`datalint check` in {project} finds:")
+                lines.extend(f"  {finding}" for finding in findings)
+    return lines
+
+
+def left_running(record: dict[str, Any]) -> list[str]:
+    """One line a process the command left running when it ended (a daemon it forked, a worker
+    nobody stopped): still there now, using the machine."""
+    return [f"left running: pid {event['pid']} ({event['role']}): {event['detail'].split(': ', 1)[-1]}"
+            for event in record["events"] if event["kind"] == "orphan"]

@@ -125,7 +125,8 @@ def diagnose(record: dict[str, Any], kernel: tuple[list[str], str] | None = None
         lines.append("out of memory: the cgroup's memory.events counted an OOM kill during the run")
     elif any(d.signal == 9 for d in deaths):
         lines.append("SIGKILL with no OOM kill counted by the cgroup: the kernel's OOM killer of the host, "
-                     "a scheduler, or a person (the kernel log says which)")
+                     "a scheduler, a person, or the command itself signalling its own process group "
+                     "(the kernel log names the OOM killer's)")
     if not kernel_lines and note not in ("dmesg", "/dev/kmsg"):
         lines.append(f"kernel log: {note}")
     lines.extend(_peaks(record))

@@ -1,9 +1,18 @@
 """Run a training command as a child and record its process tree until it ends.
 
-The child stays in datalint's process group, so a Ctrl-C from the terminal reaches it (and its
-DataLoader workers) exactly as it would without datalint; a signal sent to datalint itself (kill,
-a scheduler's SIGTERM) is forwarded to the child. The loop waits in `sigtimedwait`, which is both its
+The child runs in a process group of its own, so a command that signals its own group (a
+launcher's `os.killpg(0, SIGKILL)` on the way out) reaches its workers and not the recorder, which
+then says what happened. Where datalint runs in the terminal's foreground, the child's group is made
+the foreground while it runs: a Ctrl-C from the terminal reaches it and its DataLoader workers exactly
+as it would without datalint, and a Ctrl-Z stops the command and then datalint, handing the
+terminal back to the shell (`fg` resumes both). A signal sent to datalint itself (kill, a
+scheduler's SIGTERM) is forwarded to the child. The loop waits in `sigtimedwait`, which is both its
 clock and the way signals and the child's exit wake it.
+
+datalint makes itself the child subreaper (Linux's PR_SET_CHILD_SUBREAPER): a process the command
+forks and leaves behind is handed to datalint when its parent exits, not to init, so the processes
+a command left running when it ended are found and named. The command's stderr passes through
+flight/output.py, which keeps its last part for the diagnosis (flight/explain.py).
 
 Workers are not datalint's children, so their exit status is read from /proc/PID/stat while they
 are zombies (before the training process reaps them): a pidfd per process wakes the exit watcher
@@ -16,6 +25,7 @@ could be made. A process's death carries the sample it was reading, from the rec
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -31,6 +41,7 @@ from typing import Any
 
 from datalint.flight import inflight, sampling, store
 from datalint.flight.exits import ExitWatcher
+from datalint.flight.output import OutputTail
 from datalint.host import processes
 from datalint.host.cgroup import memory_files, read_cgroup, read_memory_files
 from datalint.host.cpus import effective_cpu_count
@@ -50,12 +61,14 @@ PSS_STALE_SECONDS = 300.0
 PSS_GROWTH = 1.05
 PSS_MOVED = 0.01
 POLL_SECONDS = 0.02
+LEFTOVER_GRACE = 1.0  # seconds a process may take to follow the main's exit before it counts as left running
 # The cgroup's usage and OOM counters are read every second from files found once; its limit, which
 # takes a walk of the hierarchy (tens of files on v1, ~3 ms) and rarely changes, every LIMIT_EVERY.
 LIMIT_EVERY = 30
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 WANTED = {*FORWARDED, signal.SIGCHLD}  # blocked, and waited for in sigtimedwait
 SI_KERNEL = 0x80  # si_code of a signal the terminal generated: the child got its own copy
+CLD_STOPPED = 5  # si_code of a SIGCHLD for a child stopped by a signal
 
 
 def event(t: float, pid: int | None, role: str, kind: str, detail: str = "",
@@ -299,6 +312,7 @@ class RunResult:
     returncode: int  # the exit code to pass on
     outcome: str  # 'exited with 0', 'killed by SIGKILL'
     record: Path
+    output_tail: str = ""  # the last part of what the command wrote to stderr
 
 
 def run_and_record(command: Sequence[str], record: Path, say: Any = None,
@@ -312,23 +326,98 @@ def run_and_record(command: Sequence[str], record: Path, say: Any = None,
         say("no GPU readable (neither nvidia-ml-py nor nvidia-smi): GPU columns stay empty")
     usable = effective_cpu_count()
     inflight_dir = _inflight_dir()
+    become_subreaper()
+    terminal = foreground_terminal()
+    tail = OutputTail()
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, WANTED)
     try:
         child = subprocess.Popen(
-            list(command), preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, old_mask),
+            list(command), stderr=tail.child_fd, process_group=0,
+            preexec_fn=lambda: _start_in_child(old_mask, terminal),
             env={**os.environ, inflight.ENVIRONMENT: str(inflight_dir)} if inflight_dir else None,
         )
     except OSError as exc:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        tail.close_child_end()
+        tail.finish(wait=0.0)
         _remove(inflight_dir)
         from datalint.errors import UsageError
 
         raise UsageError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
+    tail.close_child_end()
     try:
-        outcome = _record(child, command, db, gpu, usable, inflight_dir, old_mask, scan_index)
+        outcome = _record(child, command, db, gpu, usable, inflight_dir, old_mask, scan_index, terminal)
     finally:
+        take_terminal_back(terminal)
         _remove(inflight_dir)
-    return RunResult(exit_code_of(child.returncode), outcome, record)
+    return RunResult(exit_code_of(child.returncode), outcome, record, tail.finish())
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Have the processes the command leaves behind handed to this process (Linux 3.4+), so they can
+    be found when it ends; False where the kernel (or libc) has no such call."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def foreground_terminal() -> int | None:
+    """The terminal datalint runs in the foreground of (its fd), or None: no terminal, or a job in
+    the background, where the child's group is left as the shell would leave it."""
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
+                return fd
+        except OSError:
+            continue
+    return None
+
+
+def _start_in_child(old_mask: set[int | signal.Signals], terminal: int | None) -> None:
+    """In the child before it runs the command: its group (made by Popen) takes the terminal's
+    foreground, then the signals datalint blocks are unblocked."""
+    if terminal is not None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTTOU})  # a background group may take it then
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(terminal, os.getpgrp())
+    signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def take_terminal_back(terminal: int | None) -> None:
+    """Make datalint's own group the terminal's foreground again (the shell's job is datalint)."""
+    if terminal is None:
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTTOU})
+    try:
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(terminal, os.getpgrp())
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _stopped(child: subprocess.Popen[bytes], terminal: int | None) -> None:
+    """The command was stopped (Ctrl-Z in its foreground group): stop datalint too, so the shell sees
+    its job stopped and gets the terminal; when continued (`fg`), continue the command."""
+    take_terminal_back(terminal)
+    os.kill(os.getpid(), signal.SIGSTOP)
+    if terminal is not None:  # continued: `fg` gave the terminal to datalint's group
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTTOU})
+        try:
+            with contextlib.suppress(OSError):
+                os.tcsetpgrp(terminal, child.pid)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGCONT)
 
 
 def _inflight_dir() -> Path | None:
@@ -347,7 +436,7 @@ def _remove(directory: Path | None) -> None:
 
 def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu: sampling.GpuReader,
             usable: int, inflight_dir: Path | None, old_mask: set[int | signal.Signals],
-            scan_index: Path | None = None) -> str:
+            scan_index: Path | None = None, terminal: int | None = None) -> str:
     """The loop: poll deaths, sample once a second, until the child exits; then the final events.
     Returns the child's outcome ('killed by SIGKILL')."""
     cgroup = CgroupReader()
@@ -368,6 +457,8 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
             info = signal.sigtimedwait(WANTED, _wait(tree, listening, last_sample))
             if info is not None and info.si_signo != signal.SIGCHLD and info.si_code != SI_KERNEL:
                 child.send_signal(info.si_signo)
+            elif info is not None and info.si_code == CLD_STOPPED and info.si_pid == child.pid:
+                _stopped(child, terminal)
             now = time.time()
             if not listening or exits.take_news():
                 discover_recorded(tree, now)
@@ -384,6 +475,7 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
                 pss.seen(now, rows, system["cgroup_usage"], with_pss)
                 own_cpu = _recorder_cpu(system, own_cpu, elapsed)
                 oom_kills = _oom_event(tree, system, oom_kills, now)
+                reap_orphans(tree)
                 store.write_second(db, rows, system, tree.events, tree.renamed)
                 tree.events, tree.renamed = [], {}
                 last_sample = now
@@ -392,10 +484,9 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
     now = time.time()
     discover_recorded(tree, now)
     poll_deaths(tree, now)
-    for pid, tracked in tree.live.items():  # left behind: still running after the main exited
-        if pid != tree.main_pid and processes.read_stat(pid) is not None:
-            detail = "still running after the main process exited"
-            tree.events.append(event(now, pid, tracked.role, "orphan", detail))
+    for pid, role in left_running(tree, grace=LEFTOVER_GRACE).items():
+        detail = f"still running after the main process exited: {processes.read_cmdline(pid) or '?'}"
+        tree.events.append(event(now, pid, role, "orphan", detail))
     outcome, number = sampling.describe_status(_wait_status(child.returncode))
     tree.events.append(exit_event(tree, now, child.pid, "main", outcome, number))
     store.finish_run(db, now, child.returncode, outcome, tree.events, tree.renamed)
@@ -404,6 +495,43 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
         os.close(fd)
     db.close()
     return outcome
+
+
+def left_running(tree: Tree, grace: float = 0.0) -> dict[int, str]:
+    """The processes the command leaves running (pid -> role): those of its tree still alive, and
+    those handed to datalint as subreaper (a daemon it forked, whose parent exited), with theirs.
+    Those that end within `grace` seconds are not counted: helpers such as multiprocessing's
+    resource tracker see their parent's exit and follow it at once."""
+    deadline = time.monotonic() + grace
+    while True:
+        reap_orphans(tree)
+        found = {pid: tracked.role for pid, tracked in tree.live.items()
+                 if pid != tree.main_pid and _alive(pid)}
+        for pid in processes.child_pids(os.getpid()):
+            if pid != tree.main_pid and pid not in found and _alive(pid):
+                found[pid] = "child"
+                found.update({p: "child" for p in processes.tree_of(pid) if p not in found and _alive(p)})
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.05)
+
+
+def reap_orphans(tree: Tree) -> None:
+    """Reap the processes handed to datalint as subreaper once they exit (the main is Popen's to
+    reap): a long run must not collect their zombies. A tracked one's status is read first."""
+    for pid in processes.child_pids(os.getpid()):
+        if pid == tree.main_pid:
+            continue
+        stat = processes.read_stat(pid)
+        if stat is not None and stat.state == "Z":
+            poll_deaths(tree, time.time(), [pid])
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+
+
+def _alive(pid: int) -> bool:
+    stat = processes.read_stat(pid)
+    return stat is not None and stat.state not in ("Z", "X")
 
 
 def _wait(tree: Tree, listening: bool, last_sample: float) -> float:

@@ -184,6 +184,19 @@ def read_exe(pid: int, proc: Path = Path("/proc")) -> str | None:
         return None
 
 
+def read_cmdline(pid: int, proc: Path = Path("/proc")) -> str | None:
+    """The command line a process runs, its arguments joined by spaces; None once it is gone (a
+    zombie's is empty: its name from /proc/PID/comm then)."""
+    try:
+        raw = (proc / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return None
+    if raw:
+        return " ".join(part.decode(errors="replace") for part in raw.rstrip(b"\0").split(b"\0"))
+    name = read_text(proc / str(pid) / "comm")
+    return f"[{name.strip()}]" if name else None
+
+
 def owner(pid: int, proc: Path = Path("/proc")) -> int | None:
     """The user id a process runs as; None once it is gone."""
     try:
