@@ -95,6 +95,28 @@ def _issue_example() -> dict[str, Any]:
     return {"plan": plan, "options": {"label": ["label"], "num_classes": 5}, "planted": planted}
 
 
+def _every_fault(family: str) -> dict[str, Any]:
+    """Each fault of `family` once, in its own sample, and one stranger of every other family:
+    every planted kind is met in every family on every run, whatever the generated plans draw."""
+    faults = [[fault] for slot in SLOTS[family] for fault in slot] + [["raise"], ["crash"]]
+    strangers = [name for name in OTHER_FAMILIES if name != family]
+    length = 4 * (len(faults) + len(strangers))  # a quarter faulty at most, as generated plans are
+    plan: list[dict[str, Any]] = [{"family": family, "faults": []} for _ in range(length)]
+    planted: dict[int, set[str]] = {}
+    for index, chosen in enumerate(faults):
+        plan[4 * index + 1]["faults"] = chosen
+        planted[4 * index + 1] = {FAULT_KINDS[fault] for fault in chosen}
+    for offset, other in enumerate(strangers, start=len(faults)):
+        plan[4 * offset + 2]["family"] = other
+        planted[4 * offset + 2] = {"uncollatable"}
+    options: dict[str, Any] = {}
+    if family in LABEL_FIELD:
+        options = {"label": [LABEL_FIELD[family]], "num_classes": 5}
+    if family == "dict":
+        options["require"] = ["image"]
+    return {"plan": plan, "options": options, "planted": planted}
+
+
 def _scan(population: dict[str, Any], folder: Path) -> tuple[dict[int, set[str]], set[int]]:
     plan_path = folder / "plan.json"
     plan_path.write_text(json.dumps(population["plan"]))
@@ -117,8 +139,11 @@ def _scan(population: dict[str, Any], folder: Path) -> tuple[dict[int, set[str]]
     return found, quarantined
 
 
+# Each generated example is a real scan (about 0.6 s); the explicit examples plant every fault in
+# every family, so the generated ones look for interactions (positions, mixes, options), and 15 of
+# them on each run, drawn afresh, are enough for that.
 @settings(
-    max_examples=40,
+    max_examples=15,
     deadline=None,
     database=None,
     # No shrinking: each example is a real scan of a few seconds; a failure prints its whole plan.
@@ -126,6 +151,9 @@ def _scan(population: dict[str, Any], folder: Path) -> tuple[dict[int, set[str]]
     suppress_health_check=(HealthCheck.too_slow,),
 )
 @example(population=_issue_example())
+@example(population=_every_fault("dict"))
+@example(population=_every_fault("tuple"))
+@example(population=_every_fault("tensor"))
 @given(population=populations())
 def test_every_planted_fault_is_found_and_no_clean_sample_is_flagged(population: dict[str, Any]) -> None:
     note(json.dumps({"options": population["options"], "plan": population["plan"]}))
