@@ -2,7 +2,7 @@
 the signal's name, or the error a killed worker is taken for): what the flight recorder names as the
 suspects of a training worker's death.
 
-The standard library's sqlite3 only: the recorder imports this module while a training runs.
+Light to import (sqlite3 and the store's helpers): the recorder imports it while a training runs.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from datalint.index.store import count_samples
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ def crashed(connection: sqlite3.Connection, error_types: Sequence[str] | None, s
     whatever the signal), and the first `shown` of them."""
     names: tuple[str, ...] = () if error_types is None else tuple(error_types)
     where = "status = 'crash'" if error_types is None else f"error_type IN ({', '.join('?' * len(names))})"
-    scanned = connection.execute("SELECT count(*) FROM samples").fetchone()[0]
+    scanned = count_samples(connection)
     count = connection.execute(f"SELECT count(*) FROM samples WHERE {where}", names).fetchone()[0]
     rows = connection.execute(
         f"SELECT idx, key, error_type FROM samples WHERE {where} ORDER BY idx LIMIT ?", (*names, shown)

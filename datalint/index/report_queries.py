@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from datalint.index.kinds import DAMAGE_KINDS, UNSUPPORTED_KIND
-from datalint.index.store import RunRecord, read_key
+from datalint.index.store import STATUSES, RunRecord, read_key
 
 # Statuses that are findings in their own right even before policy has written `findings`
 # (a scan killed before the end leaves samples but no derived findings).
-FAILED_STATUSES = ("error", "crash", "timeout")
+FAILED_STATUSES = tuple(status for status in STATUSES if status != "ok")
 # Characters of a flagged sample's message and of each finding's detail read from the index: more
 # than the page shows of them (render.MESSAGE_LIMIT, DETAIL_LIMIT), so a cut is still marked, and
 # far less than the 3 KB messages a dataset can raise 100,000 times (the rest stays in the index).
@@ -81,10 +81,6 @@ def _named_rows(cursor: sqlite3.Cursor) -> Iterator[dict[str, Any]]:
 # ---- the index at a glance -------------------------------------------------------------------------
 
 
-def sample_count(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT count(*) FROM samples").fetchone()[0])
-
-
 def runs(conn: sqlite3.Connection) -> Iterator[RunRecord]:
     """Every run, oldest first; a column an older index lacks reads as empty."""
     for row in _named_rows(conn.execute("SELECT * FROM runs ORDER BY id")):
@@ -102,7 +98,7 @@ def runs(conn: sqlite3.Connection) -> Iterator[RunRecord]:
         )
 
 
-def status_counts(conn: sqlite3.Connection) -> dict[str, int]:
+def status_counts_by_frequency(conn: sqlite3.Connection) -> dict[str, int]:
     """Samples per status, the most frequent first (only statuses some sample has)."""
     rows = conn.execute("SELECT status, count(*) FROM samples GROUP BY status ORDER BY count(*) DESC")
     return {str(status): n for status, n in rows}

@@ -18,7 +18,7 @@ from typing import Any
 from datalint.errors import DatalintError
 from datalint.index import read, report_queries
 from datalint.index.report_queries import FlaggedSample, KindCount  # values of the summary, named here too
-from datalint.index.store import RunRecord, reading_index
+from datalint.index.store import RunRecord, count_samples, reading_index
 from datalint.report.charts import Threshold
 from datalint.report.limits import policy_thresholds
 
@@ -98,8 +98,8 @@ def _summary(conn: sqlite3.Connection, path: Path, max_rows: int, max_good_image
     return IndexSummary(
         path=path,
         runs=runs,
-        sample_count=report_queries.sample_count(conn),
-        status_counts=report_queries.status_counts(conn),
+        sample_count=count_samples(conn),
+        status_counts=report_queries.status_counts_by_frequency(conn),
         kind_counts=tuple(report_queries.kind_counts(conn, has_findings)),
         flagged_total=flagged_total,
         quarantined_total=quarantined_total,
