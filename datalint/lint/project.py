@@ -55,7 +55,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 Fact = TypeVar("Fact")  # what a summary table records about a function, beside its line
-SUMMARY_FORMAT = 17  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
+SUMMARY_FORMAT = 18  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 _MAX_CALL_HOPS = 6  # calls from a Dataset to a function of another file, followed this far
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
@@ -135,6 +135,12 @@ class FileSummary:
     functions: Mapping[str, tuple[int, tuple[tuple[str, int], ...]]] = field(default_factory=dict)
     # Qualified calls made by module-level statements (`cv2.setNumThreads(0)` in a training script).
     top_calls: tuple[str, ...] = ()
+    # Module-level names bound to what pickle cannot send (`normalize = lambda x: ...`): name -> (line,
+    # what it is). Pickle finds a function by its qualified name, which a lambda's "<lambda>" is not.
+    unpicklable_values: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    # Imported names handed to a call as an argument (`Images(paths, transform=normalize)`):
+    # (qualified name, qualified callee, keyword or "" for a positional one, line).
+    handed: tuple[tuple[str, str, str, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -152,6 +158,8 @@ class FileSummary:
             "loaded_callees": list(self.loaded_callees),
             "functions": {k: [v[0], [list(c) for c in v[1]]] for k, v in self.functions.items()},
             "top_calls": list(self.top_calls),
+            "unpicklable_values": {k: list(v) for k, v in self.unpicklable_values.items()},
+            "handed": [list(h) for h in self.handed],
             "classes": [
                 [
                     c.name,
@@ -228,6 +236,8 @@ class FileSummary:
                 for k, v in data.get("functions", {}).items()
             },
             tuple(data.get("top_calls", ())),
+            {k: (int(v[0]), str(v[1])) for k, v in data.get("unpicklable_values", {}).items()},
+            tuple((str(a), str(b), str(c), int(d)) for a, b, c, d in data.get("handed", ())),
         )
 
 
@@ -273,6 +283,14 @@ class WorkerHeld:
     # For a function: the calls that lead to it from a Dataset's worker code, first to last
     # (`Shapes.__getitem__` at sets.py:30 -> `load_image` at img.py:26): its related locations.
     chain: tuple[Link, ...] = ()
+
+
+@record
+class HandOver:
+    """A module-level value of one file handed to a Dataset's constructor in another file."""
+
+    keyword: str  # the argument's keyword, "" when positional
+    link: Link  # the Dataset class's name, and the call's place
 
 
 # ---- known third-party bases -----------------------------------------------------------------------
@@ -485,7 +503,26 @@ def summarize(
         tuple_lists,
         calling,
         _module_level_calls(tree.body, qualify),
+        {
+            a.targets[0].id: (a.value.lineno, "a lambda")
+            for a in assigns
+            if isinstance(a.targets[0], ast.Name) and isinstance(a.value, ast.Lambda)
+        },
+        _handed_imports(inside, imports, qualify),
     )
+
+
+def _handed_imports(
+    inside: _Regions, imports: Mapping[str, str], qualify: Callable[[ast.AST], str]
+) -> tuple[tuple[str, str, str, int], ...]:
+    """Imported names passed as arguments to calls of imported or top-level callables."""
+    found: set[tuple[str, str, str, int]] = set()
+    for call in inside.every(ast.Call):
+        given = [("", a) for a in call.args] + [(k.arg, k.value) for k in call.keywords if k.arg]
+        handed = [(k, v.id) for k, v in given if isinstance(v, ast.Name) and v.id in imports]
+        if handed and (callee := qualify(call.func)):
+            found.update((imports[name], callee, keyword, call.lineno) for keyword, name in handed)
+    return tuple(sorted(found))
 
 
 def _qualified_calls(
@@ -791,6 +828,10 @@ class _Regions:
         self._owner: dict[ast.AST, ast.AST | None] = {}  # node -> the region it sits in (memo)
         self._grouped: dict[Any, dict[ast.AST, list[Any]]] = {}
 
+    def every(self, kind: type[ast.AST]) -> list[Any]:
+        """The nodes of `kind` anywhere in the file, module level included."""
+        return list(self._nodes.get(kind, ()))
+
     def of(self, region: ast.AST, *kinds: type[ast.AST]) -> list[Any]:
         """The nodes of `kinds` strictly inside `region`, in walk order within each kind."""
         found: list[Any] = []
@@ -1066,6 +1107,10 @@ def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield from _top_level(getattr(statement, "finalbody", []))
 
 
+def _defines_unpicklable_value(summary: FileSummary, name: str) -> bool:
+    return name in summary.unpicklable_values
+
+
 def _defines_function(summary: FileSummary, name: str) -> bool:
     return name in summary.functions
 
@@ -1194,6 +1239,7 @@ class Project:
         self.loaded: set[str] = set()
         # Qualified calls that module-level statements of the linted files make.
         self.top_calls: set[str] = set()
+        self._handed: dict[str, tuple[HandOver, ...]] = {}  # see `handed_to_datasets`
         self._learnt: set[Path] = set()
         self._log: list[tuple[tuple[str, ...], Any]] | None = None
 
@@ -1728,6 +1774,27 @@ class Project:
                 inner = summary.functions[name][1]
                 self._follow_worker_calls(name, defined_in, self.name_of(defined_in)[2], inner, hops, seen)
 
+    def note_hand_overs(self, path: Path) -> None:
+        """Record the unpicklable module-level values of other files that `path` hands to Dataset
+        constructors (`Images(paths, transform=normalize)` with `normalize = lambda ...` elsewhere)."""
+        summary = self.summary_of(path)
+        if summary is None:
+            return
+        root = self.name_of(path)[2]
+        for value, callee, keyword, line in summary.handed:
+            found = self._defining(value, root, _defines_unpicklable_value)
+            if found is None or self.dataset_fact(callee, root) is None:
+                continue
+            defining, name, _defined_in = found
+            qualname = f"{defining.module}.{name}" if defining.module else name
+            given = HandOver(keyword, Link(callee.rpartition(".")[2], str(path), line))
+            if given not in self._handed.get(qualname, ()):
+                self._handed[qualname] = (*self._handed.get(qualname, ()), given)
+
+    def handed_to_datasets(self, qualname: str) -> tuple[HandOver, ...]:
+        """Where linted files hand the module-level value `qualname` to a Dataset's constructor."""
+        return self._logged(("handed", qualname), self._handed.get(qualname, ()))
+
     def called_at_module_level(self, qualname: str) -> bool:
         """Whether a module-level statement of a linted file calls `qualname` (a script's
         `cv2.setNumThreads(0)`, run in the parent before any worker starts)."""
@@ -1794,6 +1861,8 @@ class Project:
             return
         self.note_subclasses(path)
         self.top_calls.update(summary.top_calls)
+        if summary.handed:
+            self.note_hand_overs(path)
         for callee in summary.loaded_callees:
             self.loaded.update(ref.qualname for ref in self._loaded_classes(callee, root, 0))
         if not summary.classes:
@@ -1832,6 +1901,8 @@ class Project:
                 now = self._knows(Path(question[1]))
             elif kind == "top-call":
                 now = question[1] in self.top_calls
+            elif kind == "handed":
+                now = self._handed.get(question[1], ())
             else:
                 now = question[1] in self.imported or question[2] in self.imported
             if now != answer:

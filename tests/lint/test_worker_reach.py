@@ -191,3 +191,64 @@ def test_an_array_a_subclass_reads_in_the_hook_stays_silent(tmp_path: Path) -> N
     )
     root = write(tmp_path, {"shapes/base.py": BASE, "shapes/voc.py": arrays})
     assert lint([root], "DL301") == []
+
+
+TRANSFORMS = '''
+import numpy as np
+
+normalize = lambda image: np.asarray(image, dtype=np.float32) / 255.0
+'''
+
+IMAGES = '''
+from PIL import Image
+from torch.utils.data import Dataset
+
+
+class Images(Dataset):
+    def __init__(self, paths, transform=None):
+        self.paths = paths
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, index):
+        return self.transform(Image.open(self.paths[index]).convert("RGB"))
+'''
+
+TRAIN = '''
+import glob
+
+from torch.utils.data import DataLoader
+
+from shapes.images import Images
+from shapes.transforms import normalize
+
+if __name__ == "__main__":
+    dataset = Images(sorted(glob.glob("images/*.png")), transform=normalize)
+    loader = DataLoader(dataset, batch_size=8, num_workers=4, multiprocessing_context="spawn")
+    for batch in loader:
+        pass
+'''
+
+
+def test_a_module_level_lambda_handed_to_a_dataset_in_another_file_is_reported_where_it_is_defined(
+    tmp_path: Path,
+) -> None:
+    # The issue's three files: the spawn loader's workers fail with `Can't pickle <function <lambda>>`.
+    files = {"shapes/transforms.py": TRANSFORMS, "shapes/images.py": IMAGES, "train.py": TRAIN}
+    root = write(tmp_path, files)
+    findings = lint([root], "DL102")
+    assert [(Path(f.path).name, f.line, f.severity) for f in findings] == [("transforms.py", 3, "error")]
+    assert "the module-level lambda `normalize`" in findings[0].message
+    assert [(Path(r.path).name, r.line) for r in findings[0].related] == [("train.py", 9)]
+    assert "handed to `Images(...)`" in findings[0].related[0].message
+
+
+def test_a_module_level_function_handed_the_same_way_stays_silent(tmp_path: Path) -> None:
+    function = TRANSFORMS.replace(
+        "normalize = lambda image: np.asarray(image, dtype=np.float32) / 255.0",
+        "def normalize(image):\n    return np.asarray(image, dtype=np.float32) / 255.0",
+    )
+    files = {"shapes/transforms.py": function, "shapes/images.py": IMAGES, "train.py": TRAIN}
+    assert lint([write(tmp_path, files)], "DL102") == []

@@ -268,6 +268,31 @@ def unpicklable_dataset_attribute(
                     related = factory_places(module, value, storing_calls)
                     yield Match(statement, _stored(module, where, what), related=related)
     yield from _constructor_arguments(module, storing_calls, stored_keywords)
+    yield from _handed_from_here(module, stored_keywords)
+
+
+def _handed_from_here(module: Module, stored_keywords: Sequence[str]) -> Iterator[Match]:
+    """A module-level lambda of this file that another file hands to a Dataset's constructor as
+    an argument it keeps: reported here, at the definition, with the hand-over as related place."""
+    if module.project is None or not module.module_name:
+        return
+    for statement in module.tree.body:
+        if not (isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Lambda)):
+            continue
+        for target in statement.targets:
+            if not isinstance(target, ast.Name):
+                continue
+            handed = module.project.handed_to_datasets(module.qualified_prefix + target.id)
+            kept = [h for h in handed if h.keyword in stored_keywords or "transform" in h.keyword]
+            if kept:
+                link = kept[0].link
+                where = f"`{link.name}(...)` ({display(link)})"
+                what = f"the module-level lambda `{target.id}` (defined here)"
+                related = tuple(
+                    Related(h.link.path, h.link.line, f"`{target.id}` is handed to `{h.link.name}(...)` here")
+                    for h in kept
+                )
+                yield Match(statement.value, _stored(module, where, what), related=related)
 
 
 def _stored(module: Module, where: str, what: str) -> dict[str, str]:
