@@ -210,6 +210,8 @@ def _print_estimate(estimate: Any) -> None:
     batch = "none" if estimate.max_batch_size is None else str(estimate.max_batch_size)
     print(f"  largest num_workers that fits at batch_size={cfg.batch_size}: {workers}")
     print(f"  largest batch_size that fits at num_workers={cfg.num_workers}: {batch}")
+    for line in estimate.left_out:  # the figures above are only as good as what they could measure
+        print(f"  left out          {line}")
 
 
 def _print_summary(checks: list[Any]) -> None:

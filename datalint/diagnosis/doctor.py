@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from datalint.diagnosis.code_facts import CodeFinding, cache_bound, dataset_findings, left_out
 from datalint.extras import install_line
 from datalint.host.cgroup import Cgroup, read_cgroup
 from datalint.host.container import read_container
@@ -441,6 +442,9 @@ class SampleSizes:
     largest: int
     worker_footprint: int = 0  # bytes a worker holds on its own, beyond the batches
     failures: tuple[str, ...] = ()  # "sample 17: crash SIGSEGV ...", one line each
+    length: int | None = None  # the dataset's length, where a dataset was measured
+    # what `datalint check` finds in the dataset's code that grows a worker after it was measured
+    code: tuple[CodeFinding, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -465,6 +469,8 @@ class Estimate:
     formulas: Mapping[str, str] = field(default_factory=dict)
     usable_cpus: int | None = None  # the cap on max_workers, when known
     memory_max_workers: int | None = None  # what the limits alone would allow (up to 256)
+    left_out: tuple[str, ...] = ()  # what the dataset's code adds that the estimate cannot measure
+    cache_bound: int | None = None  # where a per-worker cache has no bound: what it can reach in all
 
 
 def percentile(values: Sequence[int], q: float) -> int:
@@ -529,7 +535,9 @@ def measure_samples(spec: str, count: int = 32, timeout: float = 30.0, workers: 
     from datalint.scan.sources import SourceDescription, build_source
 
     description = SourceDescription.make("dataset", spec)
-    length = len(build_source(description))
+    source = build_source(description)
+    length = len(source)
+    code = dataset_findings(source.dataset)
     indices = spread_indices(length, count)
     nbytes: list[int] = []
     failures: list[str] = []
@@ -550,7 +558,7 @@ def measure_samples(spec: str, count: int = 32, timeout: float = 30.0, workers: 
             f"--dataset {spec}: none of the {len(indices)} samples measured loaded ({shown}); "
             "`datalint scan` lists every failing sample"
         )
-    return sample_sizes(nbytes, footprint, sorted(failures))
+    return replace(sample_sizes(nbytes, footprint, sorted(failures)), length=length, code=code)
 
 
 def limits_from(facts: HostFacts, shm_bytes: int | None = None, memory_bytes: int | None = None) -> Limits:
@@ -647,6 +655,8 @@ def estimate_loader(
         formulas=formulas,
         usable_cpus=usable_cpus,
         memory_max_workers=fitting,
+        left_out=tuple(left_out(sizes.code, sizes.length, sizes.p50, config.num_workers)),
+        cache_bound=cache_bound(sizes.code, sizes.length, sizes.p50, config.num_workers),
     )
 
 
@@ -721,7 +731,28 @@ def estimate_checks(estimate: Estimate) -> list[Check]:
             host_fix,
         ),
         *([check_worker_count(estimate)] if estimate.usable_cpus else []),
+        *([check_left_out(estimate)] if estimate.left_out else []),
     ]
+
+
+def check_left_out(estimate: Estimate) -> Check:
+    """What the dataset's code adds to each worker after the samples were measured: a cache with no
+    bound fails when what it can reach does not fit; copy-on-read is a warning (it has no bound to
+    compute, only the dataset's containers)."""
+    limit = estimate.limits.memory_bytes
+    bound = estimate.cache_bound
+    too_big = bound is not None and limit is not None and bound > HEADROOM * limit
+    status = FAIL if too_big else WARN
+    value = ("a per-worker cache with no bound" if bound is not None else
+             "memory the estimate cannot measure")
+    if bound is not None:
+        value += f": up to {human_bytes(bound)} in all workers, of {human_bytes(limit)}"
+    return Check(
+        "loader code", status, value, "\n".join(estimate.left_out),
+        "bound the cache (functools.lru_cache(maxsize=N), an eviction) or fill it once before the "
+        "workers start; keep per-sample data in numpy arrays, not lists or dicts of objects "
+        "(`datalint rule DL302`, `datalint rule DL301`)",
+    )
 
 
 def estimate_as_dict(estimate: Estimate) -> dict[str, Any]:
