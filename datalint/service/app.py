@@ -304,7 +304,7 @@ class Service:
         # Checked at start; only a dataset's `config` file, edited since, can fail here (and its next
         # scan with it): say so beside the dataset rather than fail the whole listing.
         try:
-            return {"settings": dataset_settings(dataset)["settings"]}
+            return {"settings": dataset_settings(dataset, self.registry.index_path(dataset.name))["settings"]}
         except UsageError as exc:  # the scan's ConfigError, as the scan job would meet it
             return {"settings_error": str(exc)}
 

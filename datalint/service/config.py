@@ -313,18 +313,35 @@ def _dataset(entry: Any, n: int | None, source: Path, base: Path) -> DatasetConf
     )
 
 
-def dataset_settings(dataset: DatasetConfig) -> dict[str, Any]:
+def dataset_settings(dataset: DatasetConfig, index: Path | None = None) -> dict[str, Any]:
     """Each scan setting of the dataset's scans, its value and where it comes from (the dataset's
-    table, its `config` file or the default): `scan --show-settings --format json`'s document."""
-    from datalint.scan.settings import KEYS, THRESHOLDS_KEY, keyword_settings, settings_document
+    table, its `config` file, what its `index` stored, or the default), resolved as its next scan
+    job resolves them: `scan --show-settings --format json`'s document."""
+    from datalint.scan.settings import KEYS, THRESHOLDS_KEY, keyword_settings, settings_document, stored_layer
 
     options = dataset.scan_options
     keywords = {key: value for key, value in options.items() if key.replace("_", "-") in KEYS}
     project = options.get("config")
+    source = _scanned_source(dataset) if index is not None else None
+    stored = stored_layer(index, source) if index is not None and source is not None else None
     settings = keyword_settings(
-        keywords, options.get(THRESHOLDS_KEY), project or False, where=f"[[datasets]] {dataset.name}"
-    )
+        keywords, options.get(THRESHOLDS_KEY), project or False, where=f"[[datasets]] {dataset.name}",
+        stored=stored,
+    )  # fmt: skip
     return settings_document(settings)
+
+
+def _scanned_source(dataset: DatasetConfig) -> tuple[str, str] | None:
+    """(kind, spec) of what the dataset's scan jobs scan (None: its folder is gone, so no index of it
+    can lend its settings)."""
+    from datalint.service.scanjob import source_of
+
+    job = {"images": str(dataset.images) if dataset.images else None, "dataset": dataset.dataset}
+    try:
+        source = source_of({**job, "scan_options": dataset.scan_options})
+    except UsageError:
+        return None
+    return ("dataset", source) if isinstance(source, str) else (source.kind, source.spec)
 
 
 def scan_keys() -> tuple[str, ...]:

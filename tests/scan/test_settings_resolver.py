@@ -14,7 +14,7 @@ from scan_support import PYTHON, ROOT, rows, run_cli, write_limit_images
 import datalint
 from datalint.scan.images import images_description
 from datalint.scan.settings import DEFAULT, Stored, layered
-from datalint.service.config import load_config
+from datalint.service.config import dataset_settings, load_config
 
 PROJECT = (
     '[tool.datalint.scan]\nkinds = ["default", "dark", "tiny"]\nworkers = 1\n\n'
@@ -179,6 +179,10 @@ def test_the_project_file_and_the_stored_options_reach_a_served_scan_job_as_the_
     # A dataset with no settings of its own, on an index the CLI scanned with flags: the next
     # incremental job keeps what the index stored.
     scan(folder, tmp_path / "s.db", "--isolated", *FLAGS)
+    shown = dataset_settings(datasets["plain"], tmp_path / "s.db")["settings"]  # GET /v1/datasets/plain
+    index = f"the index {tmp_path / 's.db'} (run {last_run(tmp_path / 's.db')})"
+    assert shown["kinds"] == {"value": "default,dark,tiny", "from": index}
+    assert shown["thresholds.tiny"] == {"value": 100, "from": index}
     plain = {**job, "mode": "incremental", "scan_options": datasets["plain"].scan_options}
     result = run_job(
         tmp_path, "plain", {**plain, "index": str(tmp_path / "s.db"), "quarantine": str(tmp_path / "s.json")}
