@@ -1086,6 +1086,11 @@ class Module:
             link = worker.held_by
             message = f"`{worker.reason}` runs in workers: the Dataset `{link.name}` holds it"
             found.append(Related(link.path, link.line, message))
+        elif owner is not None:  # `__init__` of a class whose methods workers run (a transform's RNG)
+            held = next((h for info, h in self._held_classes if info.node is owner), None)
+            if held is not None:
+                message = f"`{owner.name}` runs in workers: the Dataset `{held.link.name}` holds it"
+                found.append(Related(held.link.path, held.link.line, message))
         return tuple(found)
 
     def inherited_method_names(self, info: ClassInfo) -> frozenset[str]:

@@ -55,7 +55,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 Fact = TypeVar("Fact")  # what a summary table records about a function, beside its line
-SUMMARY_FORMAT = 18  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
+SUMMARY_FORMAT = 19  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 _MAX_CALL_HOPS = 6  # calls from a Dataset to a function of another file, followed this far
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
@@ -138,9 +138,10 @@ class FileSummary:
     # Module-level names bound to what pickle cannot send (`normalize = lambda x: ...`): name -> (line,
     # what it is). Pickle finds a function by its qualified name, which a lambda's "<lambda>" is not.
     unpicklable_values: Mapping[str, tuple[int, str]] = field(default_factory=dict)
-    # Imported names handed to a call as an argument (`Images(paths, transform=normalize)`):
-    # (qualified name, qualified callee, keyword or "" for a positional one, line).
-    handed: tuple[tuple[str, str, str, int], ...] = ()
+    # Imported names handed to a call as an argument (`Images(paths, transform=normalize)`), and
+    # classes built in an argument (`transform=Compose([RandomFlip()])`): (qualified name,
+    # qualified callee, keyword or "" for a positional one, line, whether it is a class built there).
+    handed: tuple[tuple[str, str, str, int, bool], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -237,7 +238,7 @@ class FileSummary:
             },
             tuple(data.get("top_calls", ())),
             {k: (int(v[0]), str(v[1])) for k, v in data.get("unpicklable_values", {}).items()},
-            tuple((str(a), str(b), str(c), int(d)) for a, b, c, d in data.get("handed", ())),
+            tuple((str(a), str(b), str(c), int(d), bool(e)) for a, b, c, d, e in data.get("handed", ())),
         )
 
 
@@ -514,14 +515,22 @@ def summarize(
 
 def _handed_imports(
     inside: _Regions, imports: Mapping[str, str], qualify: Callable[[ast.AST], str]
-) -> tuple[tuple[str, str, str, int], ...]:
-    """Imported names passed as arguments to calls of imported or top-level callables."""
-    found: set[tuple[str, str, str, int]] = set()
+) -> tuple[tuple[str, str, str, int, bool], ...]:
+    """Imported names passed as arguments to calls of imported or top-level callables, and the
+    imported or top-level classes built inside such arguments."""
+    found: set[tuple[str, str, str, int, bool]] = set()
     for call in inside.every(ast.Call):
+        if not (call.args or call.keywords) or not (callee := qualify(call.func)):
+            continue
         given = [("", a) for a in call.args] + [(k.arg, k.value) for k in call.keywords if k.arg]
-        handed = [(k, v.id) for k, v in given if isinstance(v, ast.Name) and v.id in imports]
-        if handed and (callee := qualify(call.func)):
-            found.update((imports[name], callee, keyword, call.lineno) for keyword, name in handed)
+        for keyword, value in given:
+            if isinstance(value, ast.Name) and value.id in imports:
+                found.add((imports[value.id], callee, keyword, call.lineno, False))
+                continue
+            for node in ast.walk(value):
+                built = qualify(node.func) if isinstance(node, ast.Call) else ""
+                if built and built.rpartition(".")[2][:1].isupper():
+                    found.add((built, callee, keyword, call.lineno, True))
     return tuple(sorted(found))
 
 
@@ -1781,15 +1790,32 @@ class Project:
         if summary is None:
             return
         root = self.name_of(path)[2]
-        for value, callee, keyword, line in summary.handed:
+        for value, callee, keyword, line, built in summary.handed:
+            if self.dataset_fact(callee, root) is None:
+                continue
+            if built:
+                self._note_handed_class(value, callee, path, root, line)
+                continue
             found = self._defining(value, root, _defines_unpicklable_value)
-            if found is None or self.dataset_fact(callee, root) is None:
+            if found is None:
                 continue
             defining, name, _defined_in = found
             qualname = f"{defining.module}.{name}" if defining.module else name
             given = HandOver(keyword, Link(callee.rpartition(".")[2], str(path), line))
             if given not in self._handed.get(qualname, ()):
                 self._handed[qualname] = (*self._handed.get(qualname, ()), given)
+
+    def _note_handed_class(self, value: str, dataset: str, path: Path, root: Path, line: int) -> None:
+        """A callable project class built as an argument of a Dataset's constructor (a transform):
+        its `__call__` or `forward` runs in the Dataset's workers."""
+        ref = self.find_class(value, root)
+        if ref is None or ref.qualname in self._held:
+            return
+        methods = frozenset(ref.summary.methods) & {"__call__", "forward"}
+        if methods:
+            name = dataset.rpartition(".")[2]
+            holder = f"{name} (given it at {path}:{line})"
+            self._held[ref.qualname] = WorkerHeld(methods, holder, Link(name, str(path), line))
 
     def handed_to_datasets(self, qualname: str) -> tuple[HandOver, ...]:
         """Where linted files hand the module-level value `qualname` to a Dataset's constructor."""

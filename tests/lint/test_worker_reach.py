@@ -252,3 +252,45 @@ def test_a_module_level_function_handed_the_same_way_stays_silent(tmp_path: Path
     )
     files = {"shapes/transforms.py": function, "shapes/images.py": IMAGES, "train.py": TRAIN}
     assert lint([write(tmp_path, files)], "DL102") == []
+
+
+AUGMENT = '''
+import numpy as np
+
+
+class RandomFlip:
+    def __init__(self, p=0.5):
+        self.p = p
+        self.rng = np.random.default_rng(0)
+
+    def __call__(self, image):
+        if self.rng.random() < self.p:
+            return image[:, ::-1]
+        return image
+'''
+
+TRAIN_FLIPS = '''
+from torch.utils.data import DataLoader
+
+from shapes.augment import RandomFlip
+from shapes.images import Images
+
+if __name__ == "__main__":
+    loader = DataLoader(Images(["a.png"], transform=RandomFlip()), batch_size=8, num_workers=4)
+    for batch in loader:
+        pass
+'''
+
+
+def test_an_rng_made_in_init_of_a_transform_handed_to_a_dataset_elsewhere_is_reported(tmp_path: Path) -> None:
+    files = {"shapes/augment.py": AUGMENT, "shapes/images.py": IMAGES, "train.py": TRAIN_FLIPS}
+    findings = lint([write(tmp_path, files)], "DL401")
+    assert [(Path(f.path).name, f.line) for f in findings] == [("augment.py", 7)]
+    assert [(Path(r.path).name, r.line) for r in findings[0].related] == [("train.py", 7)]
+    assert "the Dataset `Images` holds it" in findings[0].related[0].message
+
+
+def test_the_same_transform_given_to_no_dataset_stays_silent(tmp_path: Path) -> None:
+    unused = TRAIN_FLIPS.replace('Images(["a.png"], transform=RandomFlip())', '[RandomFlip()]')
+    files = {"shapes/augment.py": AUGMENT, "shapes/images.py": IMAGES, "train.py": unused}
+    assert lint([write(tmp_path, files)], "DL401") == []
