@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         num_classes=values["num-classes"],
         ignore_index=values["ignore-index"],
         max_bytes=values["max-bytes"],
-        require=tuple(values["require"]) or None,
+        require=tuple(values["require"]),  # `require = []` in the file clears what the scan required
         thresholds=settings.thresholds or None,
         against=against_index(args.against),
         workers=effective_cpu_count() if args.workers is None else args.workers,

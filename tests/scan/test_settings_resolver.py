@@ -190,3 +190,22 @@ def test_the_project_file_and_the_stored_options_reach_a_served_scan_job_as_the_
     assert listed(tmp_path / "s.json") == BY_PROJECT
     summary = result["summary"]
     assert isinstance(summary, dict) and summary["scanned"] == 0, "nothing changed: nothing measured again"
+
+
+def test_quarantine_keeps_what_the_scan_required_until_the_file_clears_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scan_support import spec
+
+    db = tmp_path / "req.db"
+    code, _out, err = run_cli(
+        "scan", "--dataset", spec("faults.py:make(length=4)"), "--db", str(db), "--require", "target",
+        "--isolated", "--workers", "1", "--progress", "none",
+    )  # fmt: skip
+    assert code == 1, err  # a tensor has no field `target`: every sample is missing it
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("quarantine", str(db), "--isolated")
+    assert code == 1 and len(json.loads(out)["samples"]) == 4, err
+    (tmp_path / "pyproject.toml").write_text("[tool.datalint.scan]\nrequire = []\n", encoding="utf-8")
+    code, out, err = run_cli("quarantine", str(db))
+    assert code == 0 and json.loads(out)["samples"] == [], err
