@@ -3,7 +3,8 @@
 Every answer is bounded by the caller's limits, not by the number of samples, except the columns the
 histograms need (duration, nbytes) and the image facts of `info`, which are streamed. The report opens
 the index read-only (`read.open_index`); these functions never write. They work with either row
-factory (tuples or `sqlite3.Row`), and on an index from an older version whose tables lack columns.
+factory (tuples or `sqlite3.Row`); runs and samples are read with the columns their tables have (a
+column an older index lacks reads as empty).
 
 The queries the page prints for the user to run (`sqlite-utils query DB "..."`) live here too, beside
 the ones the report runs, so a table renamed is renamed in both.
@@ -60,7 +61,7 @@ class KindCount:
     quarantined: bool
 
 
-def json_object(text: str | None) -> dict[str, Any]:
+def _json_object(text: str | None) -> dict[str, Any]:
     """A JSON column as a dict; anything else (NULL, junk, a list) as an empty or wrapped dict."""
     if not text:
         return {}
@@ -90,11 +91,11 @@ def runs(conn: sqlite3.Connection) -> Iterator[RunRecord]:
             spec=str(row["spec"] or ""),
             length=row.get("length"),
             fingerprint=row.get("fingerprint"),
-            options=json_object(row.get("options")),
-            environment=json_object(row.get("environment")),
+            options=_json_object(row.get("options")),
+            environment=_json_object(row.get("environment")),
             started=row.get("started"),
             finished=row.get("finished"),
-            counts=json_object(row.get("counts")),
+            counts=_json_object(row.get("counts")),
         )
 
 
@@ -227,7 +228,7 @@ def _flagged_sample(row: dict[str, Any]) -> FlaggedSample:
         error_type=row.get("error_type"),
         error_message=row.get("error_message"),
         traceback=row.get("traceback"),
-        info=json_object(row.get("info")),
+        info=_json_object(row.get("info")),
     )
 
 
@@ -264,7 +265,7 @@ def column_values(conn: sqlite3.Connection, column: str) -> Iterator[Any]:
 def sample_infos(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
     """Each sample's `info` that has one (an image scan keeps format, mode and size there)."""
     for (text,) in conn.execute("SELECT info FROM samples WHERE info IS NOT NULL"):
-        yield json_object(text)
+        yield _json_object(text)
 
 
 def smallest_flagged(conn: sqlite3.Connection, kind: str, column: str) -> Any:
