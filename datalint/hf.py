@@ -20,6 +20,7 @@ Rows are named two ways, as `datalint scan --dataset SPEC` names them (`datalint
 from __future__ import annotations
 
 import hashlib
+import shlex
 from typing import Any
 
 try:
@@ -36,7 +37,7 @@ except ModuleNotFoundError:
     raise
 
 from datalint.errors import DatalintError
-from datalint.scan.hf_datasets import ROW_SEPARATOR, row_key
+from datalint.scan.hf_datasets import ROW_SEPARATOR, is_saved_dataset, row_key
 from datalint.training.fit import StaleQuarantineError, rescan_command
 from datalint.training.fit import _warn as _warn  # warns at the user's line, however deep the call
 from datalint.training.quarantine import Quarantine
@@ -137,7 +138,10 @@ def _named_by_values(quarantine: Quarantine) -> str:
 
 
 def _rescan(quarantine: Quarantine) -> str:
-    return rescan_command(quarantine.dataset)
+    made_for = quarantine.dataset
+    if made_for and is_saved_dataset(made_for):  # a folder, but not of image files: `--dataset FOLDER`
+        return f"datalint scan --dataset {shlex.quote(made_for)}"
+    return rescan_command(made_for)
 
 
 # ---- by the values of an id column ------------------------------------------------------------------

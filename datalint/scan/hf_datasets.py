@@ -52,7 +52,7 @@ def dataset_source(description: SourceDescription) -> Any:
     """The source of kind "dataset": a Hugging Face Dataset (a spec giving one, or a save_to_disk
     folder) is read by `HFDatasetSource`, anything else by `DatasetSource`."""
     spec = description.spec
-    dataset = _saved_dataset(spec) if _is_saved(spec) else resolve_spec(spec)
+    dataset = _saved_dataset(spec) if is_saved_dataset(spec) else resolve_spec(spec)
     if is_hf_dataset(dataset):
         return HFDatasetSource(description, dataset)
     if description.option("key_column") is not None:
@@ -70,7 +70,8 @@ def is_hf_dataset(dataset: Any) -> bool:
     return isinstance(dataset_class, type) and isinstance(dataset, dataset_class)
 
 
-def _is_saved(spec: str) -> bool:
+def is_saved_dataset(spec: str) -> bool:
+    """Whether `spec` is a folder `save_to_disk` wrote (a Dataset's, or a DatasetDict's)."""
     folder = Path(spec)
     return folder.is_dir() and ((folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file())
 

@@ -195,3 +195,43 @@ def test_drop_quarantined_with_nothing_listed_returns_the_dataset() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert hf.drop_quarantined(ds, Quarantine.from_indices([], length=2)) is ds
+
+
+def test_image_columns_get_the_quality_checks_of_image_files(tmp_path: Path) -> None:
+    import io
+    import sqlite3
+    from contextlib import closing
+
+    from PIL import Image
+
+    def png(pixels: Any) -> bytes:
+        out = io.BytesIO()
+        Image.fromarray(pixels).save(out, format="PNG")
+        return out.getvalue()
+
+    noise = np.random.default_rng(0)
+    images = [png(noise.integers(0, 255, (64, 64, 3), dtype=np.uint8)) for _ in range(12)]
+    images[3] = png(np.zeros((64, 64, 3), np.uint8))  # black
+    images[5] = images[4]  # the same bytes twice
+    features = datasets.Features({"photo": datasets.Image()})
+    rows = {"photo": [{"bytes": b, "path": None} for b in images]}
+    ds = datasets.Dataset.from_dict(rows, features=features)
+    folder = tmp_path / "photos"
+    ds.save_to_disk(str(folder))
+    db = tmp_path / "photos.db"
+    datalint.scan(str(folder), db=db, workers=1)
+    with closing(sqlite3.connect(db)) as index:
+        found = set(index.execute("SELECT idx, kind FROM findings").fetchall())
+    assert {(3, "dark"), (5, "duplicate")} <= found
+
+
+def test_a_stale_list_of_a_saved_folder_names_the_scan_of_that_folder(builder: Any, tmp_path: Path) -> None:
+    _, build = builder
+    folder = tmp_path / "saved"
+    build().save_to_disk(str(folder))
+    scanned(str(folder), tmp_path / "saved.db")
+    with pytest.raises(StaleQuarantineError) as refused:
+        hf.drop_quarantined(datasets.load_from_disk(str(folder)).shuffle(seed=2), tmp_path / "saved.db")
+    assert f"`datalint scan --dataset {folder}`" in str(refused.value)
+    kept = hf.drop_quarantined(datasets.load_from_disk(str(folder)), tmp_path / "saved.db")
+    assert len(kept) == LENGTH - len(DAMAGED)
