@@ -148,8 +148,9 @@ class ScanSettings:
     """The effective value of every key and where it came from (`--show-settings` prints them)."""
 
     values: Mapping[str, Any]
-    origins: Mapping[str, str]  # key -> "--timeout", "<file> [tool.datalint.scan]" or "default"
-    thresholds: tuple[tuple[str, float], ...] = ()  # the limits set, by the file or a flag
+    # key -> "--timeout", "<file> [tool.datalint.scan]", "the index <db> (run 3)" or "default"
+    origins: Mapping[str, str]
+    thresholds: tuple[tuple[str, float], ...] = ()  # the limits set, by a flag, the file or the index
     threshold_origins: Mapping[str, str] = field(default_factory=dict)
     source: Path | None = None  # the configuration file read (None: none found, or --isolated)
     where: str = ""
