@@ -303,7 +303,10 @@ _MAGIC: dict[str, Callable[[bytes], bool]] = {
     "WEBP": lambda h: h[:4] == b"RIFF" and h[8:12] == b"WEBP",
     "BMP": lambda h: h[:2] == b"BM",
     "TIFF": lambda h: h[:4] in (b"II*\x00", b"MM\x00*"),
-    "PPM": lambda h: len(h) > 2 and h[0:1] == b"P" and h[1:2] in b"1234567" and h[2:3].isspace(),
+    # Netpbm allows a comment right after the magic number ("P6#made by..."), whitespace or not.
+    "PPM": lambda h: (
+        len(h) > 2 and h[0:1] == b"P" and h[1:2] in b"1234567" and (h[2:3].isspace() or h[2:3] == b"#")
+    ),
     "ICO": lambda h: h[:4] == b"\x00\x00\x01\x00",
     "PSD": lambda h: h[:4] == b"8BPS",
     "JPEG2000": lambda h: h[:12] == b"\x00\x00\x00\x0cjP  \r\n\x87\n" or h[:4] == b"\xff\x4f\xff\x51",
@@ -405,7 +408,17 @@ def probe_image_bytes(
             return _probe_decodable(data, digest, extension, sniffed, options, capture)
     except Exception as exc:  # per-file boundary: damaged files raise anything (SyntaxError, struct.error...)
         finding = _open_failure(exc, sniffed, data, options, extension)
+        fmt = sniffed or _plugin_format(extension)
+        if fmt is not None and finding.kind in _DECIDED and not finding.detail.startswith("not an image"):
+            finding = judge_pillow_refusal(finding, fmt, data, capture)
         return ImageProbe(len(data), (finding,), sha256=digest, format=sniffed)
+
+
+def _plugin_format(extension: str) -> str | None:
+    """The Pillow format a name without magic bytes says (".tga" -> "TGA")."""
+    from PIL import Image
+
+    return Image.registered_extensions().get(extension) or _PLUGIN_ONLY_EXTENSIONS.get(extension)
 
 
 def _open_failure(
@@ -929,16 +942,18 @@ def _decode(
         findings, through_libtiff = tiff_through_libtiff(findings, data, capture)
         if through_libtiff is not None:
             return "pillow+libtiff", findings, through_libtiff
-    if im.format == "BMP" and not any(f.kind in _DECIDED for f in findings):
+    if im.format == "TGA" and any("buffer overrun" in f.detail for f in findings if f.kind == "corrupt"):
+        findings = _judge_tga_overrun(findings, data)
+    if any(f.kind in _DECIDED for f in findings):  # Pillow refused it: who else reads it?
+        return "pillow", _judged_refusals(findings, im.format or "?", data, capture), None
+    if im.format == "BMP":
         findings.extend(check_bmp_layout(im, data))
     if im.format == "ICO" and not any(f.kind in _DECIDED for f in findings):
         findings.extend(check_ico_directory(data))
     if im.format == "GIF" and not any(f.kind in _DECIDED for f in findings):
-        findings.extend(check_gif_first_image(data))
+        findings.extend(check_gif_first_image(data) or check_gif_later_frames(data))
     if im.format == "WEBP" and not any(f.kind in _DECIDED for f in findings):
         findings.extend(check_webp_zero_fill(data))
-    if im.format == "TGA" and any("buffer overrun" in f.detail for f in findings if f.kind == "corrupt"):
-        findings = _judge_tga_overrun(findings, data)
     if not _second_opinion_is_fair(im, data) or any(f.kind in _DECIDED for f in findings) or _animated(im):
         return "pillow", findings, None  # OpenCV reads every frame of an animation: no first-frame judge
     return "pillow+opencv", [*findings, *opencv_second_opinion(data, im.format or "?", capture)], None
@@ -962,9 +977,10 @@ def tiff_through_libtiff(
 ) -> tuple[list[ImageFinding], Image.Image | None]:
     """An uncompressed TIFF that Pillow's own reader refuses, decoded again through libtiff, the
     format's reference decoder: libtiff reads layouts Pillow's reader mistakes (tiles stored under
-    the strip tags, as early TIFF 6 writers did). Clean there, the file is sound and the refusal is
-    information, with the decoded image for the scores; a truncated or broken file fails in libtiff
-    too and keeps its damage (None)."""
+    the strip tags, as early TIFF 6 writers did). Clean there, the file is sound but a loader's
+    `Image.open(...).load()` still fails on it (Pillow reads uncompressed TIFF itself unless
+    `TiffImagePlugin.READ_LIBTIFF` is set): `unsupported`, naming both, with the decoded image for
+    the scores; a truncated or broken file fails in libtiff too and keeps its damage (None)."""
     from PIL import Image, TiffImagePlugin
 
     previous, TiffImagePlugin.READ_LIBTIFF = TiffImagePlugin.READ_LIBTIFF, True
@@ -980,9 +996,11 @@ def tiff_through_libtiff(
         return findings, None
     refusal = "; ".join(f.detail for f in findings if f.kind == "corrupt")
     note = ImageFinding(
-        "decoder_warning", f"libtiff decodes it; Pillow's own TIFF reader refuses it: {refusal}"
+        UNSUPPORTED_KIND,
+        f"Pillow's own TIFF reader refuses it ({refusal}), so Image.open(...).load() fails; "
+        "libtiff decodes it (Pillow with TiffImagePlugin.READ_LIBTIFF = True reads it)",
     )
-    return [*(f for f in findings if f.kind != "corrupt"), *second, note], decoded
+    return [note, *(f for f in findings if f.kind != "corrupt"), *second], decoded
 
 
 def _judge_tga_overrun(findings: list[ImageFinding], data: bytes) -> list[ImageFinding]:
@@ -1108,6 +1126,79 @@ def check_gif_first_image(data: bytes) -> list[ImageFinding]:
     return [ImageFinding("corrupt", detail)]
 
 
+def check_gif_later_frames(data: bytes) -> list[ImageFinding]:
+    """The block grammar after the first image, walked without decoding: a file that ends inside a
+    later frame or extension, a stray byte between blocks, a Graphic Control Extension of other
+    than 4 bytes, an LZW code size no data decodes with. Pillow loads the first frame of such a file (and
+    reads through stray bytes), so only this walk finds them by default; a file that ends after a
+    whole frame with no trailer is read by every decoder and passes. The first image is the
+    decoders' to judge."""
+    walk = _GifWalk(data)
+    if not walk.past_first_image():
+        return []
+    fault = walk.later_fault()
+    return [] if fault is None else [ImageFinding("corrupt", fault)]
+
+
+class _GifWalk:
+    """A position in a GIF's blocks and the number of images passed."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos, self.images, self.code_size = data, 13, 0, 8
+        if len(data) >= 13 and data[10] & 0x80:
+            self.pos += 3 << ((data[10] & 7) + 1)  # the global colour table
+
+    def past_first_image(self) -> bool:
+        data = self.data
+        while self.pos < len(data) and data[self.pos] == 0x21:
+            if not self._skip_sub_blocks(self.pos + 2):
+                return False
+        return self.pos < len(data) and data[self.pos] == 0x2C and self._skip_image()
+
+    def later_fault(self) -> str | None:
+        data = self.data
+        while self.pos < len(data) and data[self.pos] != 0x3B:
+            at, block = self.pos, data[self.pos]
+            where = f"at byte {at:,}, after frame {self.images}"
+            if block == 0x21:
+                if at + 2 < len(data) and data[at + 1] == 0xF9 and data[at + 2] != 4:
+                    return f"a Graphic Control Extension of {data[at + 2]} bytes (4 in a valid GIF) {where}"
+                if not self._skip_sub_blocks(at + 2):
+                    return f"the file ends inside an extension {where}"
+            elif block == 0x2C:
+                frame = self.images + 1
+                if not self._skip_image():
+                    return f"the file ends inside frame {frame} (its data starts at byte {at:,})"
+                if not 1 <= self.code_size <= 11:  # as check_gif_first_image judges the first
+                    return f"frame {self.images}: LZW minimum code size {self.code_size}, no data decodes"
+            elif data[at : at + 4] == b"GIF8":
+                return None  # a second GIF appended (one of Pillow's own test files): not this one's frames
+            else:
+                return f"a stray byte 0x{block:02x} between blocks {where}"
+        return None
+
+    def _skip_image(self) -> bool:
+        """Past an image descriptor, its colour table and its LZW data; False if the file ends
+        first. An impossible LZW code size stops the walk as a fault of its own."""
+        data, pos = self.data, self.pos
+        if pos + 11 > len(data):
+            return False
+        local = data[pos + 9]
+        pos += 10 + ((3 << ((local & 7) + 1)) if local & 0x80 else 0)
+        if pos >= len(data):
+            return False
+        self.images += 1
+        self.code_size = data[pos]
+        return self._skip_sub_blocks(pos + 1)
+
+    def _skip_sub_blocks(self, pos: int) -> bool:
+        data = self.data
+        while pos < len(data) and data[pos]:
+            pos += data[pos] + 1
+        self.pos = pos + 1
+        return pos < len(data)
+
+
 # Zero bytes at the end of a WebP's image data past which it is a file cut and zero-filled (an
 # interrupted download into a preallocated file, blocks lost in a crash). Compressed image data
 # holds no such run (2,048 zero bits): the valid WebPs of six test suites end in at most 7 zeros.
@@ -1153,7 +1244,8 @@ def opencv_second_opinion(data: bytes, fmt: str, capture: StderrCapture) -> list
     if decoded:
         return []
     said = _opencv_reason(capture.text)
-    if fmt == "GIF" and ("can't read header" in capture.text or "Assertion failed" in capture.text):
+    layout = "can't read header" in capture.text or "Assertion failed" in capture.text
+    if fmt == "GIF" and layout and "code2pixel" not in capture.text:  # code2pixel: an LZW code, in the data
         # its checks of the declared geometry (a frame past the screen, a background colour outside
         # the palette), which Pillow resolves: information, not damage in the image data
         return [ImageFinding("decoder_warning", f"OpenCV refuses the GIF's layout, Pillow reads it: {said}")]
@@ -1183,6 +1275,8 @@ def jpeg_findings_and_pixels(
     decoded = pixels is not None
     findings = [*classify_jpeg_messages(text), *check_jpeg_zero_fill(data)]
     if decoded and opencv_flags_truncation():
+        if _HEADER_JUNK.search(text) and not any(f.kind == "corrupt" for f in findings):
+            findings.extend(_pillow_on_header_junk(data))
         return _with_end_marker(findings, data), pixels
     pillow_error = _pillow_jpeg_error(data)
     if pillow_error is not None:
@@ -1196,6 +1290,22 @@ def jpeg_findings_and_pixels(
         else:
             findings.append(ImageFinding("corrupt", "OpenCV's libjpeg cannot decode it (Pillow can)"))
     return _with_end_marker(findings, data), None
+
+
+# libjpeg skipped junk between header segments (not before a restart or end marker: that is damage).
+_HEADER_JUNK = re.compile(r"extraneous bytes before marker 0x(?!d[0-9])[0-9a-f]{2}", re.IGNORECASE)
+
+
+def _pillow_on_header_junk(data: bytes) -> list[ImageFinding]:
+    """Pillow's answer for a JPEG with junk between its header segments, which libjpeg skips with a
+    warning: Pillow's own parser skips some junk and refuses other (a segment length that runs
+    into the next marker). Refused, the file is damage that a Pillow-based loader fails on; read,
+    the warning stays information. Only such files pay for this second, reduced decode."""
+    error = _pillow_jpeg_error(data)
+    if error is None:
+        return []
+    detail = f"junk between the header segments, which libjpeg skips but Pillow refuses: {error}"
+    return [ImageFinding("corrupt", detail)]
 
 
 def _with_end_marker(findings: list[ImageFinding], data: bytes) -> list[ImageFinding]:
@@ -1329,6 +1439,8 @@ def opencv_flags_truncation() -> bool:
 
 # libjpeg's warnings that mean the scan data itself is damaged (research §8.2): extraneous bytes
 # before a restart or EOI marker (0xd0..0xd9), a data segment that ends early, a bad Huffman code.
+# Extraneous bytes before a header marker are junk between segments, which Pillow's parser skips
+# in some files and refuses in others: `jpeg_findings_and_pixels` asks Pillow about those.
 _JPEG_DAMAGE = re.compile(
     r"extraneous bytes before marker 0xd[0-9]\b|premature end of (data segment|jpeg file)|"
     r"bad huffman code|huffman table 0x[0-9a-f]+ was not defined|corrupt jpeg data: found marker",
@@ -1350,10 +1462,11 @@ def classify_jpeg_messages(text: str) -> list[ImageFinding]:
 
 
 # Native decoders' lines that are information about a valid file, not damage: libtiff's and
-# libpng's warnings (a tag libtiff does not know, a chunk with an odd value).
+# libpng's warnings (a tag libtiff does not know, a chunk with an odd value). libtiff's
+# "TIFF_SETGET_UNDEFINED and thus tag is not read" is a tag it skips, printed as an error.
 _DECODER_INFO = re.compile(
     r"warning|unknown field with tag|tags are not sorted|incorrect count for field|bogus|ignoring|"
-    r"ascii value for tag|sum of photometric|nonstandard tile|unknown tag",
+    r"ascii value for tag|sum of photometric|nonstandard tile|unknown tag|tiff_setget_undefined",
     re.IGNORECASE,
 )
 
@@ -1478,6 +1591,262 @@ def _later_frame_refusal(exc: Exception, fmt: str | None, frame: int) -> ImageFi
     return ImageFinding(judged.kind, f"frame {frame}: {judged.detail}")
 
 
+# --------------------------------------------------------------------------- who else reads it
+
+
+def _judged_refusals(
+    findings: list[ImageFinding], fmt: str, data: bytes, capture: StderrCapture
+) -> list[ImageFinding]:
+    """`findings` with Pillow's refusal (the first `corrupt` or `unsupported`) judged again by
+    `judge_pillow_refusal`; the rest as they were."""
+    for i, finding in enumerate(findings):
+        if finding.kind in _DECIDED:
+            return [*findings[:i], judge_pillow_refusal(finding, fmt, data, capture), *findings[i + 1 :]]
+    return findings
+
+
+def judge_pillow_refusal(
+    finding: ImageFinding, fmt: str, data: bytes, capture: StderrCapture
+) -> ImageFinding:
+    """Pillow cannot load the file: a loader built on it fails, so it is quarantined either way.
+    Whether it is damaged is decided by evidence, and the detail says which decoders read it:
+
+    - a header that contradicts itself or the file's size (`header_fault`) is damage, whatever a
+      lenient decoder makes of it;
+    - a file OpenCV decodes whole, with no word of damage from its native decoder, is a structure
+      Pillow's reader does not accept: `unsupported`, with Pillow's words and OpenCV named;
+    - a structure read whole from the file's own bytes where no other decoder here has a reader
+      for the variant (a Netpbm comment right after the magic number) is `unsupported` too;
+    - else Pillow's own judgement stands (a missing piece named, or damage), and the detail adds
+      that no other decoder here reads the file. A JPEG is left as judged: OpenCV's libjpeg reads
+      through damage there, and the JPEG path has judged its warnings already.
+    """
+    fault = header_fault(fmt, data)
+    if fault is not None:
+        return ImageFinding("corrupt", f"{fault} [Pillow: {finding.detail}]")
+    if finding.kind == "corrupt" and _SETTLED.search(finding.detail):
+        return finding  # a value no valid file holds, or a safety limit a hostile file trips
+    if fmt in _NO_SECOND_READER:
+        return finding
+    readable = opencv_reads_cleanly(data, capture)
+    sound = None if readable else _SOUND_STRUCTURES.get(fmt, lambda _: None)(data)
+    if sound is not None and finding.kind == "corrupt":
+        return ImageFinding(
+            UNSUPPORTED_KIND,
+            f"Pillow cannot load it ({finding.detail}), so a Pillow-based loader fails on it; {sound}",
+        )
+    if finding.kind == UNSUPPORTED_KIND:
+        others = "OpenCV reads it" if readable else "no other decoder here reads it"
+        return ImageFinding(UNSUPPORTED_KIND, f"{finding.detail}; {others}")
+    if not readable:
+        return ImageFinding("corrupt", f"{finding.detail} (no other decoder here reads it either)")
+    return ImageFinding(
+        UNSUPPORTED_KIND,
+        f"Pillow cannot load it ({finding.detail}), so a Pillow-based loader fails on it; "
+        f"OpenCV decodes it whole: a {fmt} structure Pillow's reader does not accept",
+    )
+
+
+# Formats whose damage OpenCV reads through without a word, so its decode is no evidence of a sound
+# file: JPEG (libjpeg fills a cut scan with grey; the JPEG path judges from its warnings already).
+_NO_SECOND_READER = frozenset({"JPEG", "MPO"})
+
+# Refusals already decided by evidence: a value no valid file holds (`judge_failure`), a layout
+# fault read from the file, Pillow's limits on what a chunk may inflate to.
+_SETTLED = re.compile(r"no valid file holds|decompressed data too large|too much data", re.IGNORECASE)
+
+# Words in a native decoder's or OpenCV's own log lines that mean the data is not whole.
+_DAMAGE_WORDS = re.compile(
+    r"corrupt|premature|truncat|invalid|not enough|unexpected|too short|bad |overrun|error|exceed|"
+    r"fail|broken|missing|cannot|can't",
+    re.IGNORECASE,
+)
+
+
+def opencv_reads_cleanly(data: bytes, capture: StderrCapture) -> bool:
+    """Whether OpenCV decodes the file and neither it nor the native decoder under it says a word
+    of damage (a libjpeg "Premature end of JPEG file" comes with pixels)."""
+    import cv2
+    import numpy as np
+
+    with capture.capturing():
+        try:
+            decoded = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED) is not None
+        except cv2.error:  # its size checks raise rather than return None
+            decoded = False
+    lines = [line for line in capture.text.splitlines() if line.strip()]
+    return decoded and not any(_DAMAGE_WORDS.search(line) for line in lines)
+
+
+def header_fault(fmt: str, data: bytes) -> str | None:
+    """A header that contradicts itself or the file's size, for the formats whose refusals Pillow
+    words as a missing feature (an unknown colour-map depth, a bit-field layout); None if sound."""
+    check = _HEADER_FAULTS.get(fmt)
+    return None if check is None else check(data)
+
+
+_TGA_MAP_DEPTHS = frozenset({8, 15, 16, 24, 32})  # 8: rare, but written (Pillow's tests hold one)
+
+
+def tga_header_fault(data: bytes) -> str | None:
+    """A TGA header the file contradicts: a colour map declared but absent or cut, a colour-mapped
+    image with no map, or fewer bytes than an uncompressed image's pixels need."""
+    if len(data) < 18:
+        return f"a TGA of {len(data)} bytes: shorter than its 18-byte header"
+    map_type, image_type, depth = data[1], data[2], data[16]
+    map_length, map_depth = int.from_bytes(data[5:7], "little"), data[7]
+    if map_type not in (0, 1):
+        return f"TGA colour-map type {map_type} (0 or 1 in a valid file)"
+    if image_type in (1, 9) and map_type != 1:
+        return f"a colour-mapped TGA (image type {image_type}) with no colour map"
+    map_bytes = map_length * -(-map_depth // 8) if map_type == 1 else 0
+    if map_type == 1 and map_length and map_depth not in _TGA_MAP_DEPTHS:
+        return f"TGA colour-map entries of {map_depth} bits (8, 15, 16, 24 or 32 in a valid file)"
+    pixels_at = 18 + data[0] + map_bytes
+    if pixels_at > len(data):
+        return (
+            f"the TGA header declares a {data[0]}-byte ID and a colour map of {map_bytes:,} bytes, "
+            f"but the file holds {len(data) - 18:,} bytes after its header"
+        )
+    if image_type in (1, 2, 3):
+        needed = _tga_pixel_count(data) * -(-depth // 8)
+        if pixels_at + needed > len(data):
+            held = len(data) - pixels_at
+            return f"the TGA header promises {needed:,} bytes of pixels; the file holds {held:,}"
+    return None
+
+
+def bmp_header_fault(data: bytes) -> str | None:
+    """A BMP header the file contradicts: pixel data said to start past the end of the file, or
+    more than a row fewer bytes than an uncompressed image's rows need."""
+    if len(data) < 26:
+        return f"a BMP of {len(data)} bytes: shorter than its headers"
+    offset, header = int.from_bytes(data[10:14], "little"), int.from_bytes(data[14:18], "little")
+    if offset > len(data):
+        return f"BMP pixel data said to start at byte {offset:,}, past the file's end ({len(data):,} bytes)"
+    if header < 40 or len(data) < 34:
+        return None  # an OS/2 header: its sizes are 16-bit fields, left to the decoders
+    width = int.from_bytes(data[18:22], "little", signed=True)
+    height = abs(int.from_bytes(data[22:26], "little", signed=True))
+    bits, compression = int.from_bytes(data[28:30], "little"), int.from_bytes(data[30:34], "little")
+    if compression not in (0, 3, 6) or width <= 0 or not 0 < bits <= 64:
+        return None
+    row = (width * bits + 31) // 32 * 4
+    if len(data) - offset < row * (height - 1):
+        return (
+            f"the BMP header promises {row * height:,} bytes of pixels from byte {offset:,}; "
+            f"the file holds {len(data) - offset:,}"
+        )
+    return None
+
+
+_JP2_SIGNATURE = b"\x00\x00\x00\x0cjP  \r\n\x87\n"
+_JP2_SUPERBOXES = frozenset({b"jp2h", b"res "})  # the boxes of boxes a reader walks for the header
+
+
+def jp2_header_fault(data: bytes) -> str | None:
+    """A JP2 box whose length contradicts the file: shorter than its own header, or running past
+    the end (a cut file); the boxes inside the header box likewise. OpenJPEG reads on through such
+    boxes, so OpenCV decoding the codestream is no evidence of a sound file."""
+    if not data.startswith(_JP2_SIGNATURE):
+        return None  # a bare codestream: its markers are OpenJPEG's to judge
+    return _jp2_boxes_fault(data, 0, len(data), outer=True)
+
+
+def _jp2_boxes_fault(data: bytes, pos: int, end: int, outer: bool) -> str | None:
+    while pos < end:
+        if pos + 8 > end:
+            return f"the file ends inside a JP2 box header at byte {pos:,}"
+        length, name, head = int.from_bytes(data[pos : pos + 4], "big"), data[pos + 4 : pos + 8], 8
+        if length == 1 and pos + 16 <= end:
+            length, head = int.from_bytes(data[pos + 8 : pos + 16], "big"), 16
+        elif length == 0 and outer:
+            return None  # the last box runs to the end of the file
+        shown = name.decode("latin-1")
+        if length < head:
+            return f"JP2 box '{shown}' at byte {pos:,} declares {length} bytes, less than its own header"
+        if pos + length > end:
+            return f"JP2 box '{shown}' at byte {pos:,} declares {length:,} bytes; {end - pos:,} are left"
+        if name in _JP2_SUPERBOXES:
+            inner = _jp2_boxes_fault(data, pos + head, pos + length, outer=False)
+            if inner is not None:
+                return inner
+        pos += length
+    return None
+
+
+_NETPBM_FIELDS = {b"1": 2, b"2": 3, b"3": 3, b"4": 2, b"5": 3, b"6": 3}  # width, height (, maxval)
+_NETPBM_CHANNELS = {b"5": 1, b"6": 3}
+
+
+def netpbm_layout(data: bytes) -> tuple[int, int] | None:
+    """(bytes the raster needs, where it starts) of a binary Netpbm file (P4, P5, P6), read as the
+    Netpbm format defines it: comments from `#` to the end of a line anywhere in the header, even
+    right after the magic number; (0, start) for the plain-text kinds; None if the header does not
+    parse."""
+    kind = data[1:2]
+    if data[:1] != b"P" or kind not in _NETPBM_FIELDS:
+        return None
+    fields: list[int] = []
+    pos = 2
+    while len(fields) < _NETPBM_FIELDS[kind]:
+        pos = _past_netpbm_blanks(data, pos)
+        end = pos
+        while end < len(data) and data[end : end + 1].isdigit():
+            end += 1
+        if end == pos or end - pos > 9:
+            return None
+        fields.append(int(data[pos:end]))
+        pos = end
+    if pos >= len(data) or not data[pos : pos + 1].isspace():
+        return None
+    width, height = fields[0], fields[1]
+    if kind == b"4":
+        return (width + 7) // 8 * height, pos + 1
+    if kind in _NETPBM_CHANNELS:
+        sample = 2 if fields[2] > 255 else 1
+        return width * height * _NETPBM_CHANNELS[kind] * sample, pos + 1
+    return 0, pos + 1
+
+
+def _past_netpbm_blanks(data: bytes, pos: int) -> int:
+    """Past whitespace and `#` comments (to the end of their line)."""
+    while pos < len(data):
+        if data[pos] == 0x23:
+            pos = data.find(b"\n", pos) + 1 or len(data)
+        elif data[pos : pos + 1].isspace():
+            pos += 1
+        else:
+            break
+    return pos
+
+
+def netpbm_header_fault(data: bytes) -> str | None:
+    layout = netpbm_layout(data)
+    if layout is None or len(data) - layout[1] >= layout[0]:
+        return None
+    return (
+        f"the Netpbm header promises {layout[0]:,} bytes of raster; the file holds {len(data) - layout[1]:,}"
+    )
+
+
+def netpbm_sound(data: bytes) -> str | None:
+    """Why a Netpbm file Pillow refuses is sound: its header parses as the format allows and its
+    raster is whole (Pillow's reader wants whitespace right after the magic number)."""
+    layout = netpbm_layout(data)
+    if layout is None or len(data) - layout[1] < layout[0]:
+        return None
+    return "its Netpbm header (comments allowed anywhere, even after the magic number) and raster are whole"
+
+
+_HEADER_FAULTS: dict[str, Callable[[bytes], str | None]] = {
+    "TGA": tga_header_fault, "BMP": bmp_header_fault, "JPEG2000": jp2_header_fault,
+    "PPM": netpbm_header_fault,
+}  # fmt: skip
+# Structures read whole from the file's bytes: a refusal of such a file is Pillow's limit.
+_SOUND_STRUCTURES: dict[str, Callable[[bytes], str | None]] = {"PPM": netpbm_sound}
+
+
 # --------------------------------------------------------------------------- PNG
 
 
@@ -1559,6 +1928,10 @@ def _walk_png(data: bytes, keep: bool = False) -> tuple[_ApngChunks, bytes | Non
         elif chunk_type == b"IDAT":
             if inflater is None:
                 raise _PngDamage("IDAT before IHDR: the chunk order is broken")
+            if idat.span is None:  # libpng stops ("Too many IDATs"); Pillow's load() reads no further
+                raise _PngDamage(
+                    f"IDAT chunks apart: another chunk comes between them, before byte {chunk_start:,}"
+                )
             palette.before_image_data()
             inflater.feed(body)
         elif chunk_type == b"IEND":
@@ -1611,7 +1984,8 @@ class _PaletteRules:
 
 
 class _IdatSpan:
-    """Where the IDAT chunks are: (first byte, end) when they follow each other, as the format wants."""
+    """Where the IDAT chunks are: (first byte, end) when they follow each other, as the format wants
+    (None once they are apart, which the walk reports as damage)."""
 
     def __init__(self) -> None:
         self.span: tuple[int, int] | None = None

@@ -239,13 +239,23 @@ def test_a_file_without_read_permission_is_unreadable(tmp_path: Path, capture: S
     assert probe_image_file(locked, ImageOptions(), capture).findings[0].kind == "unreadable"
 
 
-def test_only_the_first_frame_is_judged_unless_all_frames(corpus: Any, capture: StderrCapture) -> None:
+def test_a_later_frame_cut_is_found_from_the_block_walk_and_decoded_only_with_all_frames(
+    corpus: Any, capture: StderrCapture
+) -> None:
     animated = corpus.animated_gif(np.random.default_rng(5))
     cut_in_last_frame = animated[: len(animated) - 200]
     first = probe_image_bytes(cut_in_last_frame, ".gif", ImageOptions(), capture)
     every = probe_image_bytes(cut_in_last_frame, ".gif", ImageOptions(all_frames=True), capture)
-    assert {f.kind for f in first.findings} == {"multi_frame", "palette"}
-    assert any(f.kind == "corrupt" and f.detail.startswith("frame 3:") for f in every.findings)
+    assert [f.detail for f in first.findings if f.kind == "corrupt"] == [
+        "the file ends inside frame 3 (its data starts at byte 9,594)"
+    ]
+    assert {f.kind for f in probe_image_bytes(animated, ".gif", ImageOptions(), capture).findings} == {
+        "multi_frame",
+        "palette",
+    }
+    assert any(
+        f.kind == "corrupt" and f.detail.startswith("the file ends inside frame 3") for f in every.findings
+    )
 
 
 @pytest.mark.parametrize(
