@@ -52,7 +52,8 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--dataset",
         metavar="SPEC",
-        help="mymod:ds, mymod:make_ds(split='train') (literal arguments) or path/to/file.py:ds",
+        help="mymod:ds, mymod:make_ds(split='train') (literal arguments) or path/to/file.py:ds; or the "
+        "folder a Hugging Face Dataset was saved to (save_to_disk)",
     )
     add_image_arguments(group)
     group.add_argument(
@@ -73,7 +74,8 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--key-column",
         metavar="NAME",
-        help="with --parquet: the column that names each row (default: FILE#ROW)",
+        help="with --parquet, or --dataset giving a Hugging Face Dataset: the column that names each row "
+        "(default: FILE#ROW; a Dataset's FINGERPRINT#ROW)",
     )
 
 
@@ -164,7 +166,9 @@ def choose_source(args: argparse.Namespace, values: Mapping[str, Any]) -> Any:
         return _image_source(args, values)
     if args.dataset:
         unscored = {"scores": False} if values["scores"] is False else {}  # --no-scores: no image scores
-        return SourceDescription.make("dataset", args.dataset, labels=tuple(values["label"]), **unscored)
+        keyed = {"key_column": args.key_column} if args.key_column else {}  # a Hugging Face Dataset's ids
+        labels = tuple(values["label"])
+        return SourceDescription.make("dataset", args.dataset, labels=labels, **unscored, **keyed)
     raise UsageError(
         "nothing to scan: pass --dataset SPEC (e.g. --dataset mymod:ds), --images DIR or image files"
     )

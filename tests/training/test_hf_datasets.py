@@ -235,3 +235,22 @@ def test_a_stale_list_of_a_saved_folder_names_the_scan_of_that_folder(builder: A
     assert f"`datalint scan --dataset {folder}`" in str(refused.value)
     kept = hf.drop_quarantined(datasets.load_from_disk(str(folder)), tmp_path / "saved.db")
     assert len(kept) == LENGTH - len(DAMAGED)
+
+
+def test_the_command_line_scans_a_saved_folder_by_its_id_column(builder: Any, tmp_path: Path) -> None:
+    from tests.scan.scan_support import run_cli
+
+    _, build = builder
+    folder = tmp_path / "saved"
+    build().save_to_disk(str(folder))
+    db = tmp_path / "cli.db"
+    code, out, err = run_cli(
+        "scan", "--dataset", str(folder), "--key-column", "id", "--label", "label", "--num-classes", "3",
+        "--db", str(db), "--workers", "1", "--format", "json",
+    )  # fmt: skip
+    assert code == 1, err
+    document = json.loads(Path(json.loads(out)["quarantine"]).read_text())
+    assert {sample["key"] for sample in document["samples"]} == {f"photo-{i:03d}" for i in DAMAGED}
+    misspelt = ("--key-column", "nope", "--db", str(tmp_path / "n.db"))
+    code, _, err = run_cli("scan", "--dataset", str(folder), *misspelt)
+    assert code == 2 and "no column 'nope'" in err
