@@ -52,7 +52,11 @@ def dataset_source(description: SourceDescription) -> Any:
     """The source of kind "dataset": a Hugging Face Dataset (a spec giving one, or a save_to_disk
     folder) is read by `HFDatasetSource`, anything else by `DatasetSource`."""
     spec = description.spec
-    dataset = _saved_dataset(spec) if is_saved_dataset(spec) else resolve_spec(spec)
+    return source_for(description, _saved_dataset(spec) if is_saved_dataset(spec) else resolve_spec(spec))
+
+
+def source_for(description: SourceDescription, dataset: Any) -> Any:
+    """The source that reads `dataset` (resolved from the description's spec, or handed to the API)."""
     if is_hf_dataset(dataset):
         return HFDatasetSource(description, dataset)
     if description.option("key_column") is not None:

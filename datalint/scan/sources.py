@@ -132,7 +132,9 @@ def adopt_dataset(dataset: Any, labels: tuple[str, ...] = ()) -> SourceDescripti
     """
     spec = f"<{type(dataset).__module__}.{type(dataset).__qualname__} object>"
     description = SourceDescription.make("dataset", spec, labels=labels, object_id=id(dataset))
-    _BUILT[description] = DatasetSource(description, dataset)
+    from datalint.scan.hf_datasets import source_for  # a Hugging Face Dataset is read as Arrow rows
+
+    _BUILT[description] = source_for(description, dataset)
     return description
 
 

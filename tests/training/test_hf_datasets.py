@@ -254,3 +254,13 @@ def test_the_command_line_scans_a_saved_folder_by_its_id_column(builder: Any, tm
     misspelt = ("--key-column", "nope", "--db", str(tmp_path / "n.db"))
     code, _, err = run_cli("scan", "--dataset", str(folder), *misspelt)
     assert code == 2 and "no column 'nope'" in err
+
+
+def test_a_dataset_object_handed_to_the_api_is_read_as_one(builder: Any, tmp_path: Path) -> None:
+    _, build = builder
+    ds = build()
+    document = scanned(ds, tmp_path / "object.db")
+    assert {sample["key"]: sample["kinds"][0] for sample in document["samples"]} == {
+        f"{ds._fingerprint}#{index}": kind for index, kind in DAMAGED.items()
+    }
+    assert len(hf.drop_quarantined(ds, tmp_path / "object.quarantine.json")) == LENGTH - len(DAMAGED)
