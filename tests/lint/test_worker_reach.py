@@ -294,3 +294,53 @@ def test_the_same_transform_given_to_no_dataset_stays_silent(tmp_path: Path) -> 
     unused = TRAIN_FLIPS.replace('Images(["a.png"], transform=RandomFlip())', '[RandomFlip()]')
     files = {"shapes/augment.py": AUGMENT, "shapes/images.py": IMAGES, "train.py": unused}
     assert lint([write(tmp_path, files)], "DL401") == []
+
+
+CACHE = '''
+import pickle
+
+
+def read_cache(path):
+    with open(path, "rb") as f:
+        return pickle.load(f)
+'''
+
+ITEMS = '''
+import json
+
+from torch.utils.data import DataLoader, Dataset
+
+from shapes.cache import read_cache
+
+
+class Items(Dataset):
+    def __init__(self, path, cache=None):
+        if cache is not None:
+            self.items = read_cache(cache)
+        else:
+            self.items = [json.loads(line) for line in open(path)]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        return self.items[index]
+
+
+def loader(path):
+    return DataLoader(Items(path), batch_size=8, num_workers=4)
+'''
+
+
+def test_a_helper_of_another_file_the_linter_cannot_read_does_not_silence_a_list_it_can(
+    tmp_path: Path,
+) -> None:
+    findings = lint([write(tmp_path, {"shapes/cache.py": CACHE, "shapes/items.py": ITEMS})], "DL301")
+    assert [(Path(f.path).name, f.line) for f in findings] == [("items.py", 13)]
+
+
+def test_a_numpy_array_on_the_other_branch_still_silences_it(tmp_path: Path) -> None:
+    arrays = ITEMS.replace("self.items = read_cache(cache)", "self.items = np.load(cache)").replace(
+        "import json\n", "import json\n\nimport numpy as np\n"
+    )
+    assert lint([write(tmp_path, {"shapes/cache.py": CACHE, "shapes/items.py": arrays})], "DL301") == []

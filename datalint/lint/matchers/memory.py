@@ -79,6 +79,7 @@ def python_objects_copy_on_read(
     table_reads: Sequence[str] = (),
     path_calls: Sequence[str] = (),
     base_lists: Sequence[str] = (),
+    array_modules: Sequence[str] = (),
 ) -> Iterator[Match]:
     """`self.x = <list/dict of Python objects>` in a dataset, subscripted by the sample index."""
     builders = Builders(
@@ -105,6 +106,10 @@ def python_objects_copy_on_read(
             # `self.paths = paths` of a parameter defaulting to None, beside a branch that builds the
             # list when it is None: the default path builds it (a list the caller hands is the call's).
             kept = [(a, k) for a, k in zip(mine, kinds, strict=True) if k or not _optional_parameter(a)]
+            if any(k for _, k in kept):
+                # Unknown is not clean: `self.items = load_items(root)` of a helper the linter cannot
+                # read leaves the branches it can read (`[json.loads(l) for l in f]`) to decide.
+                kept = [(a, k) for a, k in kept if k or not _unread_call(module, a, array_modules)]
             # Any other assignment (np.array(...), a parameter, an unknown call) may make it an array.
             if not kept or not all(k for _, k in kept):
                 continue
@@ -120,6 +125,17 @@ def python_objects_copy_on_read(
                 fields = {"attr": attr, "kind": (kinds[0] or "").lstrip("?")}
                 yield Match(mine[0].target, fields, related=related)
     yield from _lists_handed_to_datasets(module, builders)
+
+
+def _unread_call(module: Module, assignment: SelfAssignment, array_modules: Sequence[str]) -> bool:
+    """The assignment's value is a call of another package's function that the linter cannot
+    follow (not a builtin, not a package that makes arrays, not code of this file)."""
+    value = assignment.value
+    if not isinstance(value, ast.Call) or is_self_attribute(value.func):
+        return False
+    qualified = module.qualname(value.func) or ""
+    top, dot, _rest = qualified.partition(".")
+    return bool(dot) and top not in array_modules and not top[:1].isupper()
 
 
 def _extends_itself(assignment: SelfAssignment) -> bool:
@@ -535,6 +551,8 @@ def _collect_indexed(
         elif isinstance(node, ast.For) and isinstance(node.target, ast.Name) and is_self_attribute(node.iter):
             assert isinstance(node.iter, ast.Attribute)
             aliases[node.target.id] = node.iter.attr  # `for src in self.sources: src[idx]`
+        elif isinstance(node, ast.For | ast.comprehension) and (column := _column_of(node)) is not None:
+            aliases[column[0]] = column[1]  # `{k: v[idx] for k, v in self.columns.items()}`
         elif isinstance(node, ast.For):
             tainted |= _looped_indices(module, node, tainted, maps)
         elif isinstance(node, ast.While) and _compares_index(module, node.test, tainted, maps):
@@ -549,6 +567,24 @@ def _collect_indexed(
                 found.add(attr)
         elif isinstance(node, ast.Call) and depth < 3 and is_self_attribute(node.func):
             _follow_call(module, info, node, tainted, found, depth, maps)
+
+
+def _column_of(loop: ast.For | ast.comprehension) -> tuple[str, str] | None:
+    """(the loop's value name, the attribute) for a loop over a dict's columns: `for v in
+    self.columns.values()` or `for k, v in self.columns.items()`; each `v[idx]` reads one sample."""
+    source, target = loop.iter, loop.target
+    if not (isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and not source.args):
+        return None
+    method, owner = source.func.attr, source.func.value
+    if not is_self_attribute(owner):
+        return None
+    assert isinstance(owner, ast.Attribute)
+    if method == "values" and isinstance(target, ast.Name):
+        return target.id, owner.attr
+    if method == "items" and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+        value = target.elts[1]
+        return (value.id, owner.attr) if isinstance(value, ast.Name) else None
+    return None
 
 
 def _looped_indices(module: Module, loop: ast.For, tainted: set[str], maps: frozenset[str]) -> set[str]:
