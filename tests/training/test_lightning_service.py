@@ -48,7 +48,8 @@ def test_the_list_by_url_and_the_guards_failures_from_lightnings_workers_reach_t
         url = f"{server.base}/v1/datasets/train"
         failing = {11, 26}
         loader = DataLoader(Numbered(LENGTH, frozenset(failing)), batch_size=4, shuffle=True, num_workers=2)
-        callback = QuarantineCallback(url, record=url, token=server.tokens["writer"], spool=tmp_path / "spool")
+        writer = server.tokens["writer"]
+        callback = QuarantineCallback(url, record=url, token=writer, spool=tmp_path / "spool")
         trainer(callback, 1, accelerator="cpu", devices=1).fit(Recorder(tmp_path, loader))
         trained = seen(tmp_path, 0)[0]
         quarantined = {0, 10, 20, 30}  # what the service's scan listed
