@@ -1,10 +1,10 @@
 """The optional parts of datalint and the line that installs each one.
 
-The base install is the linter alone (standard library only). `scan`, `torch`, `dask` and `service` are extras
-(pyproject.toml's `[project.optional-dependencies]`); a command or module that needs one calls
-`require(extra, what)` before doing any work, which raises `MissingExtraError` with the one line that
-installs it. Finding the modules uses `importlib.util.find_spec`, which imports nothing, so the check
-costs microseconds and a present extra is not loaded early.
+The base install is the linter alone (standard library only). `scan`, `torch`, `dask`, `service`, `parquet`,
+`hf` and `lightning` are extras (pyproject.toml's `[project.optional-dependencies]`); a command or module
+that needs one calls `require(extra, what)` before doing any work, which raises `MissingExtraError` with
+the one line that installs it. Finding the modules uses `importlib.util.find_spec`, which imports
+nothing, so the check costs microseconds and a present extra is not loaded early.
 """
 
 from __future__ import annotations
