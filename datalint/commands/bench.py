@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from typing import Any
 
 from datalint.commands.arguments import binary_size, positive_float, positive_int
@@ -64,6 +66,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--persistent-workers", action="store_true")
     parser.add_argument("--timeout", type=positive_float, default=60.0, metavar="S",
                         help="seconds a worker may take for one batch before the run fails (default: 60)")
+    known = parser.add_argument_group("a dataset with known bad samples")
+    known.add_argument("--quarantine", metavar="LIST",
+                       help="leave out the samples this list names (a quarantine.json, a binary list, a "
+                            "scan index or a `datalint serve` URL), matched to the dataset by key as "
+                            "training does")
+    known.add_argument("--guard", action="store_true",
+                       help="wrap the dataset in datalint.torch.GuardedDataset for every run, as the "
+                            "training would: samples that raise are recorded (in --record) and replaced")
     limits = parser.add_argument_group("limits (override what is read here)")
     limits.add_argument("--shm-bytes", type=binary_size, metavar="N", help="free shared memory to plan for")
     limits.add_argument("--memory-bytes", type=binary_size, metavar="N", help="memory budget to plan for")
@@ -73,7 +83,8 @@ def register(subparsers: Any) -> None:
     length.add_argument("--epochs", type=positive_int, metavar="N", help="passes over the dataset")
     length.add_argument("--steps", type=positive_int, metavar="N", help="batches")
     soak.add_argument("--record", metavar="DB",
-                      help="scan index where the guard records failing samples (default: a temporary one)")
+                      help="scan index where the guard records failing samples, with --guard or --soak "
+                           "(default: a temporary one)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--plot", metavar="SVG",
                         help="also draw throughput and memory against workers, as an SVG file")
@@ -105,25 +116,54 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--dataset {args.dataset}: the dataset is empty")
     facts = doctor.read_host()
     limits = doctor.limits_from(facts, args.shm_bytes, args.memory_bytes)
+    skip = _quarantined(args.quarantine, dataset)
+    if len(skip) >= len(dataset):
+        raise UsageError(
+            f"--quarantine {args.quarantine}: it names every sample of the dataset; nothing to measure"
+        )
     config = bench.BenchConfig(
         batch_size=args.batch_size, batches=args.batches, workers=args.workers,
         prefetch_factor=args.prefetch_factor, pin_memory=args.pin_memory,
         persistent_workers=args.persistent_workers, warmup=args.warmup, timeout=args.timeout,
-        shm_path=facts.shm.path,
+        shm_path=facts.shm.path, skip=skip, guarded=args.guard,
     )
-    progress = None if args.format == "json" else _print_progress
-    result = bench.sweep(dataset, config, limits, doctor.usable_cpus(facts), progress)
-    soak = _soak(args, dataset, config, result)
+    with tempfile.TemporaryDirectory(prefix="datalint-bench-") as scratch:
+        record = args.record or os.path.join(scratch, "guard.db")
+        if args.guard:
+            from datalint.torch import GuardedDataset
+
+            dataset = GuardedDataset(dataset, record=record, quarantine=args.quarantine)
+        progress = None if args.format == "json" else _print_progress
+        result = bench.sweep(dataset, config, limits, doctor.usable_cpus(facts), progress)
+        soak = _soak(args, dataset, config, result, record if args.guard else args.record)
+        guarded = bench.guard_failures(record) if args.guard else []
     if args.plot:
         bench.plot(result, args.plot)
     if args.format == "json":
-        _print_json(result, soak)
+        _print_json(result, soak, guarded)
     else:
         _print_text(result, soak)
+        _print_guarded(guarded, len(skip))
     return 1 if result.recommended.num_workers is None or (soak is not None and _soak_found(soak)) else 0
 
 
-def _soak(args: argparse.Namespace, dataset: Any, config: Any, result: Any) -> Any:
+def _quarantined(source: str | None, dataset: Any) -> frozenset[int]:
+    """The positions the list names in this dataset (by key where it has keys), as training applies it."""
+    if source is None:
+        return frozenset()
+    from datalint.training.samplers import resolve_quarantine
+
+    return frozenset(resolve_quarantine(source, dataset, True).index_set())
+
+
+def _print_guarded(failures: list[Any], skipped: int) -> None:
+    if skipped:
+        print(f"left out: {skipped:,} sample(s) the quarantine list names")
+    for failure in failures:
+        print(f"guard: sample {failure.index} raised and was replaced: {failure.error}")
+
+
+def _soak(args: argparse.Namespace, dataset: Any, config: Any, result: Any, record: str | None) -> Any:
     if not args.soak:
         return None
     from datalint.diagnosis import bench
@@ -136,7 +176,7 @@ def _soak(args: argparse.Namespace, dataset: Any, config: Any, result: Any) -> A
         length = f"{args.epochs} epochs" if args.epochs else f"{args.steps} steps"
         print(f"soak: num_workers={workers}, {length}", file=sys.stderr)
     progress = None if args.format == "json" else _print_segment
-    return bench.soak(dataset, config, workers, args.epochs, args.steps, args.record, progress)
+    return bench.soak(dataset, config, workers, args.epochs, args.steps, record, progress)
 
 
 def _soak_found(soak: Any) -> bool:
@@ -158,14 +198,15 @@ def _print_segment(segment: Any) -> None:
     )
 
 
-def _print_json(result: Any, soak: Any) -> None:
+def _print_json(result: Any, soak: Any, guarded: list[Any]) -> None:
     from dataclasses import asdict
 
     document = {
+        "guard_failures": [asdict(failure) for failure in guarded],
         "runs": [asdict(r) for r in result.runs],
         "recommended": asdict(result.recommended),
         "limits": asdict(result.limits),
-        "config": asdict(result.config),
+        "config": {**asdict(result.config), "skip": len(result.config.skip)},  # how many left out
         "usable_cpus": result.usable_cpus,
         "soak": asdict(soak) if soak is not None else None,
     }

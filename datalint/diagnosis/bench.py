@@ -242,6 +242,11 @@ def diagnose(text: str, exit_codes: Mapping[int, int] | None = None, printed: st
     if "exited unexpectedly" in text or any(code > 0 for code in exit_codes.values()):
         return Diagnosis(None, "a worker exited without a signal (os._exit or sys.exit in the dataset)",
                          "search the dataset and its libraries for exit calls", first, pids)
+    if _COLLATE_FAILURE.search(text):
+        return Diagnosis(None, "a batch could not be collated: its samples differ in shape or type (or one "
+                         "is None), which GuardedDataset cannot replace since no sample raised",
+                         f"{SAMPLE_FIX} (the scan reports shape_mismatch and missing fields); or a "
+                         "collate_fn that pads", first, pids)
     caught = re.search(r"Caught (\w+) in DataLoader worker process (\d+)", text)
     if caught:
         return Diagnosis(None, f"a sample raised {caught.group(1)} in worker {caught.group(2)}",
@@ -249,6 +254,31 @@ def diagnose(text: str, exit_codes: Mapping[int, int] | None = None, printed: st
                          "with `datalint scan`", first, pids)
     return Diagnosis(None, "the loader failed", "rerun with num_workers=0 to see the sample's traceback",
                      first, pids)
+
+
+# default_collate's words when the samples of a batch do not stack (torch 2.x)
+_COLLATE_FAILURE = re.compile(
+    r"stack expects each tensor to be equal size|default_collate: batch must contain tensors|"
+    r"each element in list of batch should be of equal size|\bin (?:default_)?collate\b"
+)
+SAMPLE_FIX = ("`datalint scan --dataset SPEC` names every sample that fails, and "
+              "`datalint bench --dataset SPEC --batch-size B --quarantine LIST` leaves them out of the "
+              "measurement")
+
+
+def not_again(diagnosis: Diagnosis, workers: int, config: BenchConfig | None) -> Diagnosis:
+    """The diagnosis without advice to do what this run already did: rerun with num_workers=0 when
+    it ran with 0 (the traceback is then the sample's own), wrap in GuardedDataset when it was."""
+    fix = diagnosis.fix
+    if workers == 0 and "num_workers=0" in fix:
+        fix = f"the error above is the sample's own (num_workers=0 loads in this process): {SAMPLE_FIX}"
+    if config is not None and config.guarded and "GuardedDataset" in fix:
+        fix = ("GuardedDataset only replaces samples that raise; one that loads but does not collate "
+               f"(another shape, a None) gets through it: {SAMPLE_FIX}")
+    if config is not None and config.skip and "--quarantine" in fix:
+        fix = fix.replace(SAMPLE_FIX, "`datalint scan --dataset SPEC` again: this list does not name "
+                                      "the sample (the dataset or the files changed since it was made)")
+    return diagnosis if fix == diagnosis.fix else replace(diagnosis, fix=fix)
 
 
 def _out_of_shm(text: str) -> bool:
@@ -346,6 +376,8 @@ class BenchConfig:
     timeout: float = 60.0  # seconds a worker may take for one batch
     interval: float = 0.05  # monitor sampling period
     shm_path: str = "/dev/shm"
+    skip: frozenset[int] = frozenset()  # the samples a quarantine list keeps out (`--quarantine`)
+    guarded: bool = False  # the dataset is wrapped in GuardedDataset (`--guard`)
 
     @property
     def warmup_batches(self) -> int:
@@ -396,11 +428,18 @@ class BenchResult:
     usable_cpus: int | None
 
 
-def bench_indices(length: int, batch_size: int, batches: int) -> list[int]:
-    """The sample order every run uses; wraps around a dataset shorter than the run."""
-    if length <= 0:
-        return []
-    return [i % length for i in range(batch_size * batches)]
+def bench_indices(
+    length: int, batch_size: int, batches: int, skip: frozenset[int] = frozenset()
+) -> list[int]:
+    """The sample order every run uses, without the samples in `skip` (a quarantine list's); wraps
+    around a dataset shorter than the run."""
+    allowed = (i for i in range(length) if i not in skip) if skip else range(length)
+    return list(itertools.islice(itertools.cycle(allowed), batch_size * batches))
+
+
+def epoch_indices(length: int, skip: frozenset[int] = frozenset()) -> Sequence[int]:
+    """One pass over the dataset, without the samples in `skip`."""
+    return [i for i in range(length) if i not in skip] if skip else range(length)
 
 
 @contextlib.contextmanager
@@ -427,8 +466,9 @@ def make_loader(dataset: Any, indices: Sequence[int], config: BenchConfig, worke
         )
 
 
-def _failed_run(workers: int, exc: BaseException, batches: Any, peaks: Peaks, printed: str) -> Run:
-    diagnosis = diagnose_failure(exc, batches, printed)
+def _failed_run(workers: int, exc: BaseException, batches: Any, peaks: Peaks, printed: str,
+                config: BenchConfig | None = None) -> Run:
+    diagnosis = not_again(diagnose_failure(exc, batches, printed), workers, config)
     return Run(
         workers, None, None, None, peaks.rss, peaks.pss, peaks.shm, peaks.fds, peaks.fds_all, None,
         error=diagnosis.message, diagnosis=diagnosis,
@@ -462,7 +502,7 @@ def run_once(
     `printed` returns what the workers have written to stderr so far, read only if the loader fails."""
     from datalint.scan.probes import nbytes
 
-    indices = bench_indices(len(dataset), config.batch_size, config.loaded_batches)
+    indices = bench_indices(len(dataset), config.batch_size, config.loaded_batches, config.skip)
     loader = make_loader(dataset, indices, config, workers)
     batches: Iterator[Any] = iter(())
     with Monitor(config.shm_path, config.interval) as monitor, quiet_worker_count():
@@ -485,7 +525,7 @@ def run_once(
             cpu = monitor.cpu_seconds()
             batches = iter(())  # shuts the workers down before the next run starts its own
         except Exception as exc:  # isolation boundary: one worker count; the sweep goes on
-            return _failed_run(workers, exc, batches, monitor.peaks(), printed())
+            return _failed_run(workers, exc, batches, monitor.peaks(), printed(), config)
     peaks = monitor.peaks()
     return Run(
         num_workers=workers,
@@ -737,7 +777,7 @@ def _guard(dataset: Any, record: str) -> tuple[Any, bool]:
     return GuardedDataset(dataset, record=record), True
 
 
-def _guard_failures(record: str) -> list[SampleFailure]:
+def guard_failures(record: str) -> list[SampleFailure]:
     import sqlite3
 
     from datalint.index import read
@@ -786,15 +826,16 @@ def soak(
     """Run one config for `epochs` passes (or `steps` batches) and report what drifts or dies."""
     with tempfile.TemporaryDirectory(prefix="datalint-soak-") as scratch:
         record_path = record or os.path.join(scratch, "guard.db")
-        guarded, is_guarded = _guard(dataset, record_path)
+        guarded, is_guarded = (dataset, True) if config.guarded else _guard(dataset, record_path)
         journaled = JournaledDataset(guarded, scratch)
-        plan = soak_plan(len(dataset), config.batch_size, epochs, steps)
         indices: Sequence[int] = (
-            range(len(dataset)) if epochs else bench_indices(len(dataset), config.batch_size, steps or 0)
+            epoch_indices(len(dataset), config.skip) if epochs
+            else bench_indices(len(dataset), config.batch_size, steps or 0, config.skip)
         )
+        plan = soak_plan(len(indices) if epochs else len(dataset), config.batch_size, epochs, steps)
         loader = make_loader(journaled, indices, config, workers)
         segments, death, peaks = _soak_loop(loader, plan, config, progress, scratch)
-        failures = _guard_failures(record_path) if is_guarded else []
+        failures = guard_failures(record_path) if is_guarded else []
     memory = memory_trend([s.memory_bytes for s in segments], "epoch" if epochs else "segment")
     fd_growth = segments[-1].fds - segments[0].fds if segments else 0
     return SoakResult(
