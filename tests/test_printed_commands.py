@@ -117,9 +117,10 @@ def _rendered(node: ast.AST) -> str | None:
 
 
 def _looks_like_output(argv: list[str]) -> bool:
-    # `datalint scan fixtures/demo.py:demo: 400 samples, ...` is a summary line and
+    # `datalint scan fixtures/demo.py:demo: 400 samples, ...` is a summary line,
     # "datalint docs TOPIC prints one of:" a sentence, not commands
-    return any(word.endswith(":") for word in argv[1:])
+    # ("datalint run: left running: ..." a line datalint prints, its command word with a colon)
+    return any(word.endswith(":") for word in argv)
 
 
 def from_source() -> Iterator[tuple[str, str]]:
