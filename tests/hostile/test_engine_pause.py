@@ -23,7 +23,7 @@ def test_stopping_the_whole_scan_longer_than_the_timeout_quarantines_nothing(tmp
     db = tmp_path / "p.db"
     spec = dataset(f"make(16, {str(tmp_path)!r}, pause=0.4)")
     process = start_scan(
-        "--dataset", spec, "--db", str(db), "--workers", "2", "--timeout", "3", "--progress", "none"
+        "--dataset", spec, "--db", str(db), "--workers", "2", "--timeout", "2", "--progress", "none"
     )
     try:
         deadline = time.monotonic() + 60
@@ -32,7 +32,7 @@ def test_stopping_the_whole_scan_longer_than_the_timeout_quarantines_nothing(tmp
         time.sleep(1.0)  # samples in flight in both workers
         stopped = [process.pid, *descendants(process.pid)]  # the workers are in their own process groups
         _signal_all(stopped, signal.SIGSTOP)
-        time.sleep(8)
+        time.sleep(5)  # two and a half timeouts
         _signal_all(stopped, signal.SIGCONT)
         _, stderr = process.communicate(timeout=120)
     finally:
