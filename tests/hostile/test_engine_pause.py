@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from engine_support import dataset, descendants, samples, start_scan
@@ -19,7 +20,7 @@ def _signal_all(pids: list[int], signum: int) -> None:
 
 
 @pytest.mark.slow
-def test_stopping_the_whole_scan_longer_than_the_timeout_quarantines_nothing(tmp_path) -> None:
+def test_stopping_the_whole_scan_longer_than_the_timeout_quarantines_nothing(tmp_path: Path) -> None:
     db = tmp_path / "p.db"
     spec = dataset(f"make(16, {str(tmp_path)!r}, pause=0.4)")
     process = start_scan(
