@@ -124,7 +124,10 @@ def test_ddp_on_two_cpu_ranks_sees_each_good_sample_once_per_epoch(tmp_path: Pat
     assert epochs[0][0] != epochs[1][0]  # set_epoch reached the sampler: a new order
 
 
-@pytest.mark.parametrize(("module", "hidden"), [("datalint.lightning", "lightning"), ("datalint.hf", "pyarrow")])
+MISSING = [("datalint.lightning", "lightning"), ("datalint.hf", "pyarrow")]
+
+
+@pytest.mark.parametrize(("module", "hidden"), MISSING)
 def test_a_missing_extra_is_named_with_its_install_line(module: str, hidden: str) -> None:
     code = f"import sys; sys.modules[{hidden!r}] = None\nimport {module}"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
