@@ -1436,12 +1436,14 @@ class Module:
                 method = self.method(info, name)
                 if method is not None:
                     reason = f"{info.name}.{name} (called by {held.holder})"
-                    yield WorkerFunction(method, reason, held_by=held.link)
+                    chain = _chain_related(held.chain, f"{info.name}.{name}") if held.chain else ()
+                    yield WorkerFunction(method, reason, held_by=held.link, chain=chain)
         for info in self.dataset_classes:
             for name in DATASET_METHODS:
                 method = self.method(info, name)
                 if method is not None:
                     yield WorkerFunction(method, f"{info.name}.{name}")
+            yield from self._hooks_of_bases(info)
             for value in self._stored_values(info):
                 yield from self._callables_in(value, f"stored on {info.name}")
         for call in self.calls:
@@ -1456,6 +1458,19 @@ class Module:
                     where = f"{hook} of the DataLoader at line {loader.node.lineno}"
                     for found in self._callables_in(node, where):
                         yield WorkerFunction(found.node, found.reason, loader=loader)
+
+    def _hooks_of_bases(self, info: ClassInfo) -> Iterator[WorkerFunction]:
+        """Methods of `info` that the sample methods of a base in another file call on `self`
+        (`BaseDataSet.__getitem__` calling `self._load_data(index)`): they run in the workers."""
+        own = {f.name: f for f in info.node.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+        for ref in self.project_bases_of(info):
+            base = ref.qualname.rpartition(".")[2]
+            for attribute, method in ref.summary.calls_on:
+                if method == "__call__" and attribute in own and attribute not in DATASET_METHODS:
+                    message = f"`{base}`'s sample methods call `self.{attribute}` in DataLoader workers"
+                    chain = (Related(str(ref.path), ref.summary.line, message),)
+                    reason = f"{info.name}.{attribute} (called by {base})"
+                    yield WorkerFunction(own[attribute], reason, chain=chain)
 
     def _stored_values(self, info: ClassInfo) -> Iterator[ast.expr]:
         """Right-hand sides of `self.x = ...` in the class's methods."""

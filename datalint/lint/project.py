@@ -55,7 +55,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 Fact = TypeVar("Fact")  # what a summary table records about a function, beside its line
-SUMMARY_FORMAT = 19  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
+SUMMARY_FORMAT = 20  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 _MAX_CALL_HOPS = 6  # calls from a Dataset to a function of another file, followed this far
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
@@ -95,6 +95,8 @@ class ClassSummary:
     # Calls of top-level functions (qualified) made by the code its workers run:
     # (callee, line, the method that calls it).
     worker_calls: tuple[tuple[str, int, str], ...] = ()
+    # Qualified calls its `__init__` makes (`cv2.setNumThreads(0)` there covers its subclasses).
+    init_calls: tuple[str, ...] = ()
 
 
 @record
@@ -175,6 +177,7 @@ class FileSummary:
                     list(c.list_methods),
                     [list(x) for x in c.index_hooks],
                     [list(x) for x in c.worker_calls],
+                    list(c.init_calls),
                 ]
                 for c in self.classes.values()
             ],
@@ -196,6 +199,7 @@ class FileSummary:
                 tuple(list_methods),
                 tuple((str(a), int(b)) for a, b in index_hooks),
                 tuple((str(a), int(b), str(c)) for a, b, c in worker_calls),
+                tuple(init_calls),
             )
             for (
                 name,
@@ -210,6 +214,7 @@ class FileSummary:
                 list_methods,
                 index_hooks,
                 worker_calls,
+                init_calls,
             ) in data["classes"]
         }
         return cls(
@@ -1012,6 +1017,7 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
     # A class with no sample method of its own fills hooks its base's `__getitem__` calls
     # (`_load_data(index)`): what its methods call may run in workers, `Project.learn` decides.
     running = [by_name[n] for n in sorted(reached)] or [m for m in methods if m.name != "__init__"]
+    initializers = [m for m in methods if m.name == "__init__"]
     return ClassSummary(
         node.name,
         node.lineno,
@@ -1031,6 +1037,7 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
                 for callee, line in _qualified_calls(inside, [method], qualify)
             )
         ),
+        tuple(callee for callee, _line in _qualified_calls(inside, initializers, qualify)),
     )
 
 
@@ -1743,6 +1750,28 @@ class Project:
     def held_by_dataset(self, qualname: str) -> WorkerHeld | None:
         return self._logged(("held", qualname), self._held.get(qualname))
 
+    def note_inherited_calls(self, path: Path, dataset_classes: Iterable[str]) -> None:
+        """Record the methods of bases in other files that the sample methods of the datasets of
+        `path` call on `self` (`self.load(path)` of a base's `load`): they run in the workers."""
+        summary = self.summary_of(path)
+        if summary is None:
+            return
+        resolved, _module, root, _package = self.name_of(path)
+        prefix = f"{summary.module}." if summary.module else ""
+        for name in dataset_classes:
+            info = summary.classes.get(name)
+            if info is None:
+                continue
+            called = {a for a, m in info.calls_on if m == "__call__" and a not in info.methods}
+            for ref in self.project_bases(prefix + name, root)[1:] if called else ():
+                inherited = called & set(ref.summary.methods)
+                called -= inherited
+                if not inherited or ref.path.resolve() == resolved or ref.qualname in self._held:
+                    continue
+                link = Link(name, str(path), info.line)
+                holder = f"{name} in {path}:{info.line}"
+                self._held[ref.qualname] = WorkerHeld(frozenset(inherited), holder, link, (link,))
+
     def note_worker_calls(self, path: Path, dataset_classes: Iterable[str]) -> None:
         """Record the top-level functions of other files that the worker code of the datasets of
         `path` calls, and those they call in turn: they run in the workers too."""
@@ -1897,11 +1926,13 @@ class Project:
         datasets = [
             name
             for name, info in summary.classes.items()
-            if (info.holds or info.worker_calls) and self.dataset_fact(prefix + name, root) is not None
+            if (info.holds or info.worker_calls or info.calls_on)
+            and self.dataset_fact(prefix + name, root) is not None
         ]
         if datasets:
             self.note_dataset_holdings(path, datasets)
             self.note_worker_calls(path, datasets)
+            self.note_inherited_calls(path, datasets)
 
     def start_log(self) -> None:
         """Record the cross-file answers the next file's rules rely on."""

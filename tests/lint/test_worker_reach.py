@@ -344,3 +344,71 @@ def test_a_numpy_array_on_the_other_branch_still_silences_it(tmp_path: Path) -> 
         "import json\n", "import json\n\nimport numpy as np\n"
     )
     assert lint([write(tmp_path, {"shapes/cache.py": CACHE, "shapes/items.py": arrays})], "DL301") == []
+
+
+BASE_SET = '''
+import cv2
+from torch.utils.data import Dataset
+
+
+class BaseSet(Dataset):
+    def __init__(self, files):
+        self.files = files
+
+    def __len__(self):
+        return len(self.files)
+
+    def decode(self, path):
+        return cv2.imread(path)
+'''
+
+FRAMES = '''
+from torch.utils.data import DataLoader
+
+from shapes.base_set import BaseSet
+
+
+class Frames(BaseSet):
+    def __getitem__(self, index):
+        return self.decode(self.files[index])
+
+
+loader = DataLoader(Frames(["a.png"]), batch_size=4, num_workers=4)
+'''
+
+
+def test_a_base_method_in_another_file_that_a_subclass_getitem_calls_runs_in_workers(tmp_path: Path) -> None:
+    findings = lint([write(tmp_path, {"shapes/base_set.py": BASE_SET, "shapes/frames.py": FRAMES})], "DL202")
+    assert [(Path(f.path).name, f.line) for f in findings] == [("base_set.py", 13)]
+    assert [(Path(r.path).name, r.line) for r in findings[0].related] == [("frames.py", 6)]
+
+
+def test_a_hook_a_base_getitem_in_another_file_calls_runs_in_workers_in_the_subclass(tmp_path: Path) -> None:
+    base = BASE_SET.replace("import cv2\n", "").replace(
+        "        return cv2.imread(path)",
+        "        raise NotImplementedError\n\n    def __getitem__(self, index):\n"
+        "        return self.decode(self.files[index])",
+    )
+    frames = FRAMES.replace("from torch", "import cv2\nfrom torch").replace(
+        "    def __getitem__(self, index):\n        return self.decode(self.files[index])",
+        "    def decode(self, path):\n        return cv2.imread(path)",
+    )
+    findings = lint([write(tmp_path, {"shapes/base_set.py": base, "shapes/frames.py": frames})], "DL202")
+    assert [(Path(f.path).name, f.line) for f in findings] == [("frames.py", 9)]
+    assert "call `self.decode`" in findings[-1].related[-1].message
+    # Without the loader's workers' reach into the hook, the subclass alone is silent.
+    assert lint([tmp_path / "shapes" / "base_set.py"], "DL202") == []
+
+
+def test_a_thread_limit_in_the_base_init_covers_the_hook_its_subclass_fills(tmp_path: Path) -> None:
+    limited = "        self.files = files\n        cv2.setNumThreads(0)"
+    base = BASE_SET.replace("        self.files = files", limited).replace(
+        "        return cv2.imread(path)",
+        "        raise NotImplementedError\n\n    def __getitem__(self, index):\n"
+        "        return self.decode(self.files[index])",
+    )
+    frames = FRAMES.replace("from torch", "import cv2\nfrom torch").replace(
+        "    def __getitem__(self, index):\n        return self.decode(self.files[index])",
+        "    def decode(self, path):\n        return cv2.imread(path)",
+    )
+    assert lint([write(tmp_path, {"shapes/base_set.py": base, "shapes/frames.py": frames})], "DL202") == []

@@ -405,17 +405,25 @@ def opencv_threads_in_workers(
         worker = runs_in_workers(module, call)
         if worker is None or limits.cover(module, worker):
             continue
-        if worker.chain and _limited_by_a_script(module, limit_calls):
-            continue  # reached from another file, whose script limits the threads before workers start
+        if worker.chain and _limited_elsewhere(module, worker, limit_calls):
+            continue  # reached from another file, where the threads are limited before workers start
         if first is None or (call.lineno, call.col_offset) < (first.lineno, first.col_offset):
             first = call
     if first is not None:
         yield Match(first, {"call": f"{module.segment(first.func)}(...)"})
 
 
-def _limited_by_a_script(module: Module, limit_calls: Sequence[str]) -> bool:
+def _limited_elsewhere(module: Module, worker: WorkerFunction, limit_calls: Sequence[str]) -> bool:
+    """A limit at module level of a linted file (a training script), or in the `__init__` of a
+    base in another file of the class whose method this is (it runs in the parent, like in-file)."""
     project = module.project
-    return project is not None and any(project.called_at_module_level(c) for c in limit_calls)
+    if project is None:
+        return False
+    if any(project.called_at_module_level(c) for c in limit_calls):
+        return True
+    owner = module.enclosing_class(worker.node)
+    bases = module.project_bases_of(module.class_of(owner)) if owner is not None else ()
+    return any(c in ref.summary.init_calls for ref in bases for c in limit_calls)
 
 
 @record
