@@ -1140,14 +1140,7 @@ def derive_quarantine(
         run = store.latest_run(index)
         if run is None and store.count_samples(index) == 0:
             raise UsageError(f"the index {index_path} holds no scan yet; run `datalint scan` first")
-        stored = dict(run.options.get("policy", {})) if run is not None else {}
-        if overrides.get("thresholds"):
-            scanned = [tuple(pair) for pair in stored.get("thresholds", ())]
-            overrides["thresholds"] = policy.merged_thresholds(scanned, overrides["thresholds"])
-        stored.update({name: value for name, value in overrides.items() if value is not None})
-        if kinds is not None:
-            stored["kinds"] = policy.parse_kinds(kinds)
-        options = PolicyOptions.from_dict(stored)
+        options = _policy_over_scan(str(index_path), run, kinds, dict(overrides))
         findings = _findings_of(index, options, workers)
         keys = sample_keys(index, {f.idx for f in findings if f.kind in options.kinds})
         entries = policy.quarantine_entries(findings, keys, options.kinds)
@@ -1159,3 +1152,38 @@ def derive_quarantine(
             created=store.utc_now(),
             kinds=options.kinds,
         )
+
+
+def _policy_over_scan(
+    index_path: str, run: store.RunRecord | None, kinds: Any, overrides: dict[str, Any]
+) -> PolicyOptions:
+    """The scan's policy with the verdict settings resolved over it by the one resolver
+    (`settings.layered`: what the caller gave over what the index stored over the default); the
+    policy's other fields (`against`, the factors) as given, else as the scan had them."""
+    from datalint.scan import settings as settings_
+
+    keys = settings_.verdict_keys()
+    stored = None
+    if run is not None:
+        values, limits = settings_.stored_values(run.options, keys)
+        stored = settings_.Stored(index_path, run.id, values, limits)
+    given = {name: (overrides.pop(name.replace("-", "_")), "derive_quarantine()") for name in keys
+             if overrides.get(name.replace("-", "_")) is not None}  # fmt: skip
+    if kinds is not None:
+        given["kinds"] = (kinds, "derive_quarantine()")
+    limits_given = overrides.pop(settings_.THRESHOLDS_KEY, None) or ()
+    chosen = settings_.layered(given, limits_given, "derive_quarantine()", None, keys, stored)
+    base = dict(run.options.get("policy", {})) if run is not None else {}
+    base.update({name: value for name, value in overrides.items() if value is not None})
+    resolved = chosen.values
+    return PolicyOptions.from_dict(
+        {
+            **base,
+            "kinds": policy.parse_kinds(resolved["kinds"]),
+            "num_classes": resolved["num-classes"],
+            "ignore_index": resolved["ignore-index"],
+            "max_bytes": resolved["max-bytes"],
+            "require": tuple(resolved["require"]),
+            "thresholds": chosen.thresholds,
+        }
+    )
