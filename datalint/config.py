@@ -14,15 +14,12 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from datalint import marshal_cache
 from datalint.errors import UsageError
 from datalint.files import read_regular_file
 from datalint.records import field, record, replace
-
-if TYPE_CHECKING:
-    from datalint.lint.catalog import Catalog
 
 START_METHODS: tuple[str, ...] = ("spawn", "forkserver", "fork")
 LIST_KEYS: tuple[str, ...] = ("select", "extend-select", "ignore", "exclude", "extend-exclude", "rule-paths")
@@ -465,32 +462,6 @@ class ConfigResolver:
         for visited in walked:
             self._by_folder[visited] = found
         return found
-
-
-def validate(config: Config, catalog: Catalog) -> None:
-    """Every code and prefix must name a rule; every rule option must fit its matcher."""
-    from datalint.lint.catalog import CatalogError
-
-    where = config.where
-    for key, codes in (
-        ("select", config.select or ()),
-        ("extend-select", config.extend_select),
-        ("ignore", config.ignore),
-        *((f"per-file-ignores.{pattern!r}", codes) for pattern, codes in config.per_file_ignores),
-    ):
-        for code in codes:
-            if not catalog.matching(code):
-                raise ConfigError(
-                    f"{where}: {key}: {code!r} is not a rule code or prefix (see `datalint rules`)"
-                )
-    for code, options in config.rule_options.items():
-        rule = catalog.get(code)
-        if rule is None:
-            raise ConfigError(f"{where}: rules.{code}: no such rule (see `datalint rules`)")
-        try:
-            rule.bind(options, f"{where}: rules.{code}")
-        except CatalogError as exc:
-            raise ConfigError(str(exc)) from exc
 
 
 def _mentions_datalint(path: Path) -> bool:

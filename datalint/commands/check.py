@@ -171,8 +171,7 @@ def resolver_for(args: argparse.Namespace) -> ConfigResolver:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datalint.config import validate
-    from datalint.lint.catalog import load_catalog
+    from datalint.lint.catalog import load_catalog, validate_config
     from datalint.lint.engine import Linter, LinterCache, display_path, iter_python_files
 
     args.format = FORMAT_ALIASES.get(args.format, args.format)
@@ -195,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     for config in resolver.configs:
         if config.rule_paths not in catalogs:
             catalogs[config.rule_paths] = load_catalog(config.rule_paths)
-        validate(config, catalogs[config.rule_paths])
+        validate_config(config, catalogs[config.rule_paths])
     if args.show_files:
         sys.stdout.write("".join(f"{display_path(path)}\n" for path in files))
         return 0

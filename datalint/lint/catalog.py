@@ -13,11 +13,14 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from datalint import marshal_cache
 from datalint.errors import DatalintError
 from datalint.records import field, record
+
+if TYPE_CHECKING:
+    from datalint.config import Config
 
 SEVERITIES: tuple[str, ...] = ("error", "warning", "info")
 START_METHODS: tuple[str, ...] = ("fork", "spawn", "forkserver")
@@ -369,3 +372,32 @@ def _toml() -> Any:
     import tomllib
 
     return tomllib
+
+
+def validate_config(config: Config, catalog: Catalog) -> None:
+    """Every code and prefix a configuration names must name a rule of `catalog`, and every rule
+    option must fit its matcher; a `ConfigError` naming the file and the key otherwise. (The
+    configuration is read below the linter, in datalint/config.py; what it may name is the
+    catalog's to say.)"""
+    from datalint.config import ConfigError
+
+    where = config.where
+    for key, codes in (
+        ("select", config.select or ()),
+        ("extend-select", config.extend_select),
+        ("ignore", config.ignore),
+        *((f"per-file-ignores.{pattern!r}", codes) for pattern, codes in config.per_file_ignores),
+    ):
+        for code in codes:
+            if not catalog.matching(code):
+                raise ConfigError(
+                    f"{where}: {key}: {code!r} is not a rule code or prefix (see `datalint rules`)"
+                )
+    for code, options in config.rule_options.items():
+        rule = catalog.get(code)
+        if rule is None:
+            raise ConfigError(f"{where}: rules.{code}: no such rule (see `datalint rules`)")
+        try:
+            rule.bind(options, f"{where}: rules.{code}")
+        except CatalogError as exc:
+            raise ConfigError(str(exc)) from exc
