@@ -448,6 +448,9 @@ def _unidentified_by_content(data: bytes, extension: str) -> ImageFinding:
 
     if is_svg(data[:4096]):
         return ImageFinding(UNSUPPORTED_KIND, _SVG_MISSING)
+    known = _NO_MAGIC_FORMATS.get(extension, lambda _: None)(data)
+    if known is not None:
+        return known
     fmt = Image.registered_extensions().get(extension) or _PLUGIN_ONLY_EXTENSIONS.get(extension)
     if fmt is None:
         return ImageFinding("corrupt", describe_non_image(data[:2048]))
@@ -464,6 +467,65 @@ def _unidentified_by_content(data: bytes, extension: str) -> ImageFinding:
         return ImageFinding("corrupt", f"{describe_non_image(data[:2048])}; as {fmt}: {reason}")
     return finding
 
+
+def wbmp_finding(data: bytes) -> ImageFinding | None:
+    """A WBMP (type 0, the wireless bitmap), which has no magic: `unsupported` when its header and
+    bits are whole (Pillow has no reader), `corrupt` when the file holds fewer bits than the header
+    promises, None when the bytes are no WBMP header."""
+    if len(data) < 4 or data[0] != 0 or data[1] != 0:
+        return None
+    pos, sides = 2, []
+    for _side in range(2):
+        value = 0
+        while pos < len(data) and data[pos] & 0x80 and pos < 8:
+            value, pos = (value << 7) | (data[pos] & 0x7F), pos + 1
+        if pos >= len(data):
+            return None
+        value, pos = (value << 7) | data[pos], pos + 1
+        sides.append(value)
+    width, height = sides
+    needed = (width + 7) // 8 * height
+    if not width or not height:
+        return None
+    if len(data) - pos < needed:
+        return ImageFinding(
+            "corrupt",
+            f"the WBMP header promises {needed:,} bytes of bits; the file holds {len(data) - pos:,}",
+        )
+    return ImageFinding(UNSUPPORTED_KIND, "WBMP (wireless bitmap) image: Pillow has no reader for it")
+
+
+def svgz_finding(data: bytes) -> ImageFinding | None:
+    """A gzip-compressed SVG: `unsupported` as any SVG when it inflates whole, `corrupt` when the
+    gzip stream is cut or broken; None when it is no gzip stream or holds no SVG."""
+    if data[:2] != b"\x1f\x8b":
+        return None
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        head = inflater.decompress(data, 1 << 16)
+        while inflater.unconsumed_tail and not inflater.eof:
+            inflater.decompress(inflater.unconsumed_tail, 1 << 20)
+    except zlib.error as exc:
+        return ImageFinding("corrupt", f"a gzip-compressed file (.svgz) whose stream is broken: {exc}")
+    if not inflater.eof:
+        return ImageFinding("corrupt", "a gzip-compressed file (.svgz) cut short: its stream does not end")
+    return ImageFinding(UNSUPPORTED_KIND, f"gzip-compressed {_SVG_MISSING}") if is_svg(head[:4096]) else None
+
+
+def analyze_finding(data: bytes) -> ImageFinding | None:
+    """An Analyze 7.5 / NIfTI-1 header (`.hdr`, its first field 348, the header's size)."""
+    if len(data) < 348 or 348 not in (int.from_bytes(data[:4], "little"), int.from_bytes(data[:4], "big")):
+        return None
+    return ImageFinding(
+        UNSUPPORTED_KIND,
+        "Analyze 7.5 / NIfTI-1 header (its pixels are in the .img beside it): Pillow has no reader for it",
+    )
+
+
+# Formats with no magic bytes, recognised from their name and a header read from the bytes.
+_NO_MAGIC_FORMATS: dict[str, Callable[[bytes], ImageFinding | None]] = {
+    ".wbmp": wbmp_finding, ".svgz": svgz_finding, ".hdr": analyze_finding,
+}  # fmt: skip
 
 # Formats Pillow reads only through their plugin's own `open()`, never through `Image.open`.
 _PLUGIN_ONLY_EXTENSIONS: dict[str, str] = {".wal": "WAL"}
@@ -626,6 +688,61 @@ def tiff_first_tags(data: bytes) -> dict[int, tuple[int, ...]] | None:
             int.from_bytes(values[i : i + size], endian) for i in range(0, len(values) - size + 1, size)
         )
     return tags
+
+
+def check_tiff_directories(data: bytes) -> list[ImageFinding]:
+    """The chain of a classic TIFF's directories (its pages), and each page's SubIFD chains, walked
+    from their offsets without decoding: a chain that comes back to a directory it holds, or a
+    SubIFD chain that leads back to a page, is a loop (libtiff warns "IFD looping" and stops; a
+    reader following the chain never ends), which Pillow passes while reading the first page.
+    SubIFDs listed both by tag and by their neighbour's link are no loop. An offset past the end
+    of the file is left to the decoders."""
+    order = {b"II*\x00": "little", b"MM\x00*": "big"}.get(data[:4])
+    if order is None or len(data) < 8:
+        return []
+    endian: Any = order
+    pages: list[int] = []
+    loop = _tiff_chain(data, int.from_bytes(data[4:8], endian), endian, pages, frozenset())
+    for page in pages:
+        if loop is not None:
+            break
+        count = int.from_bytes(data[page : page + 2], endian)
+        for sub in _tiff_sub_directories(data, page, count, endian):
+            loop = loop or _tiff_chain(data, sub, endian, [], frozenset(pages))
+    if loop is None:
+        return []
+    return [
+        ImageFinding(
+            "corrupt", f"the TIFF directory chain loops: it comes back to the directory at byte {loop:,}"
+        )
+    ]
+
+
+def _tiff_chain(
+    data: bytes, start: int, endian: Any, chain: list[int], ancestors: frozenset[int]
+) -> int | None:
+    """Follow next-directory links from `start`, appending each directory to `chain`; the offset a
+    loop comes back to (one already in the chain or among `ancestors`), or None."""
+    while start and len(chain) < 1 << 16:
+        if start in ancestors or start in chain:
+            return start
+        count = int.from_bytes(data[start : start + 2], endian)
+        end = start + 2 + 12 * count
+        if end + 4 > len(data):
+            return None
+        chain.append(start)
+        start = int.from_bytes(data[end : end + 4], endian)
+    return None
+
+
+def _tiff_sub_directories(data: bytes, start: int, count: int, endian: Any) -> list[int]:
+    """The offsets of a directory's SubIFDs (tag 330, LONG or IFD values)."""
+    for entry in range(start + 2, start + 2 + 12 * count, 12):
+        if int.from_bytes(data[entry : entry + 2], endian) == 330:
+            number = min(int.from_bytes(data[entry + 4 : entry + 8], endian), 256)
+            at = entry + 8 if number <= 1 else int.from_bytes(data[entry + 8 : entry + 12], endian)
+            return [int.from_bytes(data[at + 4 * i : at + 4 * i + 4], endian) for i in range(number)]
+    return []
 
 
 # BigTIFF's integer types: type -> bytes per value (SHORT, LONG, LONG8).
@@ -948,6 +1065,8 @@ def _decode(
         return "pillow", _judged_refusals(findings, im.format or "?", data, capture), None
     if im.format == "BMP":
         findings.extend(check_bmp_layout(im, data))
+    if im.format == "TIFF" and not any(f.kind in _DECIDED for f in findings):
+        findings.extend(check_tiff_directories(data))
     if im.format == "ICO" and not any(f.kind in _DECIDED for f in findings):
         findings.extend(check_ico_directory(data))
     if im.format == "GIF" and not any(f.kind in _DECIDED for f in findings):
@@ -1057,20 +1176,58 @@ def _animated(im: Image.Image) -> bool:
 
 
 def check_bmp_layout(im: Image.Image, data: bytes) -> list[ImageFinding]:
-    """What decoders forgive in a BMP but the format forbids: a top-down RLE image, palette indices
-    beyond the colours the header declares (decoders paint them black)."""
+    """What decoders forgive in a BMP but the format forbids: a top-down RLE image, runs past the end
+    of a row or of the image, palette indices beyond the colours the header declares (decoders paint
+    them black)."""
     if len(data) < 54 or int.from_bytes(data[14:18], "little") < 40:
         return []  # an OS/2 header: no compression or colour-count fields
     height = int.from_bytes(data[22:26], "little", signed=True)
     compression = int.from_bytes(data[30:34], "little")
     if height < 0 and compression in (1, 2):
         return [ImageFinding("corrupt", "a top-down BMP with RLE compression, which the format forbids")]
+    if compression in (1, 2):
+        fault = bmp_rle_fault(data, compression)
+        if fault is not None:
+            return [ImageFinding("corrupt", fault)]
     colours = int.from_bytes(data[46:50], "little")
     if im.mode == "P" and 0 < colours < 256:
         highest = im.getextrema()[1]
         if isinstance(highest, int) and highest >= colours:
             return [ImageFinding("corrupt", f"pixel index {highest} beyond the palette's {colours} colours")]
     return []
+
+
+def bmp_rle_fault(data: bytes, compression: int, cut: bool = False) -> str | None:
+    """A run-length BMP (RLE8: 1, RLE4: 2) whose runs, absolute runs or deltas reach past the end of
+    a row or past the last row: the format forbids it, Pillow and OpenCV clip it without a word
+    (bmpsuite's bad/badrle* files). With `cut`, a stream that runs out of bytes before its
+    end-of-bitmap code too (OpenCV fills the rest where Pillow refuses)."""
+    ended = "the run-length data ends before its end-of-bitmap code" if cut else None
+    width = int.from_bytes(data[18:22], "little", signed=True)
+    rows = abs(int.from_bytes(data[22:26], "little", signed=True))
+    pos, x, y = int.from_bytes(data[10:14], "little"), 0, 0
+    while pos + 1 < len(data):
+        count, value = data[pos], data[pos + 1]
+        pos += 2
+        if count:
+            x += count
+        elif value == 0:
+            x, y = 0, y + 1
+            continue
+        elif value == 1:
+            return None
+        elif value == 2:
+            if pos + 1 >= len(data):
+                return ended
+            x, y, pos = x + data[pos], y + data[pos + 1], pos + 2
+        else:
+            x += value
+            stored = value if compression == 1 else (value + 1) // 2
+            pos += stored + (stored & 1)  # absolute runs are padded to 16 bits
+        if x > width or y >= rows:
+            where = "the last row" if y >= rows else f"the end of row {y}"
+            return f"a run-length BMP whose runs reach past {where}"
+    return ended
 
 
 def check_ico_directory(data: bytes) -> list[ImageFinding]:
@@ -1628,7 +1785,7 @@ def judge_pillow_refusal(
         return finding  # a value no valid file holds, or a safety limit a hostile file trips
     if fmt in _NO_SECOND_READER:
         return finding
-    readable = opencv_reads_cleanly(data, capture)
+    readable = _declared_pixels(fmt, data) <= DEFAULT_MAX_PIXELS and opencv_reads_cleanly(data, capture)
     sound = None if readable else _SOUND_STRUCTURES.get(fmt, lambda _: None)(data)
     if sound is not None and finding.kind == "corrupt":
         return ImageFinding(
@@ -1661,6 +1818,13 @@ _DAMAGE_WORDS = re.compile(
     r"fail|broken|missing|cannot|can't",
     re.IGNORECASE,
 )
+
+
+def _declared_pixels(fmt: str, data: bytes) -> int:
+    """The pixel count a TIFF's first directory declares (0 for other formats): Pillow never opened
+    the file, so its bomb check never ran, and OpenCV would allocate what the header says."""
+    tags = tiff_first_tags(data) if fmt == "TIFF" else None
+    return _first(tags, 256, 0) * _first(tags, 257, 0) if tags else 0
 
 
 def opencv_reads_cleanly(data: bytes, capture: StderrCapture) -> bool:
@@ -1717,8 +1881,9 @@ def tga_header_fault(data: bytes) -> str | None:
 
 
 def bmp_header_fault(data: bytes) -> str | None:
-    """A BMP header the file contradicts: pixel data said to start past the end of the file, or
-    more than a row fewer bytes than an uncompressed image's rows need."""
+    """A BMP header the file contradicts: pixel data said to start past the end of the file, more
+    than a row fewer bytes than an uncompressed image's rows need, run-length data that overruns
+    the image or ends before its end-of-bitmap code."""
     if len(data) < 26:
         return f"a BMP of {len(data)} bytes: shorter than its headers"
     offset, header = int.from_bytes(data[10:14], "little"), int.from_bytes(data[14:18], "little")
@@ -1729,6 +1894,8 @@ def bmp_header_fault(data: bytes) -> str | None:
     width = int.from_bytes(data[18:22], "little", signed=True)
     height = abs(int.from_bytes(data[22:26], "little", signed=True))
     bits, compression = int.from_bytes(data[28:30], "little"), int.from_bytes(data[30:34], "little")
+    if compression in (1, 2):
+        return bmp_rle_fault(data, compression, cut=True)
     if compression not in (0, 3, 6) or width <= 0 or not 0 < bits <= 64:
         return None
     row = (width * bits + 31) // 32 * 4

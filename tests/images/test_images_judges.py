@@ -69,7 +69,7 @@ def test_a_bmp_whose_rle_stream_overruns_its_rows_is_damage_although_pillow_load
     with Image.open(io.BytesIO(broken)) as im:
         im.load()  # Pillow's verdict alone: fine
     assert "corrupt" not in _kinds(good, ".bmp", capture)
-    assert "OpenCV rejects the BMP" in _kinds(broken, ".bmp", capture)["corrupt"]
+    assert "runs reach past the end of row 1" in _kinds(broken, ".bmp", capture)["corrupt"]
 
 
 def test_a_bmp_feature_pillow_lacks_is_unsupported_an_impossible_value_is_damage(

@@ -215,3 +215,50 @@ def test_junk_between_jpeg_header_segments_is_damage_where_pillow_refuses_it(
     _pillow_refuses(refused)
     assert "unsupported" not in _findings(refused, ".jpg", capture)
     assert "corrupt" in _findings(refused, ".jpg", capture)
+
+
+# --------------------------------------------------------------------------- structure walks
+
+
+def test_a_tiff_whose_directory_chain_loops_is_damaged(capture: StderrCapture) -> None:
+    buffer = io.BytesIO()
+    Image.fromarray(_pixels()).save(buffer, "TIFF")
+    tiff = bytearray(buffer.getvalue())
+    first = struct.unpack("<I", tiff[4:8])[0]
+    count = struct.unpack("<H", tiff[first : first + 2])[0]
+    next_at = first + 2 + 12 * count
+    assert not {"corrupt", "unsupported"} & set(_findings(bytes(tiff), ".tif", capture))
+    tiff[next_at : next_at + 4] = struct.pack("<I", first)  # as libgd's test_ifd_loop_to_self.tif
+    with Image.open(io.BytesIO(bytes(tiff))) as im:
+        im.load()  # the first page loads
+    assert "directory chain loops" in _findings(bytes(tiff), ".tif", capture)["corrupt"]
+
+
+def _rle8_bmp(stream: bytes, width: int = 8, height: int = 2) -> bytes:
+    palette = b"".join(bytes((n, n, n, 0)) for n in range(256))
+    header = struct.pack("<IiiHHIIiiII", 40, width, height, 1, 8, 1, len(stream), 2835, 2835, 256, 0)
+    offset = 14 + 40 + len(palette)
+    body = header + palette + stream
+    return b"BM" + struct.pack("<IHHI", 14 + len(body), 0, 0, offset) + body
+
+
+def test_a_run_length_bmp_whose_runs_pass_the_end_of_a_row_is_damaged(capture: StderrCapture) -> None:
+    whole = _rle8_bmp(b"\x08\x10\x00\x00\x08\x20\x00\x01")  # 8 pixels, end of line, 8 pixels, end
+    assert not {"corrupt", "unsupported"} & set(_findings(whole, ".bmp", capture))
+    overrun = _rle8_bmp(b"\x0c\x10\x00\x00\x08\x20\x00\x01")  # 12 pixels in a row of 8
+    with Image.open(io.BytesIO(overrun)) as im:
+        im.load()  # Pillow clips the run without a word
+    assert "past the end of row 0" in _findings(overrun, ".bmp", capture)["corrupt"]
+
+
+def test_formats_without_magic_are_named_when_whole_and_damage_when_cut(capture: StderrCapture) -> None:
+    wbmp = b"\x00\x00\x10\x04" + bytes(8)  # 16 x 4 one-bit pixels
+    assert "WBMP" in _findings(wbmp, ".wbmp", capture)["unsupported"]
+    assert "promises 8 bytes" in _findings(wbmp[:-3], ".wbmp", capture)["corrupt"]
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"></svg>'
+    svgz = zlib.compressobj(wbits=31)
+    packed = svgz.compress(svg) + svgz.flush()
+    assert "gzip-compressed SVG" in _findings(packed, ".svgz", capture)["unsupported"]
+    assert "cut short" in _findings(packed[:-12], ".svgz", capture)["corrupt"]
+    analyze = struct.pack("<i", 348) + bytes(344)
+    assert "Analyze 7.5" in _findings(analyze, ".hdr", capture)["unsupported"]
