@@ -209,3 +209,40 @@ def test_quarantine_keeps_what_the_scan_required_until_the_file_clears_it(
     (tmp_path / "pyproject.toml").write_text("[tool.datalint.scan]\nrequire = []\n", encoding="utf-8")
     code, out, err = run_cli("quarantine", str(db))
     assert code == 0 and json.loads(out)["samples"] == [], err
+
+
+@pytest.mark.slow
+def test_a_watch_judges_new_files_with_the_settings_the_index_stored(folder: Path, tmp_path: Path) -> None:
+    import os
+    import shutil
+    import signal
+    import time
+
+    from scan_support import start_cli
+
+    images = shutil.copytree(folder, tmp_path / "images")
+    db = tmp_path / "watched.db"
+    scan(images, db, "--isolated", *FLAGS)
+    process = start_cli(
+        "watch", "--images", str(images), "--db", str(db), "--workers", "1", "--isolated", "--settle", "0.2s"
+    )
+    try:
+        shutil.copyfile(images / "dim.png", images / "dim_again.png")  # dark only under the stored 0.4
+        deadline = time.monotonic() + 120
+        while "dim_again.png" not in _listed_now(tmp_path / "watched.quarantine.json"):
+            assert time.monotonic() < deadline and process.poll() is None, "dim_again.png never listed"
+            time.sleep(0.1)
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+    assert f"settings kept from the index {db} (run " in err
+
+
+def _listed_now(path: Path) -> set[str]:
+    try:
+        return listed(path)
+    except (OSError, ValueError):  # not written yet, or being replaced
+        return set()
