@@ -37,7 +37,8 @@ except ModuleNotFoundError:
     raise
 
 from datalint.errors import DatalintError
-from datalint.scan.hf_datasets import ROW_SEPARATOR, is_saved_dataset, row_key
+from datalint.scan.hf_datasets import ROW_SEPARATOR, row_key
+from datalint.scan.sources import is_saved_dataset
 from datalint.training.fit import StaleQuarantineError, rescan_command
 from datalint.training.fit import _warn as _warn  # warns at the user's line, however deep the call
 from datalint.training.quarantine import Quarantine

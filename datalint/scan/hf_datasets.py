@@ -13,14 +13,13 @@ dataset's sample is (labels with `--label`, sizes, NaN).
 Keys: the values of `--key-column` (an id column), or `FINGERPRINT#ROW`, the row's position tied to
 the dataset's `_fingerprint`, so a list by position is never applied to another version of the
 dataset (`datalint.hf.drop_quarantined` checks it). Only a folder or a spec that gives a `Dataset`
-comes here: every other dataset keeps `DatasetSource`.
+comes here (`sources.dataset_source` decides): every other dataset keeps `DatasetSource`.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -36,8 +35,7 @@ from datalint.scan.images import (
     probe_image_file,
     warm_up_decoders,
 )
-from datalint.scan.sources import DatasetSource, SourceDescription
-from datalint.scan.specs import resolve_spec
+from datalint.scan.sources import SourceDescription
 from datalint.scan.stderr_capture import StderrCapture
 
 ROW_SEPARATOR = "#"  # the key of a row without an id column: FINGERPRINT#ROW
@@ -48,39 +46,8 @@ def row_key(fingerprint: str, row: int) -> str:
     return f"{fingerprint}{ROW_SEPARATOR}{row}"
 
 
-def dataset_source(description: SourceDescription) -> Any:
-    """The source of kind "dataset": a Hugging Face Dataset (a spec giving one, or a save_to_disk
-    folder) is read by `HFDatasetSource`, anything else by `DatasetSource`."""
-    spec = description.spec
-    return source_for(description, _saved_dataset(spec) if is_saved_dataset(spec) else resolve_spec(spec))
-
-
-def source_for(description: SourceDescription, dataset: Any) -> Any:
-    """The source that reads `dataset` (resolved from the description's spec, or handed to the API)."""
-    if is_hf_dataset(dataset):
-        return HFDatasetSource(description, dataset)
-    if description.option("key_column") is not None:
-        raise UsageError(
-            f"--key-column is for a Hugging Face dataset (or --parquet); {description.spec} gives a"
-            f" {type(dataset).__name__}, whose keys come from its datalint_key(i) method or samples list"
-        )
-    return DatasetSource(description, dataset)
-
-
-def is_hf_dataset(dataset: Any) -> bool:
-    """A `datasets.Dataset`, told without importing `datasets` (a spec that gives one imported it)."""
-    module = sys.modules.get("datasets")
-    dataset_class = getattr(module, "Dataset", None)
-    return isinstance(dataset_class, type) and isinstance(dataset, dataset_class)
-
-
-def is_saved_dataset(spec: str) -> bool:
-    """Whether `spec` is a folder `save_to_disk` wrote (a Dataset's, or a DatasetDict's)."""
-    folder = Path(spec)
-    return folder.is_dir() and ((folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file())
-
-
-def _saved_dataset(spec: str) -> Any:
+def saved_dataset(spec: str) -> Any:
+    """The Dataset a save_to_disk folder holds (a DatasetDict's folder is refused, naming its splits)."""
     from datalint.extras import require
 
     require("hf", "scanning a saved Hugging Face dataset")
@@ -92,6 +59,7 @@ def _saved_dataset(spec: str) -> Any:
             f" --dataset {folder / (splits[0] if splits else 'train')}"
         )
     return _datasets().load_from_disk(str(folder))
+
 
 
 def _datasets() -> Any:

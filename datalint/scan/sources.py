@@ -20,6 +20,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from datalint.errors import UsageError
@@ -32,7 +33,7 @@ from datalint.scan.stderr_capture import StderrCapture
 _perf_counter = time.perf_counter  # bound once: a sample replacing time.perf_counter times only itself
 
 SOURCE_KINDS: dict[str, str] = {
-    "dataset": "datalint.scan.hf_datasets:dataset_source",  # DatasetSource, or a Hugging Face Dataset's
+    "dataset": "datalint.scan.sources:dataset_source",  # DatasetSource, or a Hugging Face Dataset's
     "images": "datalint.scan.images:ImageFilesSource",
     "webdataset": "datalint.scan.webdataset:WebDatasetSource",
     "parquet": "datalint.scan.parquet:ParquetSource",
@@ -125,6 +126,45 @@ def forget_source(description: SourceDescription) -> None:
         _BUILT.pop(description, None)
 
 
+def dataset_source(description: SourceDescription) -> Any:
+    """The source of kind "dataset": a Hugging Face Dataset (a spec giving one, or a save_to_disk
+    folder) is read by `hf_datasets.HFDatasetSource`, anything else by `DatasetSource`."""
+    spec = description.spec
+    if is_saved_dataset(spec):
+        from datalint.scan.hf_datasets import saved_dataset
+
+        return source_for(description, saved_dataset(spec))
+    return source_for(description, resolve_spec(spec))
+
+
+def source_for(description: SourceDescription, dataset: Any) -> Any:
+    """The source that reads `dataset` (resolved from the description's spec, or handed to the API).
+    The Hugging Face reader (and the image judging it uses) is imported only for such a dataset."""
+    if is_hf_dataset(dataset):
+        from datalint.scan.hf_datasets import HFDatasetSource
+
+        return HFDatasetSource(description, dataset)
+    if description.option("key_column") is not None:
+        raise UsageError(
+            f"--key-column is for a Hugging Face dataset (or --parquet); {description.spec} gives a"
+            f" {type(dataset).__name__}, whose keys come from its datalint_key(i) method or samples list"
+        )
+    return DatasetSource(description, dataset)
+
+
+def is_hf_dataset(dataset: Any) -> bool:
+    """A `datasets.Dataset`, told without importing `datasets` (a spec that gives one imported it)."""
+    module = sys.modules.get("datasets")
+    dataset_class = getattr(module, "Dataset", None)
+    return isinstance(dataset_class, type) and isinstance(dataset, dataset_class)
+
+
+def is_saved_dataset(spec: str) -> bool:
+    """Whether `spec` is a folder `save_to_disk` wrote (a Dataset's, or a DatasetDict's)."""
+    folder = Path(spec)
+    return folder.is_dir() and ((folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file())
+
+
 def adopt_dataset(dataset: Any, labels: tuple[str, ...] = ()) -> SourceDescription:
     """Describe a dataset object handed to the Python API and keep it for this process.
 
@@ -132,8 +172,6 @@ def adopt_dataset(dataset: Any, labels: tuple[str, ...] = ()) -> SourceDescripti
     """
     spec = f"<{type(dataset).__module__}.{type(dataset).__qualname__} object>"
     description = SourceDescription.make("dataset", spec, labels=labels, object_id=id(dataset))
-    from datalint.scan.hf_datasets import source_for  # a Hugging Face Dataset is read as Arrow rows
-
     _BUILT[description] = source_for(description, dataset)
     return description
 
