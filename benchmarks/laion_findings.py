@@ -40,8 +40,8 @@ from typing import Any
 from laion_common import in_fresh_process, peak_rss_mib
 
 from datalint.index import store
+from datalint.index.shards import merge_shard_indexes
 from datalint.scan import hash_partitions, policy, summaries, summary_findings
-from datalint.scan.shards import merge_shard_indexes
 
 SIGNATURE = json.dumps({"type": "dict", "fields": {
     "image": {"type": "Tensor", "shape": [3, 224, 224], "dtype": "torch.uint8"}, "label": {"type": "int"}}},

@@ -6,7 +6,7 @@ an info JSON: ~250 bytes per row in the index). Three measurements on ROWS rows:
 1. one writer (`store.write_samples`, batches of 2,000) into one index: today's path;
 2. WORKERS processes writing SHARDS per-shard index files in parallel (same schema), as the
    workers of a sharded scan would;
-3. `datalint.scan.shards.merge_shard_indexes` of those files into one index: time (copy, then
+3. `datalint.index.shards.merge_shard_indexes` of those files into one index: time (copy, then
    the secondary indexes) and the merging process's peak RSS;
 4. the population summaries (datalint/scan/summaries.py): each file's, as its writer computes it
    (`--generate sql` files get theirs the same way), their merge (read from the files, tree
@@ -40,8 +40,8 @@ from typing import Any
 from laion_common import in_fresh_process, peak_rss_mib
 
 from datalint.index import store
+from datalint.index.shards import merge_shard_indexes
 from datalint.scan import policy, summaries
-from datalint.scan.shards import merge_shard_indexes
 
 BATCH = 2000
 

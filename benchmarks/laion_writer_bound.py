@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from datalint.index import store
+from datalint.index.shards import merge_shard_indexes
 from datalint.scan import summaries
-from datalint.scan.shards import merge_shard_indexes
 
 BATCH = 2000
 

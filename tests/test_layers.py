@@ -52,8 +52,6 @@ KNOWN_SQL = {
     "datalint/scan/policy.py",
     "datalint/scan/quality.py",
     "datalint/scan/reader.py",
-    "datalint/scan/shard_writers.py",
-    "datalint/scan/shards.py",
     "datalint/scan/summaries.py",
     "datalint/scan/summary_findings.py",
     "datalint/scan/watch.py",

@@ -37,10 +37,11 @@ from typing import Any
 
 from datalint.errors import UsageError
 from datalint.index import read, store
+from datalint.index.shards import KEEP_RUN_IDS, merge_shard_indexes
 from datalint.scan import runner, summaries
 from datalint.scan.progress import outcome
 from datalint.scan.runner import EngineError, RunnerOptions
-from datalint.scan.shards import KEEP_RUN_IDS, SHARDED_KINDS, merge_shard_indexes, split_by_shard
+from datalint.scan.shards import SHARDED_KINDS, split_by_shard
 from datalint.scan.sources import ScanWarning, SourceDescription, build_source
 
 MODES = ("auto", "on", "off")
@@ -155,7 +156,7 @@ def write_shard(
 
 def _checked(counter: summaries.Summarizer, connection: Any) -> summaries.PopulationSummary:
     """The counted summary, or, where a sample's row was written twice (replaced), the file's own."""
-    (rows,) = connection.execute("SELECT count(*) FROM samples").fetchone()
+    rows = store.count_samples(connection)
     return counter.summary() if rows == counter.samples else summaries.summarize(connection)
 
 
@@ -211,7 +212,7 @@ def recover(index_path: str | Path, *, rescan: bool) -> MergedFiles:
 def _readable(path: Path) -> bool:
     try:
         with contextlib.closing(read.connect(path)) as db:
-            db.execute("SELECT count(*) FROM samples").fetchone()
+            store.count_samples(db)
             return bool(db.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION)
     except sqlite3.DatabaseError:
         return False

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from datalint.index import store
-from datalint.scan.shards import ShardMergeError, merge_shard_indexes
+from datalint.index.shards import ShardMergeError, merge_shard_indexes
 from tests.scan.scan_support import run_cli, spec
 
 

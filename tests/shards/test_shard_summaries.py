@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from datalint.index import store
+from datalint.index.shards import merge_shard_indexes
 from datalint.scan import policy, summaries
-from datalint.scan.shards import merge_shard_indexes
 
 SIGNATURES: list[dict[str, Any] | None] = [
     {"type": "dict", "fields": {

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from datalint.index import store
+from datalint.index.shards import merge_shard_indexes
 from datalint.scan import hash_partitions, policy, summaries, summary_findings
-from datalint.scan.shards import merge_shard_indexes
 from tests.shards.test_shard_summaries import SIGNATURES, shard_file
 
 SHARED_DIGESTS = [f"{n:02x}" * 32 for n in range(12)]  # content hashes planted in several shards
