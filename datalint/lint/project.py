@@ -55,7 +55,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 Fact = TypeVar("Fact")  # what a summary table records about a function, beside its line
-SUMMARY_FORMAT = 20  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
+SUMMARY_FORMAT = 21  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 _MAX_CALL_HOPS = 6  # calls from a Dataset to a function of another file, followed this far
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
@@ -97,6 +97,9 @@ class ClassSummary:
     worker_calls: tuple[tuple[str, int, str], ...] = ()
     # Qualified calls its `__init__` makes (`cv2.setNumThreads(0)` there covers its subclasses).
     init_calls: tuple[str, ...] = ()
+    # Classes built inside what `self.<attr> = Callee(...)` stores (`Compose([Resize(...)])`):
+    # (attr, qualified class). When the attribute is called, they are called too.
+    holds_within: tuple[tuple[str, str], ...] = ()
 
 
 @record
@@ -178,6 +181,7 @@ class FileSummary:
                     [list(x) for x in c.index_hooks],
                     [list(x) for x in c.worker_calls],
                     list(c.init_calls),
+                    [list(x) for x in c.holds_within],
                 ]
                 for c in self.classes.values()
             ],
@@ -200,6 +204,7 @@ class FileSummary:
                 tuple((str(a), int(b)) for a, b in index_hooks),
                 tuple((str(a), int(b), str(c)) for a, b, c in worker_calls),
                 tuple(init_calls),
+                tuple((str(a), str(b)) for a, b in holds_within),
             )
             for (
                 name,
@@ -215,6 +220,7 @@ class FileSummary:
                 index_hooks,
                 worker_calls,
                 init_calls,
+                holds_within,
             ) in data["classes"]
         }
         return cls(
@@ -961,6 +967,9 @@ def absolute_module(module: str, is_package: bool, level: int, name: str | None)
     return ".".join(base)
 
 
+# What calling an object runs: a transform's `__call__`, a module's `forward`.
+CALLABLE_METHODS: frozenset[str] = frozenset({"__call__", "forward"})
+
 # Methods a DataLoader worker calls on a Dataset; what they call on `self` runs there too.
 SAMPLE_METHODS: tuple[str, ...] = ("__getitem__", "__getitems__", "__iter__", "__next__")
 
@@ -968,6 +977,7 @@ SAMPLE_METHODS: tuple[str, ...] = ("__getitem__", "__getitems__", "__iter__", "_
 def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.AST], str]) -> ClassSummary:
     methods = [item for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)]
     holds: dict[str, str] = {}
+    within: set[tuple[str, str]] = set()
     own_calls: dict[str, set[str]] = {}  # method -> methods of self it calls
     attr_calls: dict[str, set[tuple[str, str]]] = {}  # method -> (attr, method) called on self.attr
     for method in methods:
@@ -991,6 +1001,7 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
             if stored and (callee := qualify(value.func)):
                 for attribute in stored:
                     holds[attribute] = callee
+                    within.update((attribute, inner) for inner in _built_within(value, qualify))
         for call in inside.of(method, ast.Call):
             func = call.func
             if not isinstance(func, ast.Attribute):
@@ -1038,7 +1049,19 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
             )
         ),
         tuple(callee for callee, _line in _qualified_calls(inside, initializers, qualify)),
+        tuple(sorted(within)),
     )
+
+
+def _built_within(call: ast.Call, qualify: Callable[[ast.AST], str]) -> set[str]:
+    """The CapWords callees built inside a call's arguments (`Compose([Resize(s), Crop(c)])`)."""
+    found = set()
+    for part in (*call.args, *(k.value for k in call.keywords)):
+        for node in ast.walk(part):
+            callee = qualify(node.func) if isinstance(node, ast.Call) else ""
+            if callee and callee.rpartition(".")[2][:1].isupper():
+                found.add(callee)
+    return found
 
 
 def _index_hooks(
@@ -1702,19 +1725,31 @@ class Project:
             called: dict[str, set[str]] = {}
             for attribute, method in info.calls_on:
                 called.setdefault(attribute, set()).add(method)
-            for attribute, callee in info.holds:
-                methods = called.get(attribute)
-                if not methods:
+            held = [(attr, callee, frozenset(called.get(attr, ()))) for attr, callee in info.holds]
+            # A class built inside a held value (a transform in a Compose) is called when it is.
+            held += [(attribute, callee, CALLABLE_METHODS) for attribute, callee in info.holds_within]
+            for attribute, callee, methods in held:
+                if not methods or not called.get(attribute):
                     continue
                 for ref in self._classes_built_by(callee, root):
-                    if ref.path == resolved:
+                    link = Link(name, str(path), info.line)
+                    kept = methods & set(ref.summary.methods)
+                    self._follow_held_calls(ref, kept, link)
+                    if ref.path == resolved or not kept:
                         continue  # in the same file: the file's own analysis covers it
                     holder = f"{name} in {path}:{info.line}"
                     previous = self._held.get(ref.qualname)
-                    merged = methods | (previous.methods if previous else set())
-                    self._held[ref.qualname] = WorkerHeld(
-                        frozenset(merged), holder, Link(name, str(path), info.line)
-                    )
+                    merged = kept | (previous.methods if previous else set())
+                    self._held[ref.qualname] = WorkerHeld(frozenset(merged), holder, link)
+
+    def _follow_held_calls(self, ref: ClassRef, methods: frozenset[str], link: Link) -> None:
+        """The top-level functions the held methods of a class call run in the workers too."""
+        base = ref.qualname.rpartition(".")[2]
+        seen: set[str] = set()
+        for callee, line, method in ref.summary.worker_calls:
+            if method in methods:
+                calls = ((callee, line),)
+                self._follow_worker_calls(f"{base}.{method}", ref.path, ref.source_root, calls, (link,), seen)
 
     def _classes_built_by(self, callee: str, root: Path) -> list[ClassRef]:
         """The project class `callee` names, or the classes a project factory function of that

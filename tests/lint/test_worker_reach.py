@@ -412,3 +412,64 @@ def test_a_thread_limit_in_the_base_init_covers_the_hook_its_subclass_fills(tmp_
         "    def decode(self, path):\n        return cv2.imread(path)",
     )
     assert lint([write(tmp_path, {"shapes/base_set.py": base, "shapes/frames.py": frames})], "DL202") == []
+
+
+FUNCTIONAL = '''
+import cv2
+
+
+def resize_clip(clip, size):
+    return [cv2.resize(frame, size) for frame in clip]
+'''
+
+VIDEO_TRANSFORMS = '''
+import shapes.functional as F
+
+
+class Compose:
+    def __init__(self, transforms):
+        self.transforms = transforms
+
+    def __call__(self, clip):
+        for transform in self.transforms:
+            clip = transform(clip)
+        return clip
+
+
+class Resize:
+    def __init__(self, size):
+        self.size = size
+
+    def __call__(self, clip):
+        return F.resize_clip(clip, self.size)
+'''
+
+CLIPS = '''
+import numpy as np
+from torch.utils.data import Dataset
+
+from shapes import video_transforms
+
+
+class Clips(Dataset):
+    def __init__(self, paths):
+        self.paths = paths
+        self.transform = video_transforms.Compose([video_transforms.Resize((224, 224))])
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, index):
+        return self.transform(np.load(self.paths[index]))
+'''
+
+
+def test_a_transform_in_a_compose_a_dataset_holds_reaches_a_helper_of_a_third_file(tmp_path: Path) -> None:
+    files = {"shapes/functional.py": FUNCTIONAL, "shapes/video_transforms.py": VIDEO_TRANSFORMS}
+    findings = lint([write(tmp_path, {**files, "shapes/clips.py": CLIPS})], "DL202")
+    assert [(Path(f.path).name, f.line) for f in findings] == [("functional.py", 5)]
+    chain = [(Path(r.path).name, r.message) for r in findings[0].related]
+    assert chain == [
+        ("clips.py", "`Clips` calls `Resize.__call__` here, in DataLoader workers"),
+        ("video_transforms.py", "`Resize.__call__` calls `resize_clip` here, in DataLoader workers"),
+    ]
