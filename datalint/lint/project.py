@@ -1276,7 +1276,7 @@ class Project:
         # through factory functions (`build_dataset()` returning `build_panoptic()` returning
         # `Panoptic(...)`).
         self.loaded: set[str] = set()
-        # Qualified calls that module-level statements of the linted files make.
+        # Qualified calls that module-level statements and top-level functions of the linted files make.
         self.top_calls: set[str] = set()
         self._handed: dict[str, tuple[HandOver, ...]] = {}  # see `handed_to_datasets`
         self._learnt: set[Path] = set()
@@ -1886,8 +1886,8 @@ class Project:
         return self._logged(("handed", qualname), self._handed.get(qualname, ()))
 
     def called_at_module_level(self, qualname: str) -> bool:
-        """Whether a module-level statement of a linted file calls `qualname` (a script's
-        `cv2.setNumThreads(0)`, run in the parent before any worker starts)."""
+        """Whether a module-level statement or a top-level function of a linted file calls
+        `qualname` (a script's `cv2.setNumThreads(0)`, its `main()`'s, a `worker_init_fn`'s)."""
         return self._logged(("top-call", qualname), qualname in self.top_calls)
 
     def _loaded_classes(self, callee: str, root: Path, depth: int) -> list[ClassRef]:
@@ -1951,6 +1951,7 @@ class Project:
             return
         self.note_subclasses(path)
         self.top_calls.update(summary.top_calls)
+        self.top_calls.update(callee for _line, calls in summary.functions.values() for callee, _at in calls)
         if summary.handed:
             self.note_hand_overs(path)
         for callee in summary.loaded_callees:

@@ -473,3 +473,15 @@ def test_a_transform_in_a_compose_a_dataset_holds_reaches_a_helper_of_a_third_fi
         ("clips.py", "`Clips` calls `Resize.__call__` here, in DataLoader workers"),
         ("video_transforms.py", "`Resize.__call__` calls `resize_clip` here, in DataLoader workers"),
     ]
+
+
+def test_a_worker_init_fn_of_another_file_limiting_opencv_threads_covers_the_helpers(tmp_path: Path) -> None:
+    hooks = '''
+    import cv2
+
+
+    def limit_threads(worker_id):
+        cv2.setNumThreads(0)
+    '''
+    files = {"shapes/sets.py": SETS, "shapes/io.py": IO, "shapes/img.py": IMG, "shapes/hooks.py": hooks}
+    assert lint([write(tmp_path, files)], "DL202") == []

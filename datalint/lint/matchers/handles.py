@@ -414,8 +414,9 @@ def opencv_threads_in_workers(
 
 
 def _limited_elsewhere(module: Module, worker: WorkerFunction, limit_calls: Sequence[str]) -> bool:
-    """A limit at module level of a linted file (a training script), or in the `__init__` of a
-    base in another file of the class whose method this is (it runs in the parent, like in-file)."""
+    """A limit at module level or in a top-level function of a linted file (a training script, its
+    `main()`, a `worker_init_fn`: which workers it reaches is not known, so it may be these), or in
+    the `__init__` of a base in another file of the class whose method this is (as in one file)."""
     project = module.project
     if project is None:
         return False
