@@ -46,15 +46,10 @@ _SQL = re.compile(
 KNOWN_SQL = {
     "datalint/scan/api.py",
     "datalint/scan/changes.py",
-    "datalint/scan/hash_groups.py",
-    "datalint/scan/hash_index.py",
     "datalint/scan/images.py",
     "datalint/scan/policy.py",
-    "datalint/scan/quality.py",
-    "datalint/scan/reader.py",
     "datalint/scan/summaries.py",
     "datalint/scan/summary_findings.py",
-    "datalint/scan/watch.py",
 }
 
 

@@ -26,14 +26,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from datalint.index import groups as stored_groups
 from datalint.index import store
 from datalint.scan import quality
 from datalint.scan.hash_index import popcount
 
-_CREATE = (
-    "CREATE TABLE IF NOT EXISTS hash_groups (key PRIMARY KEY, phash TEXT NOT NULL, grp INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS hash_group_radius (radius INTEGER NOT NULL)",
-)
 _CHUNK = 32  # new hashes compared with all at once (32 x 1M uint64: 256 MB at most per step)
 
 Grouping = Callable[[Sequence[tuple[int, str, str]], Any, int], list[list[int]]]
@@ -70,20 +67,12 @@ def _keys_name_images(db: Any, keys: list[str]) -> bool:
     """True when every scored image has a key of its own (the groups are stored by key)."""
     if len(set(keys)) != len(keys):
         return False
-    unkeyed = db.execute("SELECT 1 FROM samples WHERE key IS NULL LIMIT 1").fetchone()
-    return unkeyed is None
+    return not stored_groups.any_unkeyed(db)
 
 
 def _stored(db: Any, radius: int) -> dict[str, tuple[str, int]] | None:
     """key -> (phash, group label) as the last scan stored them for this radius, or None."""
-    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not {"hash_groups", "hash_group_radius"} <= tables:
-        return None
-    stored_radius = db.execute("SELECT radius FROM hash_group_radius").fetchone()
-    if stored_radius is None or stored_radius[0] != radius:
-        return None
-    rows = db.execute("SELECT key, phash, grp FROM hash_groups")
-    return {key if type(key) is str else str(store.read_key(key)): (phash, grp) for key, phash, grp in rows}
+    return stored_groups.stored(db, radius)
 
 
 def _regroup(
@@ -286,16 +275,8 @@ def _store_all(
     for members in groups:
         for member in members:
             labels[member] = members[0]
-    with store.transaction(db):
-        for statement in _CREATE:
-            db.conn.execute(statement)
-        db.conn.execute("DELETE FROM hash_groups")
-        db.conn.execute("DELETE FROM hash_group_radius")
-        db.conn.execute("INSERT INTO hash_group_radius VALUES (?)", [radius])
-        db.conn.executemany(
-            "INSERT INTO hash_groups VALUES (?, ?, ?)",
-            ((store.stored_key(key), digest, labels[p]) for p, (_idx, key, digest) in enumerate(ordered)),
-        )
+    rows = ((store.stored_key(key), digest, labels[p]) for p, (_idx, key, digest) in enumerate(ordered))
+    stored_groups.store_all(db, rows, radius)
 
 
 def _store_changes(
@@ -314,6 +295,4 @@ def _store_changes(
             rows.append((store.stored_key(key), digest, label))
     if not gone and not rows:
         return
-    with store.transaction(db):
-        db.conn.executemany("DELETE FROM hash_groups WHERE key = ?", gone)
-        db.conn.executemany("INSERT OR REPLACE INTO hash_groups VALUES (?, ?, ?)", rows)
+    stored_groups.store_changes(db, gone, rows)

@@ -39,7 +39,7 @@ SEARCH_FACTOR = 8
 CANDIDATE_S = 30e-9  # per candidate pair: gather, XOR, popcount, compare
 BRUTE_S = 3e-9  # per pair by brute force (one vectorised row at a time)
 ROW_S = 10e-6  # per row by brute force
-PARALLEL_S = 3.0  # modelled seconds past which the self-join runs in one process per core
+PARALLEL_S = 3.0  # modelled seconds past which the self-join is run in one process per core
 BRUTE_MAX = 5_000_000  # pairs: past this brute force is never planned (a join holds them all at once)
 
 

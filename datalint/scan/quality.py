@@ -4,7 +4,7 @@ Everything here is a pure function of pixels or of numbers already in the index.
 pixels its decoder already produced (`score_pixels`, from the reduced JPEG decode, the image data a
 PNG's check inflated, or the image Pillow loaded), so scoring costs a resize and a few array
 passes, never a second decode. The parent
-turns the stored raw scores into findings after the scan (`quality_findings`), with thresholds
+turns the stored raw scores into the findings after the scan (`quality_findings`), with thresholds
 computed over the whole index, so `datalint quarantine` re-judges them without rescanning.
 
 The scores (all stored under `samples.info.quality`, and in the `scores` view):

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from datalint.index import read
+from datalint.index import read, tables
 from datalint.index.store import IndexFileError
 from datalint.scan.quality import SCORE_NAMES
-
-_SCORED_SAMPLES = """
-SELECT idx, key, info FROM samples WHERE json_extract(info, '$.quality') IS NOT NULL ORDER BY idx
-"""
 
 
 class IndexReader:
@@ -36,21 +33,14 @@ class IndexReader:
 
     def samples(self) -> Any:
         """One row per sample: idx, key, status, the error's type and message, and `info` decoded."""
-        rows = self._rows(
-            "SELECT idx, key, status, error_type, error_message, info FROM samples ORDER BY idx"
-        )
+        rows = self._rows(tables.samples)
         for row in rows:
             row["info"] = json.loads(row["info"]) if row["info"] else {}
         return self._table(rows, ["idx", "key", "status", "error_type", "error_message", "info"])
 
     def findings(self, kind: str | None = None) -> Any:
         """idx, key, kind, detail, quarantine (bool), optionally of one kind only."""
-        where, parameters = ("WHERE f.kind = ?", [kind]) if kind else ("", [])
-        rows = self._rows(
-            "SELECT f.idx, s.key, f.kind, f.detail, f.quarantine FROM findings f "
-            f"LEFT JOIN samples s ON s.idx = f.idx {where} ORDER BY f.idx, f.kind",
-            parameters,
-        )
+        rows = self._rows(lambda connection: tables.findings(connection, kind))
         for row in rows:
             row["quarantine"] = bool(row["quarantine"])
         return self._table(rows, ["idx", "key", "kind", "detail", "quarantine"])
@@ -58,7 +48,7 @@ class IndexReader:
     def scores(self) -> Any:
         """idx, key, width, height and the raw quality scores of every scored image."""
         rows = []
-        for idx, key, text in self._connection.execute(_SCORED_SAMPLES):
+        for idx, key, text in tables.scored_samples(self._connection):
             info = json.loads(text)
             rows.append(
                 {
@@ -80,9 +70,9 @@ class IndexReader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _rows(self, query: str, parameters: list[Any] | None = None) -> list[dict[str, Any]]:
+    def _rows(self, table: Callable[[sqlite3.Connection], sqlite3.Cursor]) -> list[dict[str, Any]]:
         try:
-            cursor = self._connection.execute(query, parameters or [])
+            cursor = table(self._connection)
         except sqlite3.DatabaseError as exc:
             raise IndexFileError(f"{self.path} is not a usable datalint index: {exc}") from None
         names = [column[0] for column in cursor.description]

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datalint.index import read, store
+from datalint.index import changes as index_changes
+from datalint.index import read
 from datalint.scan import api
 from datalint.scan.sources import SourceDescription
 
@@ -330,16 +331,11 @@ def _indexed_keys(db: Path) -> set[str] | None:
     scan, folders that could not be listed)."""
     try:
         with read.reading(db, timeout=5) as connection:
-            last = connection.execute(
-                "SELECT length FROM runs WHERE kind != 'guard' ORDER BY id DESC LIMIT 1"
-            )
-            length = last.fetchone()
-            # A name that is not UTF-8 is stored as its bytes: read it back as the listing gives it.
-            keys = [store.read_key(row[0]) for row in connection.execute("SELECT key FROM samples")]
+            length, keys = index_changes.last_listing(connection)
     except sqlite3.Error:
         return None
     named = {key for key in keys if key is not None and not key.endswith("/")}
-    if length is None or length[0] != len(keys) or len(named) != len(keys):
+    if length is None or length != len(keys) or len(named) != len(keys):
         return None  # unkeyed samples, or folders that could not be listed: walk instead
     return named
 
