@@ -55,7 +55,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 Fact = TypeVar("Fact")  # what a summary table records about a function, beside its line
-SUMMARY_FORMAT = 21  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
+SUMMARY_FORMAT = 22  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 _MAX_CALL_HOPS = 6  # calls from a Dataset to a function of another file, followed this far
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
@@ -302,7 +302,8 @@ class HandOver:
     """A module-level value of one file handed to a Dataset's constructor in another file."""
 
     keyword: str  # the argument's keyword, "" when positional
-    link: Link  # the Dataset class's name, and the call's place
+    link: Link  # the Dataset class's (or DataLoader's) name, and the call's place
+    to_loader: bool = False  # handed to a DataLoader that may start workers (`collate_fn=`)
 
 
 # ---- known third-party bases -----------------------------------------------------------------------
@@ -533,6 +534,8 @@ def _handed_imports(
     for call in inside.every(ast.Call):
         if not (call.args or call.keywords) or not (callee := qualify(call.func)):
             continue
+        if callee.endswith(".DataLoader") and not _may_start_workers(call):
+            continue  # its hooks run in the training process: anything may be handed to them
         given = [("", a) for a in call.args] + [(k.arg, k.value) for k in call.keywords if k.arg]
         for keyword, value in given:
             if isinstance(value, ast.Name) and value.id in imports:
@@ -1855,7 +1858,10 @@ class Project:
             return
         root = self.name_of(path)[2]
         for value, callee, keyword, line, built in summary.handed:
-            if self.dataset_fact(callee, root) is None:
+            to_loader = callee.endswith(".DataLoader") or self.loader_fact(callee, root) is not None
+            if not to_loader and self.dataset_fact(callee, root) is None:
+                continue
+            if built and to_loader:
                 continue
             if built:
                 self._note_handed_class(value, callee, path, root, line)
@@ -1865,7 +1871,7 @@ class Project:
                 continue
             defining, name, _defined_in = found
             qualname = f"{defining.module}.{name}" if defining.module else name
-            given = HandOver(keyword, Link(callee.rpartition(".")[2], str(path), line))
+            given = HandOver(keyword, Link(callee.rpartition(".")[2], str(path), line), to_loader)
             if given not in self._handed.get(qualname, ()):
                 self._handed[qualname] = (*self._handed.get(qualname, ()), given)
 

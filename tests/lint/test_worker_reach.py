@@ -485,3 +485,38 @@ def test_a_worker_init_fn_of_another_file_limiting_opencv_threads_covers_the_hel
     '''
     files = {"shapes/sets.py": SETS, "shapes/io.py": IO, "shapes/img.py": IMG, "shapes/hooks.py": hooks}
     assert lint([write(tmp_path, files)], "DL202") == []
+
+
+COLLATE = '''
+import torch
+
+stack = lambda batch: torch.stack(batch)
+'''
+
+TRAIN_COLLATE = '''
+from torch.utils.data import DataLoader
+
+from shapes.collate import stack
+from shapes.images import Images
+
+if __name__ == "__main__":
+    loader = DataLoader(Images(["a.png"]), batch_size=8, num_workers={workers}, collate_fn=stack)
+    for batch in loader:
+        pass
+'''
+
+
+def test_a_module_level_lambda_another_file_passes_as_collate_fn_is_reported_where_it_is_defined(
+    tmp_path: Path,
+) -> None:
+    train = TRAIN_COLLATE.format(workers=4)
+    files = {"shapes/collate.py": COLLATE, "shapes/images.py": IMAGES, "train.py": train}
+    findings = lint([write(tmp_path, files)], "DL101")
+    assert [(Path(f.path).name, f.line) for f in findings] == [("collate.py", 3)]
+    assert [(Path(r.path).name, r.line) for r in findings[0].related] == [("train.py", 7)]
+
+
+def test_the_same_lambda_for_a_loader_without_workers_stays_silent(tmp_path: Path) -> None:
+    train = TRAIN_COLLATE.format(workers=0)
+    files = {"shapes/collate.py": COLLATE, "shapes/images.py": IMAGES, "train.py": train}
+    assert lint([write(tmp_path, files)], "DL101") == []

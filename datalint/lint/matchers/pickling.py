@@ -31,7 +31,7 @@ from datalint.lint.module import (
     Related,
     self_attribute_writes,
 )
-from datalint.lint.project import Link
+from datalint.lint.project import HandOver, Link
 
 FunctionDefs = (ast.FunctionDef, ast.AsyncFunctionDef)
 # Methods through which a class decides itself what pickling keeps.
@@ -236,6 +236,16 @@ def unpicklable_loader_callable(
                     {"argument": name, "what": what, "define": define},
                     start_method=loader_start_method(module, loader),
                 )
+    for lambda_node, name, handed in _module_lambdas_handed(module):
+        hooks = [h for h in handed if h.to_loader and h.keyword in arguments]
+        if hooks:
+            what = f"the module-level lambda `{name}` (defined here)"
+            fields = {"argument": hooks[0].keyword, "what": what, "define": "define it with `def`"}
+            related = tuple(
+                Related(h.link.path, h.link.line, f"`{name}` is the `{h.keyword}` of this `{h.link.name}`")
+                for h in hooks
+            )
+            yield Match(lambda_node, fields, related=related)
 
 
 _SCRIPT_DEFINE = "define it as a module-level function"
@@ -271,28 +281,39 @@ def unpicklable_dataset_attribute(
     yield from _handed_from_here(module, stored_keywords)
 
 
-def _handed_from_here(module: Module, stored_keywords: Sequence[str]) -> Iterator[Match]:
-    """A module-level lambda of this file that another file hands to a Dataset's constructor as
-    an argument it keeps: reported here, at the definition, with the hand-over as related place."""
+def _module_lambdas_handed(module: Module) -> Iterator[tuple[ast.Lambda, str, tuple[HandOver, ...]]]:
+    """The module-level lambdas of this file that other linted files hand to a Dataset's
+    constructor or a DataLoader, with those hand-overs."""
     if module.project is None or not module.module_name:
         return
     for statement in module.tree.body:
         if not (isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Lambda)):
             continue
         for target in statement.targets:
-            if not isinstance(target, ast.Name):
-                continue
-            handed = module.project.handed_to_datasets(module.qualified_prefix + target.id)
-            kept = [h for h in handed if h.keyword in stored_keywords or "transform" in h.keyword]
-            if kept:
-                link = kept[0].link
-                where = f"`{link.name}(...)` ({display(link)})"
-                what = f"the module-level lambda `{target.id}` (defined here)"
-                related = tuple(
-                    Related(h.link.path, h.link.line, f"`{target.id}` is handed to `{h.link.name}(...)` here")
-                    for h in kept
-                )
-                yield Match(statement.value, _stored(module, where, what), related=related)
+            if isinstance(target, ast.Name):
+                handed = module.project.handed_to_datasets(module.qualified_prefix + target.id)
+                if handed:
+                    yield statement.value, target.id, handed
+
+
+def _kept_keyword(keyword: str, stored_keywords: Sequence[str]) -> bool:
+    return keyword in stored_keywords or "transform" in keyword
+
+
+def _handed_from_here(module: Module, stored_keywords: Sequence[str]) -> Iterator[Match]:
+    """A module-level lambda of this file that another file hands to a Dataset's constructor as
+    an argument it keeps: reported here, at the definition, with the hand-over as related place."""
+    for lambda_node, name, handed in _module_lambdas_handed(module):
+        kept = [h for h in handed if not h.to_loader and _kept_keyword(h.keyword, stored_keywords)]
+        if kept:
+            link = kept[0].link
+            where = f"`{link.name}(...)` ({display(link)})"
+            what = f"the module-level lambda `{name}` (defined here)"
+            related = tuple(
+                Related(h.link.path, h.link.line, f"`{name}` is handed to `{h.link.name}(...)` here")
+                for h in kept
+            )
+            yield Match(lambda_node, _stored(module, where, what), related=related)
 
 
 def _stored(module: Module, where: str, what: str) -> dict[str, str]:
