@@ -39,8 +39,11 @@ except ModuleNotFoundError:
 from datalint.errors import DatalintError
 from datalint.scan.hf_datasets import ROW_SEPARATOR, row_key
 from datalint.scan.sources import is_saved_dataset
-from datalint.training.fit import StaleQuarantineError, rescan_command
-from datalint.training.fit import _warn as _warn  # warns at the user's line, however deep the call
+from datalint.training.fit import (
+    StaleQuarantineError,
+    rescan_command,
+    warn_at_caller,  # warns at the user's line, however deep the call
+)
 from datalint.training.quarantine import Quarantine
 from datalint.webdataset import ListSource, load_list
 
@@ -95,7 +98,7 @@ def _by_row(ds: Any, quarantine: Quarantine, strict: bool) -> npt.NDArray[np.int
     message = _other_fingerprint(quarantine, listed, current)
     if strict:
         raise StaleQuarantineError(message)
-    _warn(f"{message}; applying it by position anyway (strict=False)")
+    warn_at_caller(f"{message}; applying it by position anyway (strict=False)")
     return np.asarray(quarantine.indices[quarantine.indices < len(ds)], dtype=np.int64)
 
 
@@ -194,21 +197,21 @@ def _judge_match(
     moved = int(np.count_nonzero(found & (positions != np.asarray(quarantine.indices))))
     missing = int(np.count_nonzero(~found))
     if moved or missing:
-        _warn(
+        warn_at_caller(
             f"{quarantine.source}: {moved} of {len(quarantine)} quarantined rows are no longer at the"
             f" position the list gives; matched them by {key_column!r}"
             + (f", {missing} keys are no longer in the dataset" if missing else "")
             + ". Rescan to check rows added since the list was made"
         )
     elif quarantine.fingerprint is not None and quarantine.fingerprint != column_fingerprint(values):
-        _warn(
+        warn_at_caller(
             f"{quarantine.source}: the dataset changed since the list was made (its keys' fingerprint"
             " differs); every quarantined row is still at its position, so the list applies."
             " Rescan to check the rows that changed"
         )
     shared = dropped - int(np.count_nonzero(found))
     if shared > 0:
-        _warn(
+        warn_at_caller(
             f"{quarantine.source}: {shared} more rows than listed share a quarantined {key_column!r}"
             " value, so the list cannot say which one it means: all of them are left out. Give each row"
             " its own key, then rescan"

@@ -51,8 +51,12 @@ from torch.utils.data import (
 
 from datalint.errors import UsageError
 from datalint.training.guard import GuardedDataset, OnError
-from datalint.training.samplers import QuarantineSource, quarantine_filter, resolve_quarantine
-from datalint.training.samplers import _good_indices as good_indices  # "every index but these", one home
+from datalint.training.samplers import (
+    QuarantineSource,
+    good_indices,  # "every index but these", one home
+    quarantine_filter,
+    resolve_quarantine,
+)
 
 __all__ = ["GoodSamples", "QuarantineCallback", "quarantined_loader"]
 

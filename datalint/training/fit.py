@@ -79,7 +79,7 @@ def fit_quarantine(quarantine: Quarantine, dataset: Any, *, strict: bool = True)
             f"{message}. Rescan this dataset{_scan_hint(quarantine)} to make a list for it, or pass"
             " strict=False to apply this one anyway (indices past the end are ignored)"
         )
-    _warn(f"{message}; applying it anyway (strict=False)")
+    warn_at_caller(f"{message}; applying it anyway (strict=False)")
     return quarantine.restricted_to(quarantine.indices < length)
 
 
@@ -111,7 +111,7 @@ def _agreeing_reader(quarantine: Quarantine, dataset: Any, length: int, reader: 
         return reader  # the common case costs a read per listed sample, not a pass over the dataset
     for name, other in _path_readers(dataset, length):
         if other is not reader and _any_found(listed, length, other):
-            _warn(
+            warn_at_caller(
                 f"{quarantine.source}: its keys are the files' paths, and {type(dataset).__name__} names its"
                 f" samples otherwise; matched the list by {name}"
             )
@@ -181,7 +181,7 @@ def _fit_by_key(quarantine: Quarantine, length: int, reader: KeyReader) -> Quara
         # added or replaced since the scan were never checked, which the user should hear about.
         changes = _differences(quarantine, length, reader)
         if changes:
-            _warn(
+            warn_at_caller(
                 f"{quarantine.source}: the dataset changed since the list was made ({'; '.join(changes)});"
                 " every quarantined sample is still at its index, so the list applies."
                 " Rescan to check the samples that changed"
@@ -191,7 +191,7 @@ def _fit_by_key(quarantine: Quarantine, length: int, reader: KeyReader) -> Quara
     found = [(index, wanted[key]) for index in range(length) if (key := reader(index)) in wanted]
     missing = len(wanted) - len({position for _, position in found})
     _warn_shared_keys(quarantine, found)
-    _warn(
+    warn_at_caller(
         f"{quarantine.source}: {moved} of {len(quarantine)} quarantined samples are no longer at the index"
         f" the list gives (dataset length {length}, list length {quarantine.length}); matched them by key"
         + (f", {missing} keys are no longer in the dataset" if missing else "")
@@ -217,7 +217,7 @@ def _warn_shared_keys(quarantine: Quarantine, found: list[tuple[int, int]]) -> N
         return
     key, count = max(shared, key=lambda pair: pair[1])
     more = f" (and {len(shared) - 1} more keys)" if len(shared) > 1 else ""
-    _warn(
+    warn_at_caller(
         f"{quarantine.source}: the key {key!r} names {count} samples of the dataset{more}, so the list"
         f" cannot say which one it means: all {count} are left out. Give each sample its own key"
         " (datalint_key), then rescan"
@@ -257,9 +257,9 @@ def rescan_command(made_for: str | None) -> str:
     return f"datalint scan --dataset {shlex.quote(made_for)}"
 
 
-def _warn(message: str) -> None:
+def warn_at_caller(message: str, category: type[Warning] = StaleQuarantineWarning) -> None:
     """Warn at the user's line (the first caller outside datalint), however deep the call came from."""
     frame, level = sys._getframe(0), 1
     while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("datalint."):
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, StaleQuarantineWarning, stacklevel=level)
+    warnings.warn(message, category, stacklevel=level)

@@ -32,13 +32,11 @@ import math
 import os
 import queue
 import socket
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
-import warnings
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -363,12 +361,11 @@ def _fitted(quarantine: Any, dataset: Any, strict: bool) -> Any:
 
 
 def _warn_user(message: str) -> None:
-    """Warn once, at the user's line (the first caller outside datalint). Only a warning: logging it
-    too printed it twice, as the warning and through logging's last-resort handler."""
-    frame, level = sys._getframe(0), 1
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("datalint."):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, RemoteListWarning, stacklevel=level)
+    """Warn once, at the user's line. Only a warning: logging it too printed it twice, as the warning
+    and through logging's last-resort handler."""
+    from datalint.training.fit import warn_at_caller
+
+    warn_at_caller(message, RemoteListWarning)
 
 
 def _same_on_every_rank(choose: Callable[[], Chosen]) -> Chosen:

@@ -57,7 +57,7 @@ def resolve_quarantine(quarantine: QuarantineSource, dataset: Sized, strict: boo
     return fit_quarantine(loaded, dataset, strict=strict)
 
 
-def _good_indices(length: int, quarantine: Quarantine) -> IndexArray:
+def good_indices(length: int, quarantine: Quarantine) -> IndexArray:
     """Every index of the dataset except the quarantined ones, in order, in the smallest dtype."""
     keep = np.ones(length, dtype=np.bool_)
     keep[quarantine.indices] = False
@@ -127,7 +127,7 @@ class QuarantineSampler(Sampler[int]):
         if self.order == "lazy":
             self._map = _good_index_map(len(self.data_source), quarantine)
         else:
-            self._good = _good_indices(len(self.data_source), quarantine)
+            self._good = good_indices(len(self.data_source), quarantine)
 
     def refresh(self) -> bool:
         """Reload the list if its file changed since it was loaded; True when it did.
@@ -241,7 +241,7 @@ class DistributedQuarantineSampler(Sampler[int]):
             self._map = _good_index_map(len(self.dataset), quarantine)
             good = self._map.good
         else:
-            self._good = _good_indices(len(self.dataset), quarantine)
+            self._good = good_indices(len(self.dataset), quarantine)
             good = len(self._good)
         self.num_samples = self._samples_per_rank(good)
         self.total_size = self.num_samples * self.num_replicas
