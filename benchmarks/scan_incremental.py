@@ -224,11 +224,13 @@ for module, name, label in [
 ]:
     timed(module, name, label)
 import os
-from datalint.scan import images, store
+from datalint.index import changes as index_changes
+from datalint.index import store
+from datalint.scan import images
 for module, name, label in [] if not os.environ.get("DATALINT_FINE_PHASES") else [
     (images, "list_image_files", "    listing: the walk"),
     (changes, "take_recorded_states", "    recorded states"),
-    (changes, "_renumber_by_rewrite", "    renumbering by rewrite"),
+    (index_changes, "_renumber_by_rewrite", "    renumbering by rewrite"),
     (changes, "record_added_files", "    recording added files' states"),
     (changes, "record_files", "    recording measured files' states"),
     (policy, "quality_rows", "    reading the images' scores"),
@@ -406,7 +408,8 @@ def run_sharded(args: argparse.Namespace, work: Path) -> None:
 _POLICY_CHILD = """
 import shutil, sys, time
 from pathlib import Path
-from datalint.scan import policy, store
+from datalint.index import store
+from datalint.scan import policy
 
 source, copy, repeat = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 options = policy.PolicyOptions()
@@ -518,7 +521,8 @@ def _measuring_seconds(folder: Path, db: Path, workers: int) -> float:
 _WALK_CHILD = """
 import resource, sys, time
 from pathlib import Path
-from datalint.scan import changes, store
+from datalint.index import store
+from datalint.scan import changes
 from datalint.scan.images import list_image_files
 
 def rss():

@@ -45,7 +45,6 @@ _SQL = re.compile(
 # Files outside datalint/index/ that still hold SQL naming an index table (each to move into index/).
 KNOWN_SQL = {
     "datalint/scan/api.py",
-    "datalint/scan/changes.py",
     "datalint/scan/images.py",
     "datalint/scan/policy.py",
     "datalint/scan/summaries.py",

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import json
 import os
-import re
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -31,16 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from datalint.index import changes as index
 from datalint.index import store
+from datalint.index.changes import drop_current, record_added_files, record_files
 from datalint.scan import summaries
 
-_TABLE_NAME = "current_samples"
-_TABLE = f"temp.{_TABLE_NAME}"
-_REMOVED = "temp.removed_positions"
+__all__ = ["drop_current", "record_added_files", "record_files"]  # the index's, as a scan calls them
+
 _BATCH = 5000
 _READ_PIECE = 1 << 20
-
-_SCANNED = "s.run_id IN (SELECT id FROM runs WHERE kind != 'guard')"
 
 
 @dataclass(frozen=True)
@@ -230,22 +227,11 @@ def as_int64(nanoseconds: int) -> int:
 def take_recorded_states(db: Any, root: Path, verify_content: bool = False) -> int:
     """Give the unstated current samples the state recorded when they were measured, so only the
     stat'ed ones can differ; a file with no recorded state is stat'ed now. Returns how many were."""
-    with store.transaction(db):
-        db.conn.execute(
-            f"UPDATE {_TABLE} SET size = f.size, mtime_ns = f.mtime_ns, inode = f.inode,"
-            " ctime_ns = f.ctime_ns, content = f.content,"
-            f" stated = 1 FROM sample_files f WHERE f.key = {_TABLE_NAME}.key AND {_TABLE_NAME}.stated = 0"
-        )
-    missing = [row[0] for row in db.execute(f"SELECT key FROM {_TABLE} WHERE stated = 0")]
+    missing = index.take_recorded_states(db)
     base = os.fspath(root)
     states = ((*_stat_row(base, str(store.read_key(key)), verify_content), key) for key in missing)
     for batch in _batches(states):
-        with store.transaction(db):
-            db.conn.executemany(
-                f"UPDATE {_TABLE} SET size = ?, mtime_ns = ?, inode = ?, ctime_ns = ?, content = ?,"
-                " stated = 1 WHERE key = ?",
-                batch,
-            )
+        index.set_states(db, batch)
     return len(missing)
 
 
@@ -255,40 +241,22 @@ def take_recorded_states(db: Any, root: Path, verify_content: bool = False) -> i
 
 def load_current(db: Any, rows: Iterable[tuple[Any, ...]]) -> str | None:
     """Fill the temporary table of current samples; returns why the keys cannot be followed, or None."""
-    with store.transaction(db):
-        db.conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, pos INTEGER NOT NULL, size INTEGER,"
-            " mtime_ns INTEGER, inode INTEGER, ctime_ns INTEGER, content TEXT,"
-            " stated INTEGER NOT NULL DEFAULT 1)"
-        )
-        db.conn.execute(f"DELETE FROM {_TABLE}")
+    index.create_current(db)
     total = 0
     for batch in _batches(rows):  # one transaction per batch: the stat walk never holds the lock long
         if any(row[0] is None for row in batch):
             return "some samples have no key"
-        with store.transaction(db):
-            db.conn.executemany(_INSERT_CURRENT, batch)
+        index.add_current(db, batch)
         total += len(batch)
-    kept = db.execute(f"SELECT COUNT(*) FROM {_TABLE}").fetchone()[0]
+    kept = index.count_current(db)
     if kept != total:
         return f"{total - kept:,} key(s) name more than one sample"
-    duplicated = db.execute(
-        f"SELECT s.key FROM samples s WHERE {_SCANNED} GROUP BY s.key HAVING COUNT(*) > 1 LIMIT 1"
-    ).fetchone()
+    duplicated = index.duplicated_key(db)
     if duplicated is not None:
-        return f"the index has several samples with key {duplicated[0]!r}"
-    unkeyed = db.execute(f"SELECT 1 FROM samples s WHERE s.key IS NULL AND {_SCANNED} LIMIT 1").fetchone()
-    if unkeyed is not None:
+        return f"the index has several samples with key {duplicated!r}"
+    if index.any_unkeyed(db):
         return "the index holds samples measured without keys"
     return None
-
-
-# A current sample's rowid is its position + 1, so the few an incremental scan measures are found
-# by rowid, not by a pass over every current sample.
-_INSERT_CURRENT = (
-    f"INSERT OR IGNORE INTO {_TABLE} (rowid, key, pos, size, mtime_ns, inode, ctime_ns, content, stated) "
-    "VALUES (?2 + 1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
-)
 
 
 def _batches(rows: Iterable[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
@@ -302,44 +270,22 @@ def _batches(rows: Iterable[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]
         yield batch
 
 
-_ADDED = f"""
-SELECT c.pos FROM {_TABLE} c
-WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.key = c.key AND {_SCANNED})
-"""
-# A file whose recorded state is missing (an index from before states were kept) counts as
-# changed: measuring it again is the only way to know. A ctime recorded before it was kept (NULL)
-# is unknown and not compared; one recorded is, as a write in place can keep size, inode and mtime
-# (and `utime` sets the mtime back) but always sets the ctime. A recorded content hash (or, for an
-# undamaged image, the scan's own sha256) is compared only when this walk computed one.
-_CHANGED = f"""
-SELECT c.pos FROM {_TABLE} c
-JOIN samples s ON s.key = c.key AND {_SCANNED}
-LEFT JOIN sample_files f ON f.key = c.key
-WHERE f.key IS NULL OR f.size IS NOT c.size OR f.mtime_ns IS NOT c.mtime_ns OR f.inode IS NOT c.inode
-   OR (f.ctime_ns IS NOT NULL AND f.ctime_ns IS NOT c.ctime_ns)
-   OR (c.content IS NOT NULL AND c.content IS NOT coalesce(f.content, json_extract(s.info, '$.sha256')))
-"""
-_REMOVED_WHERE = f"(key IS NULL OR key NOT IN (SELECT key FROM {_TABLE}))"
-_MOVED = f"SELECT COUNT(*) FROM samples s JOIN {_TABLE} c ON c.key = s.key WHERE s.idx != c.pos"
-
-
 def compare(db: Any, *, files: bool, option_clauses: Iterable[tuple[str, list[Any]]] = ()) -> Changes:
     """The changes between the loaded current samples and the index (nothing is written)."""
-    added = [row[0] for row in db.execute(_ADDED)]
-    changed = [row[0] for row in db.execute(_CHANGED)] if files else []
-    removed = db.execute(f"SELECT COUNT(*) FROM samples WHERE {_REMOVED_WHERE}").fetchone()[0]
-    moved = db.execute(_MOVED).fetchone()[0]
+    added = index.added(db)
+    changed = index.changed(db) if files else []
+    removed = index.removed_count(db)
+    moved = index.moved_count(db)
     already = set(added) | set(changed)
     options: set[int] = set()
     for where, params in option_clauses:
-        query = f"SELECT c.pos FROM samples s JOIN {_TABLE} c ON c.key = s.key WHERE {_SCANNED} AND ({where})"
-        options.update(row[0] for row in db.execute(query, params))
+        options.update(index.selected(db, where, params))
     options -= already
     return Changes(
         added=len(added),
         changed=len(changed),
-        removed=int(removed),
-        moved=int(moved),
+        removed=removed,
+        moved=moved,
         remeasured=len(options),
         todo=tuple(sorted(already | options)),
     )
@@ -353,7 +299,7 @@ def without_unsettled(db: Any, found: Changes, settle: float) -> Changes:
     # By the ctime where known: the kernel's clock sets it, so a file whose mtime lies in the future
     # (a skewed clock, an archive's dates) is not held back for ever.
     written = "coalesce(ctime_ns, mtime_ns)"
-    recent = {row[0] for row in db.execute(f"SELECT pos FROM {_TABLE} WHERE {written} > ?", [cutoff])}
+    recent = index.written_after(db, written, cutoff)
     if not recent:
         return found
     todo = tuple(position for position in found.todo if position not in recent)
@@ -365,190 +311,14 @@ def without_unsettled(db: Any, found: Changes, settle: float) -> Changes:
 
 
 def apply(db: Any, run_id: int, moved: int | None = None) -> None:
-    """In one transaction: removed samples go to `sample_history`, kept ones to their new positions.
+    """In one transaction: removed samples go to `sample_history`, kept ones to their new positions;
+    the index's population summary loses the removed rows with them.
 
     Findings move with their samples, so the index stays consistent if the scan stops before its
     findings are derived again. `moved`: the count `compare` found, when nothing wrote since (the
     removed samples take no part in it, so it holds after they are gone).
     """
-    with store.transaction(db):
-        # The removed positions found by one pass over the index; the statements below then touch
-        # only their rows, by primary key, instead of each testing every row against the source.
-        db.conn.execute(f"CREATE TABLE IF NOT EXISTS {_REMOVED} (idx INTEGER PRIMARY KEY)")
-        db.conn.execute(f"DELETE FROM {_REMOVED}")
-        db.conn.execute(f"INSERT INTO {_REMOVED} SELECT idx FROM samples WHERE {_REMOVED_WHERE}")
-        db.conn.execute(
-            "INSERT INTO sample_history (key, idx, status, kinds, measured_run, left_run, left_at, reason) "
-            "SELECT s.key, s.idx, s.status, (SELECT group_concat(f.kind, ',') FROM findings f "
-            f"WHERE f.idx = s.idx), s.run_id, ?, ?, 'removed' "
-            f"FROM {_REMOVED} r JOIN samples s ON s.idx = r.idx",
-            [run_id, store.utc_now("milliseconds")],
-        )
-        db.conn.execute(f"DELETE FROM findings WHERE idx IN (SELECT idx FROM {_REMOVED})")
-        # The population summary the index keeps (a large scan's) loses the removed rows with them.
-        summaries.take_away(db.conn, f"WHERE idx IN (SELECT idx FROM {_REMOVED})")
-        db.conn.execute(f"DELETE FROM samples WHERE idx IN (SELECT idx FROM {_REMOVED})")
-        db.conn.execute(f"DELETE FROM {_REMOVED}")
-        db.conn.execute(f"DELETE FROM sample_files WHERE key NOT IN (SELECT key FROM {_TABLE})")
-        if moved is None:
-            moved = db.execute(_MOVED).fetchone()[0]
-        total = db.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
-        if moved > _REWRITE_ABOVE * total:
-            _renumber_by_rewrite(db)
-        elif moved:
-            _renumber(db, db.execute(_MOVES).fetchall())  # (old, new), in the order of the old positions
-
-
-# A share of moved rows above which the samples table is written anew in position order: a row
-# moved in place costs a b-tree delete and insert (~15-20 µs), an appended one ~2 µs.
-_REWRITE_ABOVE = 0.1
-
-
-def _renumber_by_rewrite(db: Any) -> None:
-    """Give every kept row its new position by copying the table in the new order (one pass, no
-    Python object per row); findings move first, by a join, through negative positions."""
-    moved = f"FROM samples s JOIN {_TABLE} c ON c.key = s.key WHERE findings.idx = s.idx AND s.idx != c.pos"
-    db.conn.execute(f"UPDATE findings SET idx = -1 - c.pos {moved}")
-    db.conn.execute("UPDATE findings SET idx = -1 - idx WHERE idx < 0")
-    columns = [row[1] for row in db.execute("PRAGMA main.table_info(samples)")]
-    table_sql = db.execute(
-        "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = 'samples'"
-    ).fetchone()[0]
-    indexes = [
-        row[0]
-        for row in db.execute(
-            "SELECT sql FROM main.sqlite_master WHERE type = 'index' AND tbl_name = 'samples'"
-            " AND sql IS NOT NULL"
-        )
-    ]
-    db.conn.execute("DROP TABLE IF EXISTS main.samples_renumbered")
-    db.conn.execute(re.sub(r"\bsamples\b", "samples_renumbered", table_sql, count=1))
-    others = ", ".join(f"s.{name}" for name in columns[1:])
-    # Every kept row has a current sample (the removed ones are gone): read them from the table of
-    # current samples, which holds them in position order (CROSS JOIN keeps that loop outermost),
-    # so the copy appends rows with no sort of the whole table.
-    names = ", ".join(columns)
-    db.conn.execute(
-        f"INSERT INTO samples_renumbered ({names}) SELECT c.pos, {others} "
-        f"FROM {_TABLE} c CROSS JOIN samples s ON s.key = c.key"
-    )
-    copied = db.execute("SELECT COUNT(*) FROM samples_renumbered").fetchone()[0]
-    if copied != db.execute("SELECT COUNT(*) FROM samples").fetchone()[0]:  # a row no current sample names
-        db.conn.execute("DELETE FROM samples_renumbered")
-        db.conn.execute(
-            f"INSERT INTO samples_renumbered ({names}) SELECT coalesce(c.pos, s.idx), {others} "
-            f"FROM samples s LEFT JOIN {_TABLE} c ON c.key = s.key ORDER BY 1"
-        )
-    # The old table's rows are all in the new one: zeroing its pages as they are freed (builds
-    # with secure_delete on, as Debian's, do by default) writes the whole table once more for
-    # nothing kept secret.
-    secure = db.execute("PRAGMA secure_delete").fetchone()[0]
-    db.conn.execute("PRAGMA secure_delete = 0")
-    try:
-        db.conn.execute("DROP TABLE samples")
-    finally:
-        db.conn.execute(f"PRAGMA secure_delete = {int(secure)}")
-    db.conn.execute("PRAGMA legacy_alter_table = ON")  # a user's view on `samples` is left as it is
-    try:
-        db.conn.execute("ALTER TABLE samples_renumbered RENAME TO samples")
-    finally:
-        db.conn.execute("PRAGMA legacy_alter_table = OFF")
-    for statement in indexes:
-        db.conn.execute(statement)
-
-
-_REBUILD_INDEXES_ABOVE = 5000
-_MOVES = (
-    f"SELECT s.idx, c.pos FROM samples s JOIN {_TABLE} c ON c.key = s.key WHERE s.idx != c.pos ORDER BY s.idx"
-)
-
-
-def _renumber(db: Any, moves: list[tuple[int, int]]) -> None:
-    """Give rows (and their findings) their new positions; `idx` is the primary key, so no two
-    rows may hold one position at any moment.
-
-    When the kept samples keep their order (a sorted folder, a dataset that inserts and deletes),
-    rows moving up are moved from the last down and rows moving down from the first up: every
-    target is free when it is taken, and each row moves once. Otherwise (a reordered dataset)
-    every moved row goes through a negative position first.
-    """
-    ordered = all(before[1] < after[1] for before, after in itertools.pairwise(moves))
-    if ordered:
-        steps = [(new, old) for old, new in reversed(moves) if new > old]
-        steps += [(new, old) for old, new in moves if new < old]
-    else:
-        steps = [(-1 - new, old) for old, new in moves] + [(new, -1 - new) for _, new in moves]
-    db.conn.executemany("UPDATE findings SET idx = ? WHERE idx = ?", steps)
-    # Each move rewrites the row and its entries in both secondary indexes; rebuilding those once
-    # afterwards costs a fraction of maintaining them through a renumbering of most rows.
-    rebuild = len(steps) > _REBUILD_INDEXES_ABOVE
-    if rebuild:
-        db.conn.execute("DROP INDEX IF EXISTS idx_samples_status")
-        db.conn.execute("DROP INDEX IF EXISTS idx_samples_key")
-    db.conn.executemany("UPDATE samples SET idx = ? WHERE idx = ?", steps)
-    if rebuild:
-        db.conn.execute("CREATE INDEX IF NOT EXISTS idx_samples_status ON samples (status)")
-        db.conn.execute("CREATE INDEX IF NOT EXISTS idx_samples_key ON samples (key)")
-
-
-def record_added_files(db: Any, positions: Iterable[int] | None = None) -> None:
-    """Record the state of files no scan has measured yet, before measuring them; `positions`:
-    the only current samples that can be such (an incremental scan's `Changes.todo`).
-
-    Safe because such a sample counts as added until a row of it is written, whatever its state;
-    once measured (even if the scanner is then killed) its state is on record. A changed file's
-    state is recorded only after it is measured again (`record_files`).
-    """
-    select = (
-        "INSERT OR REPLACE INTO sample_files (key, size, mtime_ns, inode, ctime_ns, content) "
-        f"SELECT c.key, c.size, c.mtime_ns, c.inode, c.ctime_ns, c.content FROM {_TABLE} c "
-        f"WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.key = c.key AND {_SCANNED})"
-    )
-    with store.transaction(db):
-        if positions is None:
-            db.conn.execute(select)
-        else:
-            db.conn.executemany(f"{select} AND c.rowid = ? + 1", ((position,) for position in positions))
-
-
-def record_files(db: Any, run_id: int) -> None:
-    """Remember the state of the files this run measured (as stat'ed before they were measured:
-    a file that changed meanwhile differs next time and is measured again), and the content
-    hash of unchanged ones when this walk computed it."""
-    with store.transaction(db):
-        db.conn.execute(
-            "INSERT OR REPLACE INTO sample_files (key, size, mtime_ns, inode, ctime_ns, content) "
-            f"SELECT c.key, c.size, c.mtime_ns, c.inode, c.ctime_ns, c.content FROM {_TABLE} c "
-            "JOIN samples s ON s.key = c.key WHERE s.run_id = ?",
-            [run_id],
-        )
-        # A state recorded before ctimes were kept (index schema 3) takes this walk's, same file.
-        same_stat = (
-            f"FROM {_TABLE} c WHERE c.key = sample_files.key AND c.ctime_ns IS NOT NULL "
-            "AND c.size IS sample_files.size AND c.mtime_ns IS sample_files.mtime_ns "
-            "AND c.inode IS sample_files.inode"
-        )
-        db.conn.execute(
-            f"UPDATE sample_files SET ctime_ns = (SELECT c.ctime_ns {same_stat}) "
-            f"WHERE ctime_ns IS NULL AND EXISTS (SELECT 1 {same_stat})"
-        )
-        if db.execute(f"SELECT 1 FROM {_TABLE} WHERE content IS NOT NULL LIMIT 1").fetchone() is None:
-            return  # no content hashed by this walk (no --verify-content): nothing to add
-        # The same file (by key, one primary-key lookup each) with a hash this walk computed.
-        same_file = (
-            f"FROM {_TABLE} c WHERE c.key = sample_files.key AND c.content IS NOT NULL "
-            "AND c.size IS sample_files.size AND c.mtime_ns IS sample_files.mtime_ns "
-            "AND c.inode IS sample_files.inode"
-        )
-        db.conn.execute(
-            f"UPDATE sample_files SET content = (SELECT c.content {same_file}) "
-            f"WHERE content IS NULL AND EXISTS (SELECT 1 {same_file})"
-        )
-
-
-def drop_current(db: Any) -> None:
-    with store.transaction(db):
-        db.conn.execute(f"DROP TABLE IF EXISTS {_TABLE}")
+    index.apply(db, run_id, moved, summaries.take_away)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -608,10 +378,7 @@ def option_clauses(
     """
     clauses: list[tuple[str, list[Any]]] = []
     reasons: list[str] = []
-    runs = db.execute(
-        "SELECT id, options FROM runs WHERE id IN (SELECT DISTINCT run_id FROM samples) AND kind != 'guard'"
-    ).fetchall()
-    for run_id, text in runs:
+    for run_id, text in index.measured_runs(db):
         before = measured_with(json.loads(text or "{}"))
         for name in sorted(set(before) | set(asked)):
             old, new = before.get(name), asked.get(name)

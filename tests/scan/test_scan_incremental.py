@@ -73,7 +73,7 @@ def test_a_damaged_replacement_is_found_and_a_repair_clears_it(folder: Path, tmp
 def test_inserted_deleted_and_renamed_files_match_a_full_rescan(
     folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rebuild_indexes: bool
 ) -> None:
-    from datalint.scan import changes
+    from datalint.index import changes
 
     if rebuild_indexes:  # the path a renumbering of thousands of rows takes
         monkeypatch.setattr(changes, "_REBUILD_INDEXES_ABOVE", 0)
