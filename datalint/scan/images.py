@@ -1810,7 +1810,7 @@ _NO_SECOND_READER = frozenset({"JPEG", "MPO"})
 
 # Refusals already decided by evidence: a value no valid file holds (`judge_failure`), a layout
 # fault read from the file, Pillow's limits on what a chunk may inflate to.
-_SETTLED = re.compile(r"no valid file holds|decompressed data too large|too much data", re.IGNORECASE)
+_SETTLED = re.compile(r"no valid file holds|decompressed data too large", re.IGNORECASE)
 
 # Words in a native decoder's or OpenCV's own log lines that mean the data is not whole.
 _DAMAGE_WORDS = re.compile(
