@@ -1817,11 +1817,24 @@ class Project:
         if summary is None:
             return
         root = self.name_of(path)[2]
+        prefix = f"{summary.module}." if summary.module else ""
         for name in dataset_classes:
             info = summary.classes.get(name)
+            if info is None or not info.worker_calls:
+                continue
+            running = self._running_methods(info, prefix + name, root)
             seen: set[str] = set()
-            for callee, line, method in info.worker_calls if info is not None else ():
-                self._follow_worker_calls(f"{name}.{method}", path, root, ((callee, line),), (), seen)
+            for callee, line, method in info.worker_calls:
+                if running is None or method in running:
+                    self._follow_worker_calls(f"{name}.{method}", path, root, ((callee, line),), (), seen)
+
+    def _running_methods(self, info: ClassSummary, qualname: str, root: Path) -> frozenset[str] | None:
+        """For a class with no sample method of its own, the methods its bases' sample methods call
+        on `self` (its hooks); None when it has its own (its worker calls are from those already)."""
+        if any(method in info.methods for method in SAMPLE_METHODS):
+            return None
+        bases = self.project_bases(qualname, root)[1:]
+        return frozenset(a for ref in bases for a, m in ref.summary.calls_on if m == "__call__")
 
     def _follow_worker_calls(
         self,

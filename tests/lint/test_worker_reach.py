@@ -520,3 +520,32 @@ def test_the_same_lambda_for_a_loader_without_workers_stays_silent(tmp_path: Pat
     train = TRAIN_COLLATE.format(workers=0)
     files = {"shapes/collate.py": COLLATE, "shapes/images.py": IMAGES, "train.py": train}
     assert lint([write(tmp_path, files)], "DL101") == []
+
+
+def test_a_helper_only_a_subclass_s_parent_side_method_calls_stays_silent(tmp_path: Path) -> None:
+    # `Prepared` has no sample method: only the hooks its base's `__getitem__` calls run in workers.
+    base = BASE_SET.replace("import cv2\n", "").replace(
+        "        return cv2.imread(path)",
+        "        raise NotImplementedError\n\n    def __getitem__(self, index):\n"
+        "        return self.decode(self.files[index])",
+    )
+    prepared = '''
+    import numpy as np
+    from torch.utils.data import DataLoader
+
+    from shapes.base_set import BaseSet
+    from shapes.img import load_image
+
+
+    class Prepared(BaseSet):
+        def decode(self, path):
+            return np.load(path)
+
+        def export_previews(self, folder):
+            return [load_image(path) for path in self.files]
+
+
+    loader = DataLoader(Prepared(["a.npy"]), batch_size=4, num_workers=4)
+    '''
+    files = {"shapes/base_set.py": base, "shapes/prepared.py": prepared, "shapes/img.py": IMG}
+    assert lint([write(tmp_path, files)], "DL202") == []
