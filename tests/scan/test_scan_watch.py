@@ -58,14 +58,29 @@ def watching(folder: Path, db: Path, *extra: str) -> Iterator[subprocess.Popen[s
         process.wait(timeout=10)
 
 
-def read_lines(process: subprocess.Popen[str]) -> tuple[list[str], threading.Thread]:
-    """The watch's stdout lines as they come, read on a thread (a test can wait for a logged update)."""
+def read_lines(
+    process: subprocess.Popen[str], stderr: bool = False
+) -> tuple[list[str], threading.Thread]:
+    """The watch's stdout (or stderr) lines as they come, read on a thread (a test can wait for a
+    logged update)."""
     lines: list[str] = []
-    stdout = process.stdout
-    assert stdout is not None
-    reader = threading.Thread(target=lambda: lines.extend(iter(stdout.readline, "")), daemon=True)
+    stream = process.stderr if stderr else process.stdout
+    assert stream is not None
+    reader = threading.Thread(target=lambda: lines.extend(iter(stream.readline, "")), daemon=True)
     reader.start()
     return lines, reader
+
+
+def logged(lines: list[str], text: str) -> bool:
+    return text in "".join(list(lines))
+
+
+def stop_reading(process: subprocess.Popen[str], *readers: threading.Thread) -> None:
+    """Stop a watch whose output threads read, once they have read all of it."""
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 0
+    for reader in readers:
+        reader.join(timeout=10)
 
 
 def stop(process: subprocess.Popen[str]) -> tuple[str, str]:
@@ -83,6 +98,7 @@ def test_a_file_written_in_chunks_is_judged_once_complete_and_never_listed_as_tr
     quarantine = tmp_path / "w.quarantine.json"
     whole = write_image(tmp_path / "source.png", side=120).read_bytes()
     with watching(folder, db, "--settle", "1.5s") as process:
+        lines, reader = read_lines(process)
         wait_for(lambda: count_rows(db) == 1, 30, "the first scan")
         target = folder / "a" / "001.png"
         with open(target, "wb") as out:
@@ -95,9 +111,10 @@ def test_a_file_written_in_chunks_is_judged_once_complete_and_never_listed_as_tr
         assert "a/001.png" not in listed(quarantine)
         damage(folder / "a" / "002.png")
         wait_for(lambda: "a/002.png" in listed(quarantine), 15, "the damaged file in the list")
-        time.sleep(1.5)  # the list is rewritten before the update's line is logged
-        out, _ = stop(process)
-    assert "1 added" in out and "+1: a/002.png" in out
+        # The list is rewritten before the update's line is logged: wait for the line, then stop.
+        wait_for(lambda: logged(lines, "+1: a/002.png"), 30, "the damaged file's update to be logged")
+        stop_reading(process, reader)
+    assert logged(lines, "1 added")
 
 
 def test_a_watched_folder_renamed_away_pauses_and_keeps_the_list(tmp_path: Path) -> None:
@@ -107,16 +124,17 @@ def test_a_watched_folder_renamed_away_pauses_and_keeps_the_list(tmp_path: Path)
     damage(folder / "003.png")
     quarantine = tmp_path / "w.quarantine.json"
     with watching(folder, db, "--settle", "0.5s") as process:
+        errors, reader = read_lines(process, stderr=True)
         wait_for(lambda: listed(quarantine) == {"003.png": 3}, 30, "the first list")
         before = quarantine.read_bytes()
         folder.rename(tmp_path / "elsewhere")  # the mount went away
-        time.sleep(3)
+        wait_for(lambda: logged(errors, "paused"), 30, "the watch to say it paused")
         assert quarantine.read_bytes() == before and count_rows(db) == 4
         (tmp_path / "elsewhere").rename(folder)
         write_image(folder / "004.png")
         wait_for(lambda: count_rows(db) == 5, 20, "the watch to resume")
-        _, err = stop(process)
-    assert "paused" in err and "resumed" in err
+        stop_reading(process, reader)
+    assert logged(errors, "resumed")
     assert listed(quarantine) == {"003.png": 3}
 
 
@@ -156,16 +174,18 @@ def test_a_watched_dataset_is_polled_and_its_new_keys_measured(tmp_path: Path) -
     ids.write_text(json.dumps([f"r{n:03d}" for n in range(6)]))
     spec = f"{tmp_path / 'keyed_ds.py'}:Keyed({str(ids)!r})"
     process = start_cli("watch", "--dataset", spec, "--db", str(db), "--workers", "1", "--poll", "1s")
+    lines, reader = read_lines(process)
     try:
         wait_for(lambda: count_rows(db) == 6, 60, "the first poll")
         ids.write_text(json.dumps(["bad-0", *(f"r{n:03d}" for n in range(6))]))
         wait_for(lambda: listed(tmp_path / "k.quarantine.json") == {"bad-0": 0}, 60, "the next poll")
-        time.sleep(2)  # the list is written before the poll's child hands its summary back to be logged
-        out, _ = stop(process)
+        # The list is written before the poll's child hands its summary back to be logged.
+        wait_for(lambda: logged(lines, "1 added, 6 moved; 1 measured"), 30, "the poll's update to be logged")
+        stop_reading(process, reader)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
-    assert count_rows(db) == 7 and "1 added, 6 moved; 1 measured" in out
+    assert count_rows(db) == 7
 
 
 def index_content(db: Path) -> list[tuple[Any, ...]]:
