@@ -15,6 +15,7 @@ $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	@# The distribution was named "datalint" in older checkouts; it is torch-datalint now (pyproject.toml).
 	$(BIN)/python -m pip uninstall --quiet --yes datalint 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[all,dev]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt --no-deps litdata  # no torchvision: constraints.txt
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,9 +1,9 @@
 """The optional parts of datalint and the line that installs each one.
 
 The base install is the linter alone (standard library only). `scan`, `torch`, `dask`, `service`, `parquet`,
-`hf` and `lightning` are extras (pyproject.toml's `[project.optional-dependencies]`); a command or module
-that needs one calls `require(extra, what)` before doing any work, which raises `MissingExtraError` with
-the one line that installs it. Finding the modules uses `importlib.util.find_spec`, which imports
+`hf`, `lightning` and `streaming` are extras (pyproject.toml's `[project.optional-dependencies]`); a command
+or module that needs one calls `require(extra, what)` before doing any work, which raises `MissingExtraError`
+with the one line that installs it. Finding the modules uses `importlib.util.find_spec`, which imports
 nothing, so the check costs microseconds and a present extra is not loaded early.
 """
 
@@ -29,6 +29,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "parquet": ("pyarrow",),
     "hf": ("datasets", "pyarrow", "numpy"),
     "lightning": ("lightning", "torch", "numpy"),
+    "streaming": ("litdata", "torch", "numpy"),
 }
 
 
