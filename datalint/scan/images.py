@@ -1755,9 +1755,12 @@ def _judged_refusals(
     findings: list[ImageFinding], fmt: str, data: bytes, capture: StderrCapture
 ) -> list[ImageFinding]:
     """`findings` with Pillow's refusal (the first `corrupt` or `unsupported`) judged again by
-    `judge_pillow_refusal`; the rest as they were."""
+    `judge_pillow_refusal`; the rest as they were. Damage a native decoder printed while Pillow
+    loaded the file ("TIFF: Fax3Decode: ...") is no refusal: it stands."""
     for i, finding in enumerate(findings):
         if finding.kind in _DECIDED:
+            if finding.detail.startswith(f"{fmt}: "):
+                return findings
             return [*findings[:i], judge_pillow_refusal(finding, fmt, data, capture), *findings[i + 1 :]]
     return findings
 
