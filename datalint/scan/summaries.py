@@ -58,18 +58,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from datalint.index import read
+from datalint.index import summaries as index_summaries
+from datalint.index.summaries import MARKED, SUMMARY_TABLE
 
 if TYPE_CHECKING:
     from datalint.scan.policy import Population
 
 SUMMARY_VERSION = 3  # 3: a row's mark leaves out its position
-SUMMARY_TABLE = "population_summary"
 MAX_DISTINCT = 1 << 20  # distinct values kept per score (and shapes); past it that part is dropped
 MASK = (1 << 64) - 1
 PER_OCTAVE = 16  # buckets per doubling of a value: the top 4 bits of the mantissa
 _LOW = -(2**31)  # the bucket of values <= 0
 _HIGH = 2**31  # the bucket of +inf
-_ROOT_TYPE = "json_extract(signature, '$.type')"  # what policy._family_medians groups sizes by
 
 Pairs = tuple[tuple[Any, int], ...]
 Shape = tuple[int, int]
@@ -415,7 +415,7 @@ class Summarizer:
 
 
 _UNSEEN: Any = object()
-MARKED = ("key", "status", "signature", "nbytes", "duration", "info")  # what `row_mark` hashes
+__all__ = ["MARKED", "SUMMARY_TABLE"]  # the index's: what `row_mark` hashes, where a file keeps its summary
 
 
 def _positions() -> tuple[int, ...]:
@@ -451,8 +451,7 @@ def row_mark(key: Any, status: Any, signature: Any, nbytes: Any, duration: Any, 
 def coverage_of(connection: Any) -> tuple[int, int]:
     """(rows, the sum of their marks): what a summary of every row of this index must hold."""
     total = rows = 0
-    query = f"SELECT {', '.join(MARKED)} FROM samples"
-    for row in connection.execute(query):
+    for row in index_summaries.marked_rows(connection):
         total += row_mark(*row)
         rows += 1
     return rows, total & MASK
@@ -480,8 +479,9 @@ def summarize_rows(
 ) -> PopulationSummary:
     """The summary of the rows `where` selects (all of them: none)."""
     counter = Summarizer()
-    query = f"SELECT status, signature, nbytes, duration, info, key FROM samples {where}"
-    for status, signature, nbytes, duration, info, key in connection.execute(query, parameters):
+    for status, signature, nbytes, duration, info, key in index_summaries.counted_rows(
+        connection, where, parameters
+    ):
         counter.add(status, signature, nbytes, duration, info, key)
     return counter.summary()
 
@@ -496,30 +496,21 @@ def write_summary(connection: sqlite3.Connection, summary: PopulationSummary) ->
 
 def _store(connection: sqlite3.Connection, summary: PopulationSummary) -> None:
     """`write_summary` inside the caller's transaction."""
-    connection.execute(f"DROP TABLE IF EXISTS {SUMMARY_TABLE}")  # one of an older layout too
-    connection.execute(
-        f"CREATE TABLE {SUMMARY_TABLE} (version INTEGER NOT NULL, samples INTEGER NOT NULL, "
-        "coverage TEXT NOT NULL, body TEXT NOT NULL)"
-    )
-    connection.execute(
-        f"INSERT INTO {SUMMARY_TABLE} (version, samples, coverage, body) VALUES (?, ?, ?, ?)",
-        (SUMMARY_VERSION, summary.samples, f"{summary.coverage:016x}", summary.to_json()),
+    index_summaries.store_summary(
+        connection, SUMMARY_VERSION, summary.samples, f"{summary.coverage:016x}", summary.to_json()
     )
 
 
 def read_summary(connection: sqlite3.Connection) -> PopulationSummary | None:
     """The summary a shard writer kept in its file (or a scan in its index); None when there is
     none or of another version."""
-    try:
-        row = connection.execute(f"SELECT body FROM {SUMMARY_TABLE}").fetchone()
-    except sqlite3.OperationalError:  # no such table: a file written before summaries existed
-        return None
-    return PopulationSummary.from_json(row[0]) if row is not None else None
+    body = index_summaries.summary_body(connection)
+    return PopulationSummary.from_json(body) if body is not None else None
 
 
 def forget_summary(connection: sqlite3.Connection) -> None:
     with connection:
-        connection.execute(f"DROP TABLE IF EXISTS {SUMMARY_TABLE}")
+        index_summaries.drop_summary(connection)
 
 
 def keep_in_index(index_path: str | Path, merged: PopulationSummary, *, was_empty: bool) -> None:
@@ -554,24 +545,24 @@ class Followed:
 def take_away(connection: sqlite3.Connection, where: str, parameters: Sequence[Any] = ()) -> None:
     """Inside the caller's transaction, before the rows `where` selects are deleted: the kept
     summary without them. One that does not hold them (it was stale) is dropped."""
-    kept = read_summary(connection)
-    if kept is None:
+    summary = read_summary(connection)
+    if summary is None:
         return
     try:
-        _store(connection, kept.without(summarize_rows(connection, where, parameters)))
+        _store(connection, summary.without(summarize_rows(connection, where, parameters)))
     except SummaryMismatch:
-        connection.execute(f"DROP TABLE IF EXISTS {SUMMARY_TABLE}")
+        index_summaries.drop_summary(connection)
 
 
 def follow_changes(connection: sqlite3.Connection, positions: Sequence[int]) -> Followed | None:
     """Before an incremental scan measures `positions`: the kept summary less the rows those
     positions hold now (the old rows of changed samples; an added one holds none). None when
     the index keeps no summary, or one that does not hold those rows."""
-    kept = read_summary(connection)
-    if kept is None:
+    summary = read_summary(connection)
+    if summary is None:
         return None
     try:
-        return Followed(kept.without(summarize_positions(connection, positions)), tuple(positions))
+        return Followed(summary.without(summarize_positions(connection, positions)), tuple(positions))
     except SummaryMismatch:
         return None
 
@@ -593,11 +584,9 @@ def summarize_positions(connection: sqlite3.Connection, positions: Sequence[int]
     ordered = sorted(positions)
     for start in range(0, len(ordered), _POSITIONS_PER_QUERY):
         chunk = ordered[start : start + _POSITIONS_PER_QUERY]
-        query = (
-            "SELECT status, signature, nbytes, duration, info, key FROM samples "
-            f"WHERE idx IN ({', '.join('?' for _ in chunk)})"
-        )
-        for status, signature, nbytes, duration, info, key in connection.execute(query, chunk):
+        for status, signature, nbytes, duration, info, key in index_summaries.counted_rows_at(
+            connection, chunk
+        ):
             counter.add(status, signature, nbytes, duration, info, key)
     return counter.summary()
 
@@ -612,10 +601,7 @@ def recount(connection: sqlite3.Connection) -> PopulationSummary:
 
 def is_empty(index_path: str | Path) -> bool:
     with contextlib.closing(sqlite3.connect(index_path, timeout=60)) as connection:
-        try:
-            return connection.execute("SELECT 1 FROM samples LIMIT 1").fetchone() is None
-        except sqlite3.OperationalError:  # no samples table yet: a new index
-            return True
+        return index_summaries.no_samples(connection)
 
 
 def summary_of_file_rows(path: str | Path) -> PopulationSummary:
@@ -628,8 +614,8 @@ def summary_of_file(path: str | Path) -> PopulationSummary:
     """A shard file's summary: the one its writer kept, or (missing, or of an older version) one
     computed from its rows now."""
     with read.reading(path) as connection:
-        kept = read_summary(connection)
-        return kept if kept is not None else summarize(connection)
+        summary = read_summary(connection)
+        return summary if summary is not None else summarize(connection)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -735,13 +721,9 @@ def _ranked_values(
         test, bounds = bucket_clause(column, bucket)
         tests.append(f"({test})")
         parameters.extend(bounds)
-    query = (
-        f"SELECT {column}, {_ROOT_TYPE}, count(*) FROM samples WHERE status = 'ok' AND ({' OR '.join(tests)})"
-        " GROUP BY 1, 2 ORDER BY 1"
-    )
     found: dict[Wanted, dict[float, float]] = {key: {} for key in wanted}
     below = dict.fromkeys(wanted, 0)
-    for value, root, count in db.execute(query, parameters):
+    for value, root, count in index_summaries.grouped_ok_values(db, column, tests, parameters):
         in_bucket = bucket_of(value)
         for key, ranks in wanted.items():
             _, types, wanted_bucket = key
