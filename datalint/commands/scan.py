@@ -72,6 +72,13 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         "--column", default="image", metavar="NAME", help="with --parquet: the image column (default: image)"
     )
     group.add_argument(
+        "--limit",
+        type=positive_int,
+        metavar="N",
+        help="with --dataset giving an IterableDataset: stop after N samples (an endless stream); the "
+        "summary says the scan was capped",
+    )
+    group.add_argument(
         "--key-column",
         metavar="NAME",
         help="with --parquet, or --dataset giving a Hugging Face Dataset: the column that names each row "
@@ -167,8 +174,9 @@ def choose_source(args: argparse.Namespace, values: Mapping[str, Any]) -> Any:
     if args.dataset:
         unscored = {"scores": False} if values["scores"] is False else {}  # --no-scores: no image scores
         keyed = {"key_column": args.key_column} if args.key_column else {}  # a Hugging Face Dataset's ids
+        capped = {"limit": args.limit} if args.limit is not None else {}  # an endless stream's cap
         labels = tuple(values["label"])
-        return SourceDescription.make("dataset", args.dataset, labels=labels, **unscored, **keyed)
+        return SourceDescription.make("dataset", args.dataset, labels=labels, **unscored, **keyed, **capped)
     raise UsageError(
         "nothing to scan: pass --dataset SPEC (e.g. --dataset mymod:ds), --images DIR or image files"
     )

@@ -109,10 +109,15 @@ class ScanSummary:
     # What the headline counts: damaged and undecodable files are not "ok" although they loaded.
     outcomes: dict[str, int] = field(default_factory=dict)
     changes: dict[str, Any] | None = None  # what an incremental scan found changed since the index
+    # A stream's own __len__ where it differs from what iterating it yielded (None: no such stream).
+    declared_length: int | None = None
+    capped: int | None = None  # --limit N: the stream was stopped after N samples
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.quarantined else 0
+        """1 when the list holds samples, or when a stream yields another count than its __len__
+        says (each is something to fix before training); else 0."""
+        return 1 if self.quarantined or self.declared_length is not None else 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -132,6 +137,8 @@ class ScanSummary:
             "workers": self.workers,
             "notes": list(self.notes),
             "changes": self.changes,
+            "declared_length": self.declared_length,
+            "capped": self.capped,
         }
 
 
@@ -163,6 +170,7 @@ def scan(
     backend: str = "local",
     scheduler: str | None = None,
     shard_index: str = "auto",
+    limit: int | None = None,
 ) -> ScanSummary:
     """Scan every sample of a dataset (a spec string such as "mymod:ds", a dataset object, or a
     source description such as `images_description(folder=...)`) in isolated workers; write the
@@ -176,7 +184,8 @@ def scan(
     shards, Parquet images) and replace the description's own values when given.
 
     With an index of the same source, only what changed since is measured (`incremental=False`
-    refuses a changed dataset instead); `summary.changes` says what changed. A setting neither a
+    refuses a changed dataset instead); `summary.changes` says what changed. `limit=N` stops a
+    stream (an IterableDataset) after N samples, `summary.capped` says so. A setting neither a
     keyword nor the file gives is the one the index's last scan of this dataset ran with (its
     `runs.options`), then the default; `rescan=True` starts over from the defaults."""
     from datalint.scan import settings as settings_
@@ -204,7 +213,7 @@ def scan(
     )
     same = first.option("labels", ()) == options.labels
     source = first if same else _description_of(dataset, options.labels)
-    description = _with_image_settings(source, chosen.values, chosen.origins)
+    description = _with_limit(_with_image_settings(source, chosen.values, chosen.origins), limit)
     summary = scan_source(description, options, db=db, quarantine=quarantine)
     notes = [settings_.from_file_note(chosen, hint=""), settings_.from_index_note(chosen)]
     said = tuple(note for note in notes if note is not None)
@@ -281,6 +290,18 @@ def _with_image_settings(
             options[option] = normalize_extensions(values[name])
     if options == dict(description.options):
         return description
+    return SourceDescription.make(description.kind, description.spec, **options)
+
+
+def _with_limit(description: SourceDescription, limit: int | None) -> SourceDescription:
+    """The description of a dataset whose stream stops after `limit` samples (None: all of it)."""
+    if limit is None:
+        return description
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise UsageError(f"datalint.scan(): limit must be a whole number of 1 or more, got {limit!r}")
+    if description.kind != "dataset":
+        raise UsageError(f"limit caps a dataset's stream (an IterableDataset), not {description.kind} files")
+    options = {**dict(description.options), "limit": limit}
     return SourceDescription.make(description.kind, description.spec, **options)
 
 
@@ -401,6 +422,8 @@ def _scan_locked(
         index, findings, options.policy.kinds, description.spec, length, print_, quarantine_path
     )
     counts = _counts(index, findings)
+    declared, capped, said = stream_length(source, length) if stream else (None, None, ())
+    notes.extend(said)
     elapsed = time.monotonic() - started
     if run is not None and run.finished is None:
         # The whole command's time, as the summary line says it; the report shows the same figure
@@ -430,7 +453,29 @@ def _scan_locked(
             files=description.kind == "images",
         ),
         changes=plan.changes.to_dict() if plan.changes is not None else None,
+        declared_length=declared,
+        capped=capped,
     )
+
+
+def stream_length(source: Any, yielded: int | None) -> tuple[int | None, int | None, tuple[str, ...]]:
+    """(the stream's __len__ where it disagrees with what it yielded, the --limit that stopped it,
+    the summary's notes on either). A capped stream's length is not compared: it was not read whole."""
+    limit, declared = getattr(source, "limit", None), getattr(source, "declared_length", None)
+    if yielded is None:
+        return None, None, ()
+    if limit is not None and yielded >= limit:
+        return None, limit, (
+            f"capped: --limit {limit:,} stopped the stream after {limit:,} samples; it may hold more, and "
+            "the index and the list cover only those",
+        )
+    if declared is not None and declared != yielded:
+        return declared, None, (
+            f"length: the dataset's __len__ says {declared:,} but iterating it yielded {yielded:,} "
+            f"sample(s): len(loader), progress bars and learning-rate schedules count {declared:,}; make "
+            "__len__ return what iteration yields (per worker shard too), or drop it",
+        )
+    return None, None, ()
 
 
 def _judged(
