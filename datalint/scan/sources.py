@@ -208,9 +208,18 @@ class DatasetSource:
         self.labels: tuple[str, ...] = tuple(description.option("labels", ()))
         self.scores = bool(description.option("scores", True))  # --no-scores: no image scores
         self.is_stream = _is_iterable_dataset(self.dataset)
+        self.limit: int | None = description.option("limit")  # --limit: a stream stops after that many
+        self.declared_length: int | None = None  # a stream's own __len__, compared with what it yields
         if not self.is_stream:
+            if self.limit is not None:
+                raise UsageError(
+                    f"--limit caps a stream (an IterableDataset); {description.spec} is a map-style dataset, "
+                    "whose every sample is scanned"
+                )
             _check_map_style(description.spec, self.dataset)
             self._length = _length(description.spec, self.dataset)
+        else:
+            self.declared_length = _declared_length(self.dataset)
         self._keys = key_function(self.dataset)
         self._capture: StderrCapture | None = None
         self._capture_pid = 0
@@ -278,8 +287,10 @@ class DatasetSource:
             duration = _perf_counter() - started
             return self._described(sample, duration, said.text)
 
-        while not exhausted:
+        fetched = 0
+        while not exhausted and (self.limit is None or fetched < self.limit):
             yield fetch_and_measure
+            fetched += 1
 
 
 def _start_iteration(dataset: Any) -> Iterator[Any]:
@@ -312,6 +323,19 @@ def _check_map_style(spec: str, dataset: Any) -> None:
             f"dataset spec {spec!r} gives a {type(dataset).__name__}, not a map-style dataset: it has no "
             f"{' and no '.join(missing)} (an IterableDataset is scanned by iteration instead)"
         )
+
+
+def _declared_length(dataset: Any) -> int | None:
+    """What a stream's `__len__` says (None: it has none, or it raises): an IterableDataset may
+    declare one, which `len(loader)`, progress bars and schedules then trust."""
+    if not hasattr(type(dataset), "__len__"):
+        return None
+    try:
+        return len(dataset)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # the dataset's own code: a failing __len__ is no reason to stop the scan
+        return None
 
 
 def _length(spec: str, dataset: Any) -> int:
