@@ -47,7 +47,6 @@ KNOWN_SQL = {
     "datalint/scan/api.py",
     "datalint/scan/images.py",
     "datalint/scan/policy.py",
-    "datalint/scan/summary_findings.py",
 }
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from datalint.index import parts as index_parts
 from datalint.index import store
 from datalint.scan import hash_partitions, policy, quality, summaries
 from datalint.scan.hash_partitions import GatheredHashes
@@ -204,8 +205,8 @@ def weighted_median(values: Pairs) -> float:
 
 def part_ranges(db: Any, part_rows: int = PART_ROWS) -> Iterator[tuple[int, int]]:
     """(first, last) index of each part: consecutive ranges of `part_rows` indices."""
-    first, last = db.execute("SELECT min(idx), max(idx) FROM samples").fetchone()
-    if first is None:
+    first, last = index_parts.bounds(db)
+    if first is None or last is None:
         return
     for start in range(first, last + 1, part_rows):
         yield start, min(last, start + part_rows - 1)
@@ -260,15 +261,12 @@ def judge_part(db: Any, limits: Limits, first: int, last: int) -> Part:
     )
 
 
-_ROWS = f"SELECT idx, {', '.join(summaries.MARKED)} FROM samples WHERE idx BETWEEN ? AND ? ORDER BY idx"
-
-
 def _read_part(db: Any, first: int, last: int) -> tuple[list[tuple[Any, ...]], int, int]:
     """(index, key, scores, content hash, width, height) of the part's ok samples with an image's
     info (what `policy.quality_rows` reads), and the count and sum of the marks of all its rows."""
     found: list[tuple[Any, Any, str]] = []
     count = marks = 0
-    for row in db.execute(_ROWS, (first, last)):
+    for row in index_parts.rows_between(db, first, last):
         count += 1
         marks += summaries.row_mark(*row[1:])
         idx, key, status, _signature, _nbytes, _duration, info = row
@@ -413,7 +411,6 @@ def _rows_by_index(db: Any, columns: str, indices: Sequence[int]) -> dict[int, t
     found: dict[int, tuple[Any, ...]] = {}
     for start in range(0, len(indices), _LOOKUP):
         chunk = indices[start : start + _LOOKUP]
-        query = f"SELECT idx, {columns} FROM samples WHERE idx IN ({', '.join('?' for _ in chunk)})"
-        for idx, *values in db.execute(query, chunk):
+        for idx, *values in index_parts.rows_at(db, columns, chunk):
             found[idx] = tuple(values)
     return found
