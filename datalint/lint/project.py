@@ -532,7 +532,8 @@ def _handed_imports(
     imported or top-level classes built inside such arguments."""
     found: set[tuple[str, str, str, int, bool]] = set()
     for call in inside.every(ast.Call):
-        if not (call.args or call.keywords) or not (callee := qualify(call.func)):
+        # Datasets and loaders are classes: a CapWords callee (`Images(...)`, `DataLoader(...)`).
+        if not (call.args or call.keywords) or not _capwords(call.func) or not (callee := qualify(call.func)):
             continue
         if callee.endswith(".DataLoader") and not _may_start_workers(call):
             continue  # its hooks run in the training process: anything may be handed to them
