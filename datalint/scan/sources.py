@@ -130,6 +130,10 @@ def dataset_source(description: SourceDescription) -> Any:
     """The source of kind "dataset": a Hugging Face Dataset (a spec giving one, or a save_to_disk
     folder) is read by `hf_datasets.HFDatasetSource`, anything else by `DatasetSource`."""
     spec = description.spec
+    if os.path.isfile(os.path.join(spec, "index.json")):  # litdata's chunks: scan/streaming_shards.py
+        from datalint.scan.streaming_shards import LitDataSource
+
+        return LitDataSource(description)
     if is_saved_dataset(spec):
         from datalint.scan.hf_datasets import saved_dataset
 
