@@ -46,7 +46,6 @@ _SQL = re.compile(
 KNOWN_SQL = {
     "datalint/scan/api.py",
     "datalint/scan/images.py",
-    "datalint/scan/policy.py",
 }
 
 

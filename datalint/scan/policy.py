@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datalint.errors import UsageError
+from datalint.index import population as index_population
 from datalint.index import quarantine
 from datalint.index.kinds import DEFAULT_KINDS, KINDS, SAID_BY, candidate_where, severity_rank
 from datalint.scan import hash_groups, quality
@@ -145,9 +146,7 @@ def population(db: Any) -> Population:
 
     A sharded scan builds the same value from its shard files' summaries instead
     (datalint/scan/summaries.py)."""
-    tally = tally_signatures(
-        db.execute("SELECT signature, COUNT(*) FROM samples WHERE status = 'ok' GROUP BY signature")
-    )
+    tally = tally_signatures(index_population.ok_signature_counts(db))
     sizes = _quantiles(db, "nbytes", (0.5,))
     durations = _quantiles(db, "duration", (0.5, 0.99))
     medians = _family_medians(db, tally.root_types, sizes[0])
@@ -222,11 +221,7 @@ def _family_medians(
 
     family_of = {root: name for name, roots in types.items() for root in roots}
     sizes: dict[str, list[float]] = {name: [] for name in types}
-    query = (
-        "SELECT json_extract(signature, '$.type'), nbytes FROM samples"
-        " WHERE status = 'ok' AND nbytes IS NOT NULL"
-    )
-    for root, nbytes in db.execute(query):
+    for root, nbytes in index_population.ok_sizes_by_root_type(db):
         name = family_of.get(root)
         if name is not None:
             sizes[name].append(nbytes)
@@ -255,7 +250,7 @@ def _quantiles(db: Any, column: str, qs: Sequence[float]) -> list[float | None]:
     # One read of the column into an array: cheaper than one ORDER BY per quantile over 1M rows.
     import numpy as np
 
-    cursor = db.execute(f"SELECT {column} FROM samples WHERE status = 'ok' AND {column} IS NOT NULL")
+    cursor = index_population.ok_values(db, column)
     values = np.fromiter((row[0] for row in cursor), dtype=np.float64)
     if values.size == 0:
         return [None for _ in qs]
@@ -345,7 +340,7 @@ def with_failures(findings: list[Finding], db: Any) -> list[Finding]:
     failures = kept.active(db)
     if not failures:
         return findings
-    scanned = _scanned_statuses(db, [failure.index for failure in failures])
+    scanned = index_population.scanned_statuses(db, [failure.index for failure in failures])
     errors = {f.idx: n for n, f in enumerate(findings) if f.kind == "error"}
     result = list(findings)
     for failure in failures:
@@ -358,27 +353,12 @@ def with_failures(findings: list[Finding], db: Any) -> list[Finding]:
     return result
 
 
-def _scanned_statuses(db: Any, indexes: list[int]) -> dict[int, str]:
-    """The status a scan (not the guard) measured for each of these samples."""
-    statuses: dict[int, str] = {}
-    for start in range(0, len(indexes), 500):
-        part = indexes[start : start + 500]
-        marks = ", ".join("?" for _ in part)
-        statuses.update(
-            db.execute(
-                f"SELECT idx, status FROM samples WHERE idx IN ({marks})"
-                " AND run_id IN (SELECT id FROM runs WHERE kind != 'guard')",
-                part,
-            ).fetchall()
-        )
-    return statuses
-
-
 # What the per-sample pass of `derive_findings` reads of each row.
 SAMPLE_PASS_COLUMNS = (
     "idx", "status", "duration", "nbytes", "signature", "non_finite", "requires_grad", "non_cpu", "fd_delta",
     "labels", "info", "reported", "error_type", "error_message",
 )  # fmt: skip
+
 
 def _merged(findings: list[Finding]) -> list[Finding]:
     """One finding per (index, kind) (a mode-L `grayscale` and a visually grey one say it once), and
@@ -508,7 +488,7 @@ def quality_rows(db: Any) -> list[tuple[int, str, dict[str, Any]]]:
     # One pass over the images for the scores, the shapes (`image_shapes`) and the content hashes
     # (`image_index_findings`); the unscored are left out here, not in SQL, where a WHERE on the
     # scores would extract them twice.
-    read = db.execute(_IMAGES).fetchall()
+    read = index_population.ok_images(db)
     found = [(idx, key, text) for idx, key, text, _digest, _w, _h in read if text is not None]
     rows = [
         (idx, key if type(key) is str else _image_key(idx, key), parsed)
@@ -527,13 +507,6 @@ def quality_rows(db: Any) -> list[tuple[int, str, dict[str, Any]]]:
             [(idx, key, digest, w, h) for idx, key, _t, digest, w, h in read if digest is not None],
         )
     return rows
-
-
-_IMAGES = (
-    "SELECT idx, key, json_extract(info, '$.quality'), json_extract(info, '$.sha256'), "
-    "json_extract(info, '$.width'), json_extract(info, '$.height') "
-    "FROM samples WHERE status = 'ok' ORDER BY idx"
-)
 
 
 def image_index_findings(db: Any, thresholds: ShapeThresholds) -> list[tuple[int, str, str]]:
@@ -576,7 +549,7 @@ def index_wide_findings(db: Any) -> list[tuple[int, str, str]]:
     from itertools import groupby
 
     found: list[tuple[int, str, str]] = []
-    for stored, rows in groupby(db.execute(_SHARED_KEYS), key=operator.itemgetter(1)):
+    for stored, rows in groupby(index_population.shared_keys(db), key=operator.itemgetter(1)):
         indexes = [idx for idx, _key in rows]
         name = shown_name(_image_key(indexes[0], stored))
         shown = name if name.startswith("$'") else f"'{name}'"
@@ -587,14 +560,6 @@ def index_wide_findings(db: Any) -> list[tuple[int, str, str]]:
             detail = f"key {shown} names {len(indexes):,} samples (also {listed})"
             found.append((idx, "duplicate_key", detail))
     return found
-
-
-# Through the key index: the groups come from one pass over it, the rows of a shared key from a lookup.
-_SHARED_KEYS = """
-SELECT idx, key FROM samples
-WHERE key IN (SELECT key FROM samples WHERE key IS NOT NULL GROUP BY key HAVING count(*) > 1)
-ORDER BY key, idx
-"""
 
 
 def _parsed_scores(found: list[tuple[Any, Any, Any]]) -> list[Any]:
@@ -750,21 +715,13 @@ def image_shapes(db: Any) -> dict[int, tuple[int, int]]:
     cached = _IMAGE_SHAPES.get(db) if state is not None else None
     if cached is not None and cached[0] == state:
         return cached[1]
-    query = (
-        "SELECT idx, json_extract(info, '$.width'), json_extract(info, '$.height') FROM samples "
-        "WHERE status = 'ok' AND json_extract(info, '$.sha256') IS NOT NULL "
-        "AND json_extract(info, '$.width') > 0"
-    )
-    return {idx: (int(w), int(h)) for idx, w, h in db.execute(query) if w and h}
+    return {idx: (int(w), int(h)) for idx, w, h in index_population.image_shapes(db) if w and h}
 
 
 def hashed_images(db: Any) -> list[tuple[int, str, str | None, str | None]]:
     """(index, key, sha256, phash) of every undamaged image."""
-    query = (
-        "SELECT idx, key, json_extract(info, '$.sha256'), json_extract(info, '$.quality.phash') FROM samples "
-        "WHERE status = 'ok' AND json_extract(info, '$.sha256') IS NOT NULL ORDER BY idx"
-    )
-    return [(idx, _image_key(idx, key), digest, value) for idx, key, digest, value in db.execute(query)]
+    rows = index_population.hashed_images(db)
+    return [(idx, _image_key(idx, key), digest, value) for idx, key, digest, value in rows]
 
 
 def _leaks(db: Any, against: str, radius: int) -> list[tuple[int, str, str]]:
@@ -1011,7 +968,7 @@ class _SignatureJudge:
     def bad_signatures(self, db: Any, limit: int = 2000) -> list[str] | None:
         """The distinct ok signatures with findings, or None when there are too many to list."""
         bad: list[str] = []
-        for (text,) in db.execute("SELECT DISTINCT signature FROM samples WHERE status = 'ok'"):
+        for (text,) in index_population.ok_signatures(db):
             if text and self.findings(text):
                 bad.append(text)
                 if len(bad) > limit:
@@ -1170,16 +1127,10 @@ def absent_field_notes(db: Any, peers: Population, options: PolicyOptions) -> tu
     if not peers.ok:
         return ()
     absent = [(f"--require {path}", path) for path in options.require if not _held(peers, path)]
-    row = db.execute(
-        "SELECT labels FROM samples WHERE status = 'ok' AND labels IS NOT NULL LIMIT 1"
-    ).fetchone()
-    for name in json.loads(row[0]) if row else ():
+    labels = index_population.first_ok_labels(db)
+    for name in json.loads(labels) if labels is not None else ():
         path = '$."' + name.replace('"', '""') + '"'
-        held = db.execute(
-            "SELECT 1 FROM samples WHERE status = 'ok' AND json_extract(labels, ?) IS NOT NULL LIMIT 1",
-            (path,),
-        ).fetchone()
-        if held is None and name not in options.require:
+        if not index_population.any_ok_label(db, path) and name not in options.require:
             absent.append((f"--label {name}", name))
     said = "so every sample is missing_field"
     return tuple(
