@@ -28,10 +28,11 @@ browser:
 		  || echo "warning: could not install chromium; browser tests will be skipped (with CI=true they fail)"; }
 
 # All four checks run even when one fails; the last line names those that failed. Any non-zero
-# exit fails the target, pytest's 5 (no tests collected) included.
+# exit fails the target, pytest's 5 (no tests collected) included. worksteal: a worker that runs
+# out takes queued tests from the other, so a few long tests queued last do not run one after another.
 test: $(STAMP) browser
 	@failed=""; \
-	$(BIN)/python -m pytest -q -n 2 || failed="$$failed pytest"; \
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal || failed="$$failed pytest"; \
 	$(BIN)/ruff check datalint tests benchmarks || failed="$$failed ruff"; \
 	$(BIN)/mypy || failed="$$failed mypy"; \
 	$(BIN)/python scripts/docs_check.py || failed="$$failed docs-check"; \
