@@ -55,7 +55,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 Fact = TypeVar("Fact")  # what a summary table records about a function, beside its line
-SUMMARY_FORMAT = 22  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
+SUMMARY_FORMAT = 23  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 _MAX_CALL_HOPS = 6  # calls from a Dataset to a function of another file, followed this far
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
@@ -979,9 +979,12 @@ SAMPLE_METHODS: tuple[str, ...] = ("__getitem__", "__getitems__", "__iter__", "_
 
 
 def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.AST], str]) -> ClassSummary:
+    from datalint.lint.matchers.common import parameter_defaults  # light; imported when a class is read
+
     methods = [item for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)]
     holds: dict[str, str] = {}
     within: set[tuple[str, str]] = set()
+    functions: dict[str, tuple[str, int]] = {}  # `self.loader = load_image`: attr -> (function, line)
     own_calls: dict[str, set[str]] = {}  # method -> methods of self it calls
     attr_calls: dict[str, set[tuple[str, str]]] = {}  # method -> (attr, method) called on self.attr
     for method in methods:
@@ -995,9 +998,14 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
             for target in a.targets
             if isinstance(target, ast.Name)
         }
+        defaults = parameter_defaults(method)
         for assign in assigns:
             value = assign.value
             if isinstance(value, ast.Name):
+                stored_function = qualify(defaults.get(value.id, value))
+                for target in assign.targets:
+                    if stored_function and _is_self_attr(target) and isinstance(target, ast.Attribute):
+                        functions[target.attr] = (stored_function, assign.lineno)
                 value = local_calls.get(value.id, value)
             if not isinstance(value, ast.Call):
                 continue
@@ -1033,6 +1041,13 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
     # (`_load_data(index)`): what its methods call may run in workers, `Project.learn` decides.
     running = [by_name[n] for n in sorted(reached)] or [m for m in methods if m.name != "__init__"]
     initializers = [m for m in methods if m.name == "__init__"]
+    # A function stored on an attribute (`self.loader = default_loader`) that reached code calls.
+    stored_calls = {
+        (*functions[attr], name)
+        for name in (reached or {m.name for m in running})
+        for attr, called in attr_calls.get(name, ())
+        if called == "__call__" and attr in functions and attr not in by_name
+    }
     return ClassSummary(
         node.name,
         node.lineno,
@@ -1047,9 +1062,12 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
         _index_hooks(inside, by_name.get("__getitem__")),
         tuple(
             sorted(
-                (callee, line, method.name)
-                for method in running
-                for callee, line in _qualified_calls(inside, [method], qualify)
+                {
+                    (callee, line, method.name)
+                    for method in running
+                    for callee, line in _qualified_calls(inside, [method], qualify)
+                }
+                | stored_calls
             )
         ),
         tuple(callee for callee, _line in _qualified_calls(inside, initializers, qualify)),

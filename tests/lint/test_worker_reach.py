@@ -549,3 +549,29 @@ def test_a_helper_only_a_subclass_s_parent_side_method_calls_stays_silent(tmp_pa
     '''
     files = {"shapes/base_set.py": base, "shapes/prepared.py": prepared, "shapes/img.py": IMG}
     assert lint([write(tmp_path, files)], "DL202") == []
+
+
+def test_a_function_stored_on_an_attribute_that_getitem_calls_runs_in_workers(tmp_path: Path) -> None:
+    images = '''
+    from torch.utils.data import DataLoader, Dataset
+
+    from shapes.img import load_image
+
+
+    class Images(Dataset):
+        def __init__(self, paths, loader=load_image):
+            self.paths = paths
+            self.loader = loader
+
+        def __len__(self):
+            return len(self.paths)
+
+        def __getitem__(self, index):
+            return self.loader(self.paths[index])
+
+
+    loader = DataLoader(Images(["a.png"]), batch_size=4, num_workers=4)
+    '''
+    findings = lint([write(tmp_path, {"shapes/images.py": images, "shapes/img.py": IMG})], "DL202")
+    assert [(Path(f.path).name, f.line) for f in findings] == [("img.py", 5)]
+    assert [(Path(r.path).name, r.line) for r in findings[0].related] == [("images.py", 9)]
