@@ -150,8 +150,9 @@ def source_for(description: SourceDescription, dataset: Any) -> Any:
         return HFDatasetSource(description, dataset)
     if description.option("key_column") is not None:
         raise UsageError(
-            f"--key-column is for a Hugging Face dataset (or --parquet); {description.spec} gives a"
-            f" {type(dataset).__name__}, whose keys come from its datalint_key(i) method or samples list"
+            "--key-column is for a Hugging Face dataset (or --parquet, or a folder of LitData chunks);"
+            f" {description.spec} gives a {type(dataset).__name__}, whose keys come from its datalint_key(i)"
+            " method or samples list"
         )
     return DatasetSource(description, dataset)
 
