@@ -15,11 +15,14 @@ then refuses the list rather than dropping other samples).
 
 from __future__ import annotations
 
+import bisect
 import importlib
+import itertools
 import json
 import os
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -49,25 +52,31 @@ class Chunks:
 
     @property
     def length(self) -> int:
-        return sum(self.sizes)
+        return self.starts[-1] if self.starts else 0
+
+    @cached_property
+    def starts(self) -> tuple[int, ...]:
+        """The number of each chunk's first sample, and past the end the length."""
+        return (0, *itertools.accumulate(self.sizes))
+
+    @cached_property
+    def _by_name(self) -> dict[str, int]:
+        return {name: at for at, name in enumerate(self.names)}
 
     def position_key(self, index: int) -> str:
         """`CHUNK#OFFSET` of the sample litdata numbers `index`."""
-        for name, size in zip(self.names, self.sizes, strict=True):
-            if index < size:
-                return f"{name}{OFFSET_SEPARATOR}{index}"
-            index -= size
-        raise IndexError(f"sample {index} is past the last chunk")
+        if not 0 <= index < self.length:
+            raise IndexError(f"sample {index} is outside the chunks' {self.length} samples")
+        at = bisect.bisect_right(self.starts, index) - 1
+        return f"{self.names[at]}{OFFSET_SEPARATOR}{index - self.starts[at]}"
 
     def index_of(self, key: str) -> int | None:
         """The sample a `CHUNK#OFFSET` key names here, or None when this folder has no such place."""
         name, separator, offset = key.rpartition(OFFSET_SEPARATOR)
-        if not separator or not offset.isdigit() or name not in self.names:
+        at = self._by_name.get(name) if separator and offset.isdigit() else None
+        if at is None or int(offset) >= self.sizes[at]:
             return None
-        at = self.names.index(name)
-        if int(offset) >= self.sizes[at]:
-            return None
-        return sum(self.sizes[:at]) + int(offset)
+        return self.starts[at] + int(offset)
 
 
 def is_litdata_folder(spec: str) -> bool:
