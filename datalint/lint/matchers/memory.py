@@ -25,7 +25,7 @@ from datalint.lint.matchers.common import (
     walk_scope,
     worker_classes,
 )
-from datalint.lint.module import ClassInfo, Match, Module, Related
+from datalint.lint.module import ClassInfo, Match, Module, Related, cast_name
 from datalint.lint.project import INT_CALLS
 from datalint.records import record
 
@@ -300,6 +300,12 @@ def _assignment_kind(
         if kind is None and isinstance(assignment.statement, ast.AnnAssign):
             return _annotated_kind(module, assignment.statement.annotation)
         return kind
+    transposed = _transposed_rows(assignment.statement)
+    if transposed is not None:
+        # `self.paths, self.labels = zip(*rows)`: each attribute is one column of the rows, a tuple
+        # of one object per sample when the rows are.
+        rows = _container_kind(module, info, assignment.method, transposed, builders, 0)
+        return "list" if rows in PER_SAMPLE_COLUMNS else None
     unpacked = _unpacked_from_helper(module, info, assignment)
     if unpacked is None:
         # `self.paths, self.labels = load_lists(root)` of a helper in another project file.
@@ -307,6 +313,17 @@ def _assignment_kind(
     helper, elements = unpacked
     kinds = [_container_kind(module, info, helper, element, builders, 1) for element in elements]
     return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
+
+
+def _transposed_rows(statement: ast.stmt) -> ast.expr | None:
+    """`a, b = zip(*rows)` or `a, b = list(zip(*rows))`: `rows`."""
+    value = statement.value if isinstance(statement, ast.Assign) else None
+    if isinstance(value, ast.Call) and cast_name(value) == "list" and value.args:
+        value = value.args[0]
+    if not (isinstance(value, ast.Call) and cast_name(value) == "zip"):
+        return None
+    starred = value.args[0] if len(value.args) == 1 else None
+    return starred.value if isinstance(starred, ast.Starred) else None
 
 
 # A list annotated as holding numbers (mostly small ints, which CPython shares) is reported only
