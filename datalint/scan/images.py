@@ -1016,7 +1016,7 @@ def _thumbnail_source(im: Image.Image) -> Image.Image:
     """The image reduced by a whole factor to no less than twice the thumbnail's side."""
     from datalint.scan import quality
 
-    factor = max(1, min(im.width, im.height) // quality.THUMB)
+    factor = quality.reduction_factor(im.height, im.width)
     return im.reduce(factor) if factor > 1 and im.mode in _REDUCIBLE_MODES else im
 
 

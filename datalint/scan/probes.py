@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from datalint.scan.quality import image_like, score_tensor
+from datalint.scan.quality import image_like, reduction_factor, score_tensor
 
 # A sample is walked at most this deep, and only this many fields of one container are described
 # one by one: signatures stay small even for a sample holding a list of 10,000 boxes.
@@ -194,10 +194,24 @@ class _Walk:
 def _image_scores(path: str, tensor: Any, layout: str) -> dict[str, Any]:
     """The quality scores of the tensor the model sees (scan/quality.py), or nothing if it cannot be read."""
     try:
-        values = tensor.detach().to("cpu").float().numpy()
+        values = _reduced(tensor.detach().to("cpu"), layout).numpy()
         return {"quality": score_tensor(values, layout), "quality_field": path}
     except Exception:  # per-sample boundary: an odd tensor type is no reason to lose the sample
         return {}
+
+
+def _reduced(tensor: Any, layout: str) -> Any:
+    """The image tensor as float, averaged down by the factor image files are reduced by before
+    scoring (`quality.reduction_factor`: to twice the thumbnail's side): the scores read a few
+    thousand pixels, never a float copy of a full-size image."""
+    import torch
+
+    chw = tensor if layout == "chw" else tensor.permute(2, 0, 1)
+    factor = reduction_factor(int(chw.shape[1]), int(chw.shape[2]))
+    if factor > 1:
+        chw = torch.nn.functional.avg_pool2d(chw.float().unsqueeze(0), factor).squeeze(0)
+    chw = chw.float()
+    return chw if layout == "chw" else chw.permute(1, 2, 0)
 
 
 def _summarise(described: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], int]:

@@ -63,6 +63,13 @@ def score_pixels(pixels: Any) -> dict[str, Any]:
     return {name: value for name, value in scores.items() if isinstance(value, str) or math.isfinite(value)}
 
 
+def reduction_factor(height: int, width: int) -> int:
+    """The whole factor an image is averaged down by before it is scored: to no less than twice
+    the thumbnail's side on its short side. Image files (Pillow's `reduce`) and image tensors
+    (average pooling) are reduced alike, so their scores compare and the limits serve both."""
+    return max(1, min(height, width) // THUMB)
+
+
 def percentiles(values: Any, wanted: Sequence[float]) -> list[float]:
     """`numpy.percentile(values, wanted)` (linear interpolation), to the last bit, from one partition:
     numpy's own spends most of its time in Python around the same partition."""
