@@ -28,6 +28,7 @@ from typing import Any
 try:
     # Imported first, so that a missing part of the [streaming] extra is named before anything else loads.
     importlib.import_module("litdata")  # litdata ships no type information
+    import numpy as np
     import torch
     from torch.utils.data import IterableDataset, get_worker_info
 except ModuleNotFoundError:
@@ -92,8 +93,12 @@ class QuarantinedStream(IterableDataset[Any]):
             self.dataset.set_epoch(epoch)
 
     def __len__(self) -> int:
-        # By id, which listed ids the stream holds is known only once it has streamed: at most all.
-        return len(self.good) if self.good is not None else len(self.dataset)
+        """This rank's samples an epoch (by id: at most, since which listed ids the stream holds is
+        known only once it has streamed)."""
+        if self.good is None:
+            return len(self.dataset)
+        ranks = _rank()[1]
+        return -(-len(self.good) // ranks)
 
     def __iter__(self) -> Iterator[Any]:
         if self.good is None:
@@ -121,13 +126,18 @@ class QuarantinedStream(IterableDataset[Any]):
 
 
 def _share(good: Any, generator: torch.Generator | None) -> Any:
-    """This rank's and this DataLoader worker's part of the good sample numbers, the same order on
-    every rank and worker (drawn from one seed), so the parts are disjoint and together whole."""
+    """This rank's and this DataLoader worker's part of the good sample numbers, from one order that
+    every rank and worker draws alike (one seed), so the parts are disjoint and together whole.
+
+    Every rank gets the same number, the tail padded by wrapping around as `DistributedSampler`
+    pads it: a rank with one batch more would wait for the others at its last step."""
     order = good if generator is None else good[torch.randperm(len(good), generator=generator).numpy()]
     rank, ranks = _rank()
+    if len(order) % ranks:
+        order = np.resize(order, len(order) + ranks - len(order) % ranks)
     info = get_worker_info()
     worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-    return order[rank * workers + worker :: ranks * workers]
+    return order[rank::ranks][worker::workers]
 
 
 def _rank() -> tuple[int, int]:

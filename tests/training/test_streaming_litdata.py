@@ -146,3 +146,26 @@ def test_without_litdata_the_import_names_the_extra(monkeypatch: pytest.MonkeyPa
     monkeypatch.delitem(sys.modules, "datalint.streaming")
     with pytest.raises(MissingExtraError, match=r"\[streaming\] extra \(missing: litdata\)"):
         importlib.import_module("datalint.streaming")
+
+
+def test_by_place_every_rank_gets_as_many_samples_and_together_every_good_one(
+    shards: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datalint import streaming
+
+    db = tmp_path / "places.db"
+    scanned(shards, db)
+    ranks = 2
+    per_rank = []
+    for rank in range(ranks):
+        # the rank torch.distributed would report in a job of two ranks
+        monkeypatch.setattr(streaming, "_rank", lambda rank=rank: (rank, ranks))
+        train = drop_quarantined(litdata.StreamingDataset(str(shards), shuffle=True), db, seed=7)
+        (seen,) = streamed(train)
+        assert sum(seen.values()) == len(train)
+        per_rank.append(seen)
+    good = LENGTH - len(DAMAGED)  # 21: one sample is given twice, to even the ranks
+    assert [sum(seen.values()) for seen in per_rank] == [(good + 1) // 2] * ranks
+    together = per_rank[0] + per_rank[1]
+    assert set(together) == {f"clip-{n:03d}" for n in range(LENGTH) if n not in DAMAGED}
+    assert sum(together.values()) == good + 1
