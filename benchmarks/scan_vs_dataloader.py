@@ -2,14 +2,16 @@
 
     .venv/bin/python benchmarks/scan_vs_dataloader.py --workers 2 --trivial 20000 --jpegs 2000
 
-For each dataset: wall time of iterating `DataLoader(ds, batch_size=None, num_workers=W)` once,
-then of `datalint.scan(ds, workers=W)`: isolating every sample, probing it, writing the SQLite
-index, deriving the findings and writing the quarantine list. Both get the dataset already built.
+For each dataset (`--rounds N`: N alternating rounds, medians): wall time of iterating
+`DataLoader(ds, batch_size=None, num_workers=W)` once, then of `datalint.scan(ds, workers=W)`:
+isolating every sample, probing it, writing the SQLite index, deriving the findings and writing
+the quarantine list. Both get the dataset already built.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -45,6 +47,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--trivial", type=int, default=20000, help="samples of the trivial dataset")
     parser.add_argument("--jpegs", type=int, default=2000, help="samples of the JPEG-decoding dataset")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="alternate the DataLoader and the scan this many times; medians are printed")
     args = parser.parse_args()
     torch.set_num_threads(1)
     datasets = {
@@ -55,8 +59,11 @@ def main() -> None:
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
         for name, dataset in datasets.items():
-            loader = time_dataloader(dataset, args.workers)
-            scan, _ = time_scan(dataset, args.workers, Path(folder))
+            loaders, scans = [], []
+            for _ in range(args.rounds):  # side by side, so both see the same load
+                loaders.append(time_dataloader(dataset, args.workers))
+                scans.append(time_scan(dataset, args.workers, Path(folder))[0])
+            loader, scan = statistics.median(loaders), statistics.median(scans)
             print(
                 f"| {name} | {args.workers} | {loader:.2f} | {scan:.2f} | {scan / loader:.2f} |", flush=True
             )
