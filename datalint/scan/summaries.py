@@ -59,7 +59,8 @@ from typing import TYPE_CHECKING, Any
 
 from datalint.index import read
 from datalint.index import summaries as index_summaries
-from datalint.index.summaries import MARKED, SUMMARY_TABLE
+from datalint.index.summaries import MARKED as MARKED  # what `row_mark` hashes
+from datalint.index.summaries import SUMMARY_TABLE as SUMMARY_TABLE  # where a file keeps its summary
 
 if TYPE_CHECKING:
     from datalint.scan.policy import Population
@@ -415,7 +416,6 @@ class Summarizer:
 
 
 _UNSEEN: Any = object()
-__all__ = ["MARKED", "SUMMARY_TABLE"]  # the index's: what `row_mark` hashes, where a file keeps its summary
 
 
 def _positions() -> tuple[int, ...]:
