@@ -55,7 +55,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 Fact = TypeVar("Fact")  # what a summary table records about a function, beside its line
-SUMMARY_FORMAT = 23  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
+SUMMARY_FORMAT = 24  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 _MAX_CALL_HOPS = 6  # calls from a Dataset to a function of another file, followed this far
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
@@ -500,6 +500,10 @@ def summarize(
             continue
         seen.add(node.name)
         classes[node.name] = summary
+    for node in class_nodes:  # a subclass filling the hooks its in-file base's `__getitem__` calls
+        hooks = _in_file_hooks(classes, node.name, f"{module}." if module else "")
+        if hooks:
+            classes[node.name] = _class_summary(inside, node, qualify, hooks)
     return FileSummary(
         module,
         is_package,
@@ -978,7 +982,13 @@ CALLABLE_METHODS: frozenset[str] = frozenset({"__call__", "forward"})
 SAMPLE_METHODS: tuple[str, ...] = ("__getitem__", "__getitems__", "__iter__", "__next__")
 
 
-def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.AST], str]) -> ClassSummary:
+def _class_summary(
+    inside: _Regions,
+    node: ast.ClassDef,
+    qualify: Callable[[ast.AST], str],
+    hooks: frozenset[str] = frozenset(),
+) -> ClassSummary:
+    """`hooks`: methods an in-file base's sample methods call on `self`, which run in workers too."""
     from datalint.lint.matchers.common import parameter_defaults  # light; imported when a class is read
 
     methods = [item for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)]
@@ -1028,7 +1038,7 @@ def _class_summary(inside: _Regions, node: ast.ClassDef, qualify: Callable[[ast.
                 on.add((subscript.value.attr, "__getitem__"))  # `self.reader[index]`
     # Only calls made from the sample methods (and what they call on self) run in workers.
     reached: set[str] = set()
-    pending = [name for name in SAMPLE_METHODS if name in own_calls]
+    pending = [name for name in (*SAMPLE_METHODS, *sorted(hooks)) if name in own_calls]
     while pending:
         name = pending.pop()
         if name in reached:
@@ -1084,6 +1094,16 @@ def _built_within(call: ast.Call, qualify: Callable[[ast.AST], str]) -> set[str]
             if callee and callee.rpartition(".")[2][:1].isupper():
                 found.add(callee)
     return found
+
+
+def _in_file_hooks(classes: Mapping[str, ClassSummary], name: str, prefix: str) -> frozenset[str]:
+    """For a class with no sample method of its own, the methods its in-file bases' sample methods
+    call on `self` (`self.load_data(index)` in a base's `__getitem__`)."""
+    info = classes.get(name)
+    if info is None or any(method in info.methods for method in SAMPLE_METHODS):
+        return frozenset()
+    bases = [classes.get(b[len(prefix) :]) for b in info.bases if b.startswith(prefix) and b != prefix + name]
+    return frozenset(a for base in bases if base is not None for a, m in base.calls_on if m == "__call__")
 
 
 def _index_hooks(
@@ -1319,6 +1339,12 @@ class Project:
         """Where absolute imports are looked up from a file importable from `importer_root`."""
         roots = [importer_root]
         if self.root is not None:
+            # A folder without `__init__.py` is a namespace package to a script run from a folder
+            # above it (`from data.pseudo_label import ...` in `trainer/craft/data/dataset.py`).
+            parent = importer_root.parent
+            while parent != importer_root and parent.is_relative_to(self.root) and parent != self.root:
+                roots.append(parent)
+                importer_root, parent = parent, parent.parent
             roots.extend((self.root, self.root / "src"))
         return tuple(dict.fromkeys(roots))
 

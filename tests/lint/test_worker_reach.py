@@ -575,3 +575,59 @@ def test_a_function_stored_on_an_attribute_that_getitem_calls_runs_in_workers(tm
     findings = lint([write(tmp_path, {"shapes/images.py": images, "shapes/img.py": IMG})], "DL202")
     assert [(Path(f.path).name, f.line) for f in findings] == [("img.py", 5)]
     assert [(Path(r.path).name, r.line) for r in findings[0].related] == [("images.py", 9)]
+
+
+def test_a_script_folder_s_namespace_package_resolves_and_in_file_hooks_reach_a_held_class(
+    tmp_path: Path,
+) -> None:
+    # `trainer/` is run as a script folder; `data/` has no __init__.py, as in many research repos.
+    builder = '''
+    import torch
+
+
+    class Supervision:
+        def __init__(self, net):
+            self.net = net
+
+        def score(self, image):
+            return self.net(torch.as_tensor(image).cuda())
+    '''
+    sets = '''
+    import numpy as np
+    from torch.utils.data import DataLoader, Dataset
+
+    from data.supervision.builder import Supervision
+
+
+    class BaseSet(Dataset):
+        def __init__(self, paths):
+            self.paths = paths
+
+        def __len__(self):
+            return len(self.paths)
+
+        def __getitem__(self, index):
+            return self.make_target(index)
+
+
+    class Pseudo(BaseSet):
+        def __init__(self, paths, net):
+            super().__init__(paths)
+            self.supervision = Supervision(net)
+
+        def make_target(self, index):
+            return self.supervision.score(np.load(self.paths[index]))
+
+
+    def loader(paths, net):
+        return DataLoader(Pseudo(paths, net), batch_size=4, num_workers=4)
+    '''
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'trainer'\n")
+    files = {"trainer/data/sets.py": sets, "trainer/data/supervision/builder.py": builder}
+    for name, source in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source).lstrip("\n"))
+    findings = lint([tmp_path], "DL203")
+    assert [(Path(f.path).name, f.line) for f in findings] == [("builder.py", 9)]
+    assert "the Dataset `Pseudo` holds it" in findings[0].related[0].message
