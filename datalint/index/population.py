@@ -91,6 +91,37 @@ def hashed_images(db: Any) -> Iterable[tuple[Any, Any, Any, Any]]:
     return db.execute(query)
 
 
+# An image file scan's own per-file findings: the few rows past the shape limits, and the files
+# whose bytes another file holds too, each narrowed in SQL so a clean index of a million files
+# costs one pass of json_extract.
+_ODD_SHAPES = """
+SELECT idx, w, h FROM (
+    SELECT idx, json_extract(info, '$.width') AS w, json_extract(info, '$.height') AS h FROM samples
+    WHERE status = 'ok' AND json_extract(info, '$.sha256') IS NOT NULL
+)
+WHERE w IS NOT NULL AND h IS NOT NULL AND (min(w, h) < ? OR max(w, h) > ? * min(w, h))
+"""
+_SHARED_HASHES = """
+WITH hashed AS (
+    SELECT idx, key, json_extract(info, '$.sha256') AS digest FROM samples
+    WHERE status = 'ok' AND json_extract(info, '$.sha256') IS NOT NULL
+)
+SELECT idx, key, digest FROM hashed
+WHERE digest IN (SELECT digest FROM hashed GROUP BY digest HAVING COUNT(*) > 1)
+"""
+
+
+def images_past_shape_limits(db: Any, min_side: int, max_aspect: float) -> Iterable[tuple[int, Any, Any]]:
+    """(index, width, height) of every undamaged image with a side under `min_side` or a long side
+    over `max_aspect` times its short one."""
+    return db.execute(_ODD_SHAPES, [min_side, max_aspect])
+
+
+def images_sharing_bytes(db: Any) -> Iterable[tuple[int, Any, Any]]:
+    """(index, key as stored, sha256) of every undamaged image whose sha256 another one has too."""
+    return db.execute(_SHARED_HASHES)
+
+
 # ----------------------------------------------------------------------------------------------
 # Keys and statuses
 

@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from datalint.index.store import SCHEMA_VERSION, IndexFileError, RunRecord, latest_run, read_key
 
@@ -182,3 +183,15 @@ def measured_sizes(connection: sqlite3.Connection) -> tuple[list[int], int]:
     )]
     (failed,) = connection.execute("SELECT count(*) FROM samples WHERE status != 'ok'").fetchone()
     return sizes, int(failed)
+
+
+def keys_at(connection: Any, indexes: Sequence[int]) -> dict[int, str | None]:
+    """The key of the sample at each of these indexes (None where it has none), whoever wrote it."""
+    found: dict[int, str | None] = {}
+    ordered = sorted(indexes)
+    for start in range(0, len(ordered), 500):
+        part = ordered[start : start + 500]
+        marks = ", ".join("?" for _ in part)
+        for index, key in connection.execute(f"SELECT idx, key FROM samples WHERE idx IN ({marks})", part):
+            found[index] = read_key(key)
+    return found

@@ -551,7 +551,7 @@ def _findings_of(index: Any, options: PolicyOptions, workers: int = 0) -> list[p
 def _kept_rows(index_path: Path) -> str:
     """After a failed write: what the index still holds, read through a fresh connection."""
     with contextlib.closing(read.connect(index_path)) as db:
-        (rows,) = db.execute("SELECT count(*) FROM samples").fetchone()
+        rows = store.count_samples(db)
     return (
         f"The index holds {rows:,} complete sample row(s), all it had before the error; fix the cause "
         "and run the same command again to resume"
@@ -976,7 +976,7 @@ def _write_quarantine(
     print_: str | None,
     path: Path,
 ) -> list[QuarantineEntry]:
-    keys = sample_keys(index, {f.idx for f in findings if f.kind in kinds})
+    keys = read.keys_at(index, sorted({f.idx for f in findings if f.kind in kinds}))
     entries = policy.quarantine_entries(findings, keys, kinds)
     document = policy.quarantine_document(
         entries, dataset=spec, length=length, fingerprint=print_, created=store.utc_now(), kinds=kinds
@@ -984,17 +984,6 @@ def _write_quarantine(
     write_json_atomically(path, document)
     binary_list.write_beside_if_large(path, document)
     return entries
-
-
-def sample_keys(index: Any, indices: set[int]) -> dict[int, str | None]:
-    keys: dict[int, str | None] = {}
-    ordered = sorted(indices)
-    for start in range(0, len(ordered), 500):
-        part = ordered[start : start + 500]
-        marks = ", ".join("?" for _ in part)
-        for idx, key in index.execute(f"SELECT idx, key FROM samples WHERE idx IN ({marks})", part):
-            keys[idx] = store.read_key(key)
-    return keys
 
 
 def write_json_atomically(path: Path, document: Any) -> None:
@@ -1187,7 +1176,7 @@ def derive_quarantine(
             raise UsageError(f"the index {index_path} holds no scan yet; run `datalint scan` first")
         options = _policy_over_scan(str(index_path), run, kinds, dict(overrides))
         findings = _findings_of(index, options, workers)
-        keys = sample_keys(index, {f.idx for f in findings if f.kind in options.kinds})
+        keys = read.keys_at(index, sorted({f.idx for f in findings if f.kind in options.kinds}))
         entries = policy.quarantine_entries(findings, keys, options.kinds)
         return policy.quarantine_document(
             entries,

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from datalint.errors import UsageError
 from datalint.files import FileTooLarge, read_regular_file
+from datalint.index import population
 from datalint.index.kinds import DAMAGE_KINDS, UNSUPPORTED_KIND
 from datalint.index.store import read_key
 from datalint.scan.stderr_capture import StderrCapture
@@ -2701,25 +2702,11 @@ def index_findings(db: Any, thresholds: ShapeThresholds | None = None) -> list[t
     """
     limits = thresholds or ShapeThresholds()
     found: list[tuple[int, str, str]] = []
-    for idx, width, height in db.execute(_ODD_SHAPES, [limits.min_side, limits.max_aspect]):
+    for idx, width, height in population.images_past_shape_limits(db, limits.min_side, limits.max_aspect):
         found.extend((idx, f.kind, f.detail) for f in shape_findings(int(width), int(height), limits))
-    hashes = {idx: (read_key(key) or f"#{idx}", digest) for idx, key, digest in db.execute(_SHARED_HASHES)}
+    shared = population.images_sharing_bytes(db)
+    hashes = {idx: (read_key(key) or f"#{idx}", digest) for idx, key, digest in shared}
     found.extend((idx, f.kind, f.detail) for idx, f in duplicate_findings(hashes).items())
     return sorted(found)
 
 
-_ODD_SHAPES = """
-SELECT idx, w, h FROM (
-    SELECT idx, json_extract(info, '$.width') AS w, json_extract(info, '$.height') AS h FROM samples
-    WHERE status = 'ok' AND json_extract(info, '$.sha256') IS NOT NULL
-)
-WHERE w IS NOT NULL AND h IS NOT NULL AND (min(w, h) < ? OR max(w, h) > ? * min(w, h))
-"""
-_SHARED_HASHES = """
-WITH hashed AS (
-    SELECT idx, key, json_extract(info, '$.sha256') AS digest FROM samples
-    WHERE status = 'ok' AND json_extract(info, '$.sha256') IS NOT NULL
-)
-SELECT idx, key, digest FROM hashed
-WHERE digest IN (SELECT digest FROM hashed GROUP BY digest HAVING COUNT(*) > 1)
-"""
