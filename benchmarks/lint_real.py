@@ -116,6 +116,8 @@ def lint_repo(tree: Path, repo: str, commit: str, jobs: int, cache: bool) -> Rep
         seconds = time.perf_counter() - start
     finally:
         os.chdir(cwd)
+    for error in report.errors:  # a file that could not be linted is no finding: say so, never hide it
+        print(f"{repo}: not linted: {error}", file=sys.stderr)
     return RepoRun(repo, commit, report.files, seconds, report.findings)
 
 

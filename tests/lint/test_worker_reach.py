@@ -631,3 +631,32 @@ def test_a_script_folder_s_namespace_package_resolves_and_in_file_hooks_reach_a_
     findings = lint([tmp_path], "DL203")
     assert [(Path(f.path).name, f.line) for f in findings] == [("builder.py", 9)]
     assert "the Dataset `Pseudo` holds it" in findings[0].related[0].message
+
+
+def test_a_dict_of_keywords_returned_by_a_helper_is_read_without_failing(tmp_path: Path) -> None:
+    # `dict(input_ids=..., labels=...)` has no positional argument; the rule used to fail on it.
+    tokens = '''
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+    def preprocess(rows):
+        return dict(input_ids=torch.tensor(rows), labels=torch.tensor(rows))
+
+
+    class Tokens(Dataset):
+        def __init__(self, rows):
+            data = preprocess(rows)
+            self.input_ids = data["input_ids"]
+
+        def __len__(self):
+            return len(self.input_ids)
+
+        def __getitem__(self, index):
+            return self.input_ids[index]
+
+
+    loader = DataLoader(Tokens([[1, 2]]), batch_size=2, num_workers=2)
+    '''
+    (tmp_path / "shapes").mkdir()
+    assert lint([write(tmp_path, {"shapes/tokens.py": tokens})], "DL301") == []

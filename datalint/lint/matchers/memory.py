@@ -928,6 +928,8 @@ def _call_kind(
         kind = _kind_of(qualified)
         if qualified == "list":
             return kind  # `list(anything)` holds Python objects, whatever they are
+        if not call.args and qualified not in builders.calls:
+            return None  # `dict(input_ids=ids, labels=labels)`: what the keywords hold decides, unread
         if qualified in builders.calls or _fresh_objects(
             module, info, function, call.args[0], builders, depth
         ):
