@@ -37,8 +37,8 @@ except ModuleNotFoundError:
     raise
 
 from datalint.errors import DatalintError
+from datalint.scan.dataset_readers import is_saved_dataset
 from datalint.scan.hf_datasets import ROW_SEPARATOR, row_key
-from datalint.scan.sources import is_saved_dataset
 from datalint.training.fit import (
     StaleQuarantineError,
     rescan_command,

@@ -35,12 +35,12 @@ from datalint.index import binary_list, failures, read, store
 from datalint.index.quarantine import FORMAT as LIST_FORMAT
 from datalint.scan import changes as changes_
 from datalint.scan import dask_backend, policy, preflight, runner, shard_writers, summaries, summary_findings
+from datalint.scan.dataset_readers import adopt_dataset
 from datalint.scan.policy import PolicyOptions, QuarantineEntry
 from datalint.scan.progress import Progress
 from datalint.scan.shards import shard_starts_of
 from datalint.scan.sources import (
     SourceDescription,
-    adopt_dataset,
     build_source,
     fingerprint,
     forget_source,

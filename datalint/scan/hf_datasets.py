@@ -13,7 +13,7 @@ dataset's sample is (labels with `--label`, sizes, NaN).
 Keys: the values of `--key-column` (an id column), or `FINGERPRINT#ROW`, the row's position tied to
 the dataset's `_fingerprint`, so a list by position is never applied to another version of the
 dataset (`datalint.hf.drop_quarantined` checks it). Only a folder or a spec that gives a `Dataset`
-comes here (`sources.dataset_source` decides): every other dataset keeps `DatasetSource`.
+comes here (`dataset_readers.dataset_source` decides): every other dataset keeps `DatasetSource`.
 """
 
 from __future__ import annotations

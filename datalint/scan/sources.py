@@ -20,7 +20,6 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from datalint.errors import UsageError
@@ -33,7 +32,7 @@ from datalint.scan.stderr_capture import StderrCapture
 _perf_counter = time.perf_counter  # bound once: a sample replacing time.perf_counter times only itself
 
 SOURCE_KINDS: dict[str, str] = {
-    "dataset": "datalint.scan.sources:dataset_source",  # DatasetSource, or a Hugging Face Dataset's
+    "dataset": "datalint.scan.dataset_readers:dataset_source",  # which reader reads the dataset
     "images": "datalint.scan.images:ImageFilesSource",
     "webdataset": "datalint.scan.webdataset:WebDatasetSource",
     "parquet": "datalint.scan.parquet:ParquetSource",
@@ -124,61 +123,6 @@ def forget_source(description: SourceDescription) -> None:
     """
     if description.option("object_id") is None:
         _BUILT.pop(description, None)
-
-
-def dataset_source(description: SourceDescription) -> Any:
-    """The source of kind "dataset": a Hugging Face Dataset (a spec giving one, or a save_to_disk
-    folder) is read by `hf_datasets.HFDatasetSource`, anything else by `DatasetSource`."""
-    spec = description.spec
-    if os.path.isfile(os.path.join(spec, "index.json")):  # litdata's chunks: scan/streaming_shards.py
-        from datalint.scan.streaming_shards import LitDataSource
-
-        return LitDataSource(description)
-    if is_saved_dataset(spec):
-        from datalint.scan.hf_datasets import saved_dataset
-
-        return source_for(description, saved_dataset(spec))
-    return source_for(description, resolve_spec(spec))
-
-
-def source_for(description: SourceDescription, dataset: Any) -> Any:
-    """The source that reads `dataset` (resolved from the description's spec, or handed to the API).
-    The Hugging Face reader (and the image judging it uses) is imported only for such a dataset."""
-    if is_hf_dataset(dataset):
-        from datalint.scan.hf_datasets import HFDatasetSource
-
-        return HFDatasetSource(description, dataset)
-    if description.option("key_column") is not None:
-        raise UsageError(
-            "--key-column is for a Hugging Face dataset (or --parquet, or a folder of LitData chunks);"
-            f" {description.spec} gives a {type(dataset).__name__}, whose keys come from its datalint_key(i)"
-            " method or samples list"
-        )
-    return DatasetSource(description, dataset)
-
-
-def is_hf_dataset(dataset: Any) -> bool:
-    """A `datasets.Dataset`, told without importing `datasets` (a spec that gives one imported it)."""
-    module = sys.modules.get("datasets")
-    dataset_class = getattr(module, "Dataset", None)
-    return isinstance(dataset_class, type) and isinstance(dataset, dataset_class)
-
-
-def is_saved_dataset(spec: str) -> bool:
-    """Whether `spec` is a folder `save_to_disk` wrote (a Dataset's, or a DatasetDict's)."""
-    folder = Path(spec)
-    return folder.is_dir() and ((folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file())
-
-
-def adopt_dataset(dataset: Any, labels: tuple[str, ...] = ()) -> SourceDescription:
-    """Describe a dataset object handed to the Python API and keep it for this process.
-
-    Forked workers inherit it; it is never pickled. Only engines that fork can scan such an object.
-    """
-    spec = f"<{type(dataset).__module__}.{type(dataset).__qualname__} object>"
-    description = SourceDescription.make("dataset", spec, labels=labels, object_id=id(dataset))
-    _BUILT[description] = source_for(description, dataset)
-    return description
 
 
 def _source_factory(kind: str) -> Callable[[SourceDescription], Any]:
