@@ -3,6 +3,11 @@
     python benchmarks/image_corpus.py /tmp/corpus --workers 2          # once: 2000 files, ~370 MiB
     python benchmarks/images_vs_baseline.py /tmp/corpus --workers 2 [--repeat 3]
         [--cleanvision-python /path/to/venv/bin/python]
+    python benchmarks/images_vs_baseline.py --folder DIR --workers 2 --repeat 3   # any image folder
+
+`--folder DIR` times the same contenders on any folder of images (a public test suite, a dataset),
+on the files `datalint scan --images DIR` lists, with `datalint scan --no-scores` as a third: speed
+only, as such a folder has no manifest of what is damaged.
 
 Each contender runs as its own process (what a user types), on a warm page cache:
 
@@ -73,10 +78,10 @@ def warm_cache(images: Path, relpaths: Sequence[str]) -> None:
 # --------------------------------------------------------------------------- contenders
 
 
-def run_datalint(images: Path, workers: int, scratch: Path) -> Outcome:
+def run_datalint(images: Path, workers: int, scratch: Path, *extra: str) -> Outcome:
     db = scratch / "index.db"
     command = [sys.executable, "-m", "datalint", "scan", "--images", str(images), "--workers", str(workers),
-               "--db", str(db), "--rescan", "--format", "json", "--progress", "none"]  # fmt: skip
+               "--db", str(db), "--rescan", "--format", "json", "--progress", "none", *extra]  # fmt: skip
     wall, cpu, done = timed(command)
     if done.returncode not in (0, 1):
         raise SystemExit(f"datalint scan failed ({done.returncode}):\n{done.stderr}")
@@ -86,7 +91,8 @@ def run_datalint(images: Path, workers: int, scratch: Path) -> Outcome:
             "SELECT s.key, f.kind FROM findings f JOIN samples s USING (idx)"
         ):
             flagged.setdefault(key, set()).add(kind)
-    return Outcome("datalint scan", wall, cpu, flagged, files=json.loads(done.stdout)["length"])
+    name = " ".join(("datalint scan", *extra))
+    return Outcome(name, wall, cpu, flagged, files=json.loads(done.stdout)["length"])
 
 
 def run_pil_joblib(images: Path, relpaths: Sequence[str], workers: int, scratch: Path) -> Outcome:
@@ -243,9 +249,13 @@ def main() -> None:
     )
     parser.add_argument("--cleanvision-python", help="a Python with cleanvision installed (its own venv)")
     parser.add_argument("--pil-joblib-child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--folder", type=Path, help="any image folder: speed only, with --no-scores too")
     args = parser.parse_args()
     if args.pil_joblib_child:
         pil_joblib_child(args.pil_joblib_child, args.workers)
+        return
+    if args.folder is not None:
+        folder_speed(args.folder, args.workers, args.repeat)
         return
     if args.corpus is None:
         parser.error("name the corpus folder (python benchmarks/image_corpus.py OUT writes one)")
@@ -283,6 +293,29 @@ def main() -> None:
     print(speed_table(outcomes, manifest))
     print()
     print(detection_table(manifest, [o for o in outcomes if not o.note.startswith("speed only")]))
+
+
+def folder_speed(folder: Path, workers: int, repeat: int) -> None:
+    """The contenders' speed on any image folder, on the files the scan lists (no manifest)."""
+    from datalint.scan.images import list_image_files
+
+    relpaths = list(list_image_files(folder).files)
+    warm_cache(folder, relpaths)
+    with tempfile.TemporaryDirectory(prefix="datalint-bench-") as scratch:
+        outcomes = interleaved_best(
+            repeat,
+            [
+                lambda: run_pil_joblib(folder, relpaths, workers, Path(scratch)),
+                lambda: run_datalint(folder, workers, Path(scratch)),
+                lambda: run_datalint(folder, workers, Path(scratch), "--no-scores"),
+            ],
+        )
+    load = os.getloadavg()
+    print(f"{folder}: {len(relpaths)} files, {workers} workers, best of {repeat}; load {load[0]:.1f}\n")
+    print(speed_table(outcomes, []))
+    base = outcomes[0].wall
+    for outcome in outcomes[1:]:
+        print(f"- {outcome.name}: {outcome.wall / base:.2f}x the PIL + joblib loop's wall time")
 
 
 if __name__ == "__main__":
