@@ -69,7 +69,9 @@ def test_an_unbounded_cache_is_what_the_estimate_leaves_out_with_its_bound(
     assert checks["loader host memory"]["status"] == "ok"  # what it measured fits: only the cache does not
 
 
-def test_a_dataset_without_such_code_has_no_line_of_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_dataset_without_such_code_has_no_line_of_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "cached.py").write_text(CACHED)
     _, checks = doctor(capsys, f"{tmp_path / 'cached.py'}:Plain()")
     assert "loader code" not in checks
