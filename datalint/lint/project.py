@@ -58,6 +58,7 @@ Fact = TypeVar("Fact")  # what a summary table records about a function, beside 
 SUMMARY_FORMAT = 24  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 _MAX_CALL_HOPS = 6  # calls from a Dataset to a function of another file, followed this far
+_MAX_SCRIPT_LEVELS = 6  # folders above a file where a script importing it through namespace packages may run
 # Source bytes of files to lint whose trees are held after a lookup parsed them (`Project.expect`);
 # a tree and its index take about 36 times their source in memory.
 PARSED_AHEAD_BYTES = 2 << 20
@@ -1341,8 +1342,12 @@ class Project:
         if self.root is not None:
             # A folder without `__init__.py` is a namespace package to a script run from a folder
             # above it (`from data.pseudo_label import ...` in `trainer/craft/data/dataset.py`).
+            # Only a few levels up: a script sits that near its namespace packages, and a tree
+            # 1,000 folders deep would otherwise look every import up in every folder above it.
             parent = importer_root.parent
-            while parent != importer_root and parent.is_relative_to(self.root) and parent != self.root:
+            for _ in range(_MAX_SCRIPT_LEVELS):
+                if parent == importer_root or parent == self.root or not parent.is_relative_to(self.root):
+                    break
                 roots.append(parent)
                 importer_root, parent = parent, parent.parent
             roots.extend((self.root, self.root / "src"))
