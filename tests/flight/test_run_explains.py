@@ -115,9 +115,14 @@ def test_processes_the_command_leaves_running_are_named(tmp_path: Path) -> None:
         f"""
         import os, subprocess, sys
         sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
-        subprocess.Popen([*sleeper, "{marker}-a"], start_new_session=True)
+        # Daemons let go of the output pipes (as a daemon does), so the test's capture ends with datalint.
+        quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.Popen([*sleeper, "{marker}-a"], start_new_session=True, **quiet)
         if os.fork() == 0:  # a daemon's double fork: its parent exits, init (or a subreaper) inherits it
             if os.fork() == 0:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(devnull, fd)
                 os.execv(sys.executable, [*sleeper, "{marker}-b"])
             os._exit(0)
         os.wait()
@@ -161,8 +166,8 @@ def test_in_a_terminal_the_command_sees_one_and_ctrl_c_reaches_it(tmp_path: Path
         """
         import os, sys, time
         print(f"stderr is a terminal: {os.isatty(2)}", file=sys.stderr, flush=True)
-        print("ready", flush=True)
-        try:
+        try:  # the Ctrl-C may come as soon as "ready" is out
+            print("ready", flush=True)
             time.sleep(60)
         except KeyboardInterrupt:
             print("interrupted by the terminal", flush=True)
@@ -171,6 +176,9 @@ def test_in_a_terminal_the_command_sees_one_and_ctrl_c_reaches_it(tmp_path: Path
     ))
     pid, terminal = pty.fork()
     if pid == 0:  # the child: a session whose controlling terminal is the pty, as a shell's job
+        # A shell's job starts with SIGINT at its default; a test runner's worker may ignore it, and
+        # an ignored signal stays ignored across exec.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.chdir(tmp_path)
         os.environ["PYTHONPATH"] = str(ROOT)
         os.execv(sys.executable, [sys.executable, "-m", "datalint", "run", "--record", "run.db", "--",
@@ -194,6 +202,6 @@ def test_in_a_terminal_the_command_sees_one_and_ctrl_c_reaches_it(tmp_path: Path
     _, status = os.waitpid(pid, 0)
     text = output.decode(errors="replace")
     assert "stderr is a terminal: True" in text
-    assert "interrupted by the terminal" in text
+    assert "interrupted by the terminal" in text, text
     assert os.waitstatus_to_exitcode(status) == 3
     assert "the run ended badly (exited with 3)" in text
