@@ -1014,10 +1014,14 @@ def _bgr_to_rgb(pixels: Any) -> Any:
 
 
 def _thumbnail_source(im: Image.Image) -> Image.Image:
-    """The image reduced by a whole factor to no less than twice the thumbnail's side."""
+    """The image reduced by a whole factor to no less than twice the thumbnail's side. A mode Pillow
+    cannot reduce (bilevel, palette) is first converted to what the scores read anyway (grey, RGB):
+    one cheap pass, where scoring it at full size cost seconds for a large fax or palette image."""
     from datalint.scan import quality
 
     factor = quality.reduction_factor(im.height, im.width)
+    if factor > 1 and im.mode not in _REDUCIBLE_MODES and not im.mode.startswith("I;16"):
+        im = im.convert("L" if im.mode == "1" else "RGB")
     return im.reduce(factor) if factor > 1 and im.mode in _REDUCIBLE_MODES else im
 
 
