@@ -31,6 +31,7 @@ from datalint.scan.images import (
     ImageFinding,
     ImageOptions,
     ImageProbe,
+    judged_fields_facts,
     probe_image_bytes,
     probe_image_file,
     warm_up_decoders,
@@ -114,17 +115,7 @@ class HFDatasetSource:
         row = self._rows[index].to_pylist()[0]
         judged = [(name, self._judge(row.pop(name))) for name in self.image_columns]
         measured = probes.describe(row, self.labels, scores=False)
-        info = dict(measured["info"] or {})
-        findings: list[dict[str, str]] = []
-        for number, (name, probe) in enumerate(judged):
-            # The first image column's facts are the sample's (the policy's quality and size checks read
-            # them); the others' are kept under their column's name.
-            if number == 0:
-                info.update(probe.info())
-            else:
-                info.setdefault("columns", {})[name] = probe.info()
-            where = f"column {name!r}: " if len(judged) > 1 else ""
-            findings.extend({"kind": f.kind, "detail": where + f.detail} for f in probe.findings)
+        info, findings = judged_fields_facts(dict(measured["info"] or {}), judged, "column")
         measured.update(info=info or None, duration=time.perf_counter() - started)
         if findings:
             measured["findings"] = findings

@@ -1665,6 +1665,24 @@ _LIBPNG_LINE = re.compile(r"^libpng (warning|error): ", re.IGNORECASE)
 _LIBTIFF_LINE = re.compile(r"^_?(TIFF\w*|\w+(Decode|PreDecode|Setup\w*|DecodeRow|DecodeStrip|DecodeTile)): ")
 
 
+def judged_fields_facts(
+    info: dict[str, Any], judged: Sequence[tuple[str, ImageProbe]], word: str = "field"
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """A sample's info and findings from its judged image fields (a Hugging Face row's `Image()`
+    columns, a LitData sample's image fields): the first field's facts are the sample's (the
+    policy's quality and size checks read them), the others' are kept under their field's name; a
+    finding names its field when there are several."""
+    findings: list[dict[str, str]] = []
+    for number, (name, probe) in enumerate(judged):
+        if number == 0:
+            info.update(probe.info())
+        else:
+            info.setdefault("columns", {})[name] = probe.info()
+        where = f"{word} {name!r}: " if len(judged) > 1 else ""
+        findings.extend({"kind": f.kind, "detail": where + f.detail} for f in probe.findings)
+    return info, findings
+
+
 def classify_native_stderr(text: str) -> list[ImageFinding]:
     """A dataset sample's captured stderr, judged as the image scan judges a decode's: only the lines
     libjpeg, libpng and libtiff wrote count (anything else the dataset printed is its own business)."""

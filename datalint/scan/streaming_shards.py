@@ -32,6 +32,7 @@ from datalint.scan.images import (
     DEFAULT_MAX_PIXELS,
     ImageOptions,
     ImageProbe,
+    judged_fields_facts,
     probe_image_bytes,
     sniff_format,
     warm_up_decoders,
@@ -166,7 +167,7 @@ class LitDataSource:
         images = [name for name, value in fields.items() if _is_image_bytes(value)]
         judged = [(name, self._judge(fields.pop(name))) for name in images]
         measured = probes.describe(fields, self.labels, scores=False)
-        info, findings = _image_facts(dict(measured["info"] or {}), judged)
+        info, findings = judged_fields_facts(dict(measured["info"] or {}), judged)
         measured.update(info=info or None, duration=time.perf_counter() - started)
         if findings:
             measured["findings"] = findings
@@ -180,18 +181,3 @@ def _is_image_bytes(value: Any) -> bool:
     return isinstance(value, (bytes, bytearray)) and sniff_format(bytes(value[:32])) is not None
 
 
-def _image_facts(
-    info: dict[str, Any], judged: list[tuple[str, ImageProbe]]
-) -> tuple[dict[str, Any], list[dict[str, str]]]:
-    """The sample's info and findings from its judged image fields, as a Hugging Face row's: the first
-    field's facts are the sample's (the policy's quality and size checks read them), the others' are
-    kept under their field's name."""
-    findings: list[dict[str, str]] = []
-    for number, (name, probe) in enumerate(judged):
-        if number == 0:
-            info.update(probe.info())
-        else:
-            info.setdefault("columns", {})[name] = probe.info()
-        where = f"field {name!r}: " if len(judged) > 1 else ""
-        findings.extend({"kind": f.kind, "detail": where + f.detail} for f in probe.findings)
-    return info, findings
