@@ -206,3 +206,46 @@ def test_in_a_terminal_the_command_sees_one_and_ctrl_c_reaches_it(tmp_path: Path
     assert "interrupted by the terminal" in text, text
     assert os.waitstatus_to_exitcode(status) == 3
     assert "the run ended badly (exited with 3)" in text
+
+
+def test_ctrl_z_stops_the_command_and_then_datalint_and_fg_resumes_both(tmp_path: Path) -> None:
+    (tmp_path / "pausable.py").write_text(textwrap.dedent(
+        """
+        import time
+        print("ready", flush=True)
+        time.sleep(1.5)
+        print("done", flush=True)
+        """
+    ))
+    pid, terminal = pty.fork()
+    if pid == 0:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.chdir(tmp_path)
+        os.environ["PYTHONPATH"] = str(ROOT)
+        os.execv(sys.executable, [sys.executable, "-m", "datalint", "run", "--record", "run.db", "--",
+                                  sys.executable, "pausable.py"])
+    output = b""
+    deadline = time.monotonic() + 120
+    while b"ready" not in output and time.monotonic() < deadline:
+        if select.select([terminal], [], [], 1.0)[0]:
+            output += os.read(terminal, 4096)
+    os.write(terminal, b"\x1a")  # Ctrl-Z, as typed: the command's group is the terminal's foreground
+    _, status = os.waitpid(pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), "datalint stops itself once the command is stopped, as a shell's job does"
+    time.sleep(2.0)  # the command is stopped too: its 1.5 s pass only after it is continued
+    while select.select([terminal], [], [], 0.2)[0]:
+        output += os.read(terminal, 4096)
+    assert b"done" not in output
+    os.kill(pid, signal.SIGCONT)  # what `fg` does to the job
+    while time.monotonic() < deadline:
+        if select.select([terminal], [], [], 1.0)[0]:
+            try:
+                piece = os.read(terminal, 4096)
+            except OSError:
+                break
+            if not piece:
+                break
+            output += piece
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, output.decode(errors="replace")
+    assert b"done" in output
