@@ -161,6 +161,39 @@ def test_a_command_that_signals_its_own_process_group_leaves_the_recorder_to_say
     assert f"datalint run: record in {tmp_path / 'run.db'}" in done.stderr
 
 
+def run_in_a_terminal(folder: Path, script: str) -> tuple[int, int]:
+    """`datalint run -- python SCRIPT` as a shell's job: a session whose controlling terminal is a pty.
+    Returns (datalint's pid, the terminal's side the user types into and reads)."""
+    pid, terminal = pty.fork()
+    if pid == 0:
+        # A shell's job starts with SIGINT at its default; a test runner's worker may ignore it, and
+        # an ignored signal stays ignored across exec.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.chdir(folder)
+        os.environ["PYTHONPATH"] = str(ROOT)
+        os.execv(sys.executable, [sys.executable, "-m", "datalint", "run", "--record", "run.db", "--",
+                                  sys.executable, script])
+    return pid, terminal
+
+
+def read_terminal(terminal: int, until: bytes | None = None, wait: float = 120.0) -> bytes:
+    """What the terminal shows, until every line in `until` (newline-separated) has appeared, or,
+    with None, until every holder of it has closed it."""
+    output, deadline = b"", time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if until is not None and all(part in output for part in until.split(b"\n")):
+            break
+        if select.select([terminal], [], [], 0.5)[0]:
+            try:
+                piece = os.read(terminal, 4096)
+            except OSError:  # EIO: every holder of the terminal closed it
+                break
+            if not piece:
+                break
+            output += piece
+    return output
+
+
 def test_in_a_terminal_the_command_sees_one_and_ctrl_c_reaches_it(tmp_path: Path) -> None:
     (tmp_path / "interactive.py").write_text(textwrap.dedent(
         """
@@ -174,32 +207,11 @@ def test_in_a_terminal_the_command_sees_one_and_ctrl_c_reaches_it(tmp_path: Path
             sys.exit(3)
         """
     ))
-    pid, terminal = pty.fork()
-    if pid == 0:  # the child: a session whose controlling terminal is the pty, as a shell's job
-        # A shell's job starts with SIGINT at its default; a test runner's worker may ignore it, and
-        # an ignored signal stays ignored across exec.
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.chdir(tmp_path)
-        os.environ["PYTHONPATH"] = str(ROOT)
-        os.execv(sys.executable, [sys.executable, "-m", "datalint", "run", "--record", "run.db", "--",
-                                  sys.executable, "interactive.py"])
-    output = b""
-    deadline = time.monotonic() + 120
-    interrupted = False
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([terminal], [], [], 1.0)
-        if ready:
-            try:
-                piece = os.read(terminal, 4096)
-            except OSError:  # EIO: every holder of the terminal closed it
-                break
-            if not piece:
-                break
-            output += piece
-        # Both lines read first: a Ctrl-C makes the terminal drop the output not yet read.
-        if not interrupted and b"ready" in output and b"stderr is a terminal" in output:
-            os.write(terminal, b"\x03")  # Ctrl-C, as typed
-            interrupted = True
+    pid, terminal = run_in_a_terminal(tmp_path, "interactive.py")
+    # Both lines read first: a Ctrl-C makes the terminal drop the output not yet read.
+    output = read_terminal(terminal, until=b"ready\nstderr is a terminal")
+    os.write(terminal, b"\x03")  # Ctrl-C, as typed
+    output += read_terminal(terminal)
     _, status = os.waitpid(pid, 0)
     text = output.decode(errors="replace")
     assert "stderr is a terminal: True" in text
@@ -217,35 +229,16 @@ def test_ctrl_z_stops_the_command_and_then_datalint_and_fg_resumes_both(tmp_path
         print("done", flush=True)
         """
     ))
-    pid, terminal = pty.fork()
-    if pid == 0:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.chdir(tmp_path)
-        os.environ["PYTHONPATH"] = str(ROOT)
-        os.execv(sys.executable, [sys.executable, "-m", "datalint", "run", "--record", "run.db", "--",
-                                  sys.executable, "pausable.py"])
-    output = b""
-    deadline = time.monotonic() + 120
-    while b"ready" not in output and time.monotonic() < deadline:
-        if select.select([terminal], [], [], 1.0)[0]:
-            output += os.read(terminal, 4096)
+    pid, terminal = run_in_a_terminal(tmp_path, "pausable.py")
+    output = read_terminal(terminal, until=b"ready")
     os.write(terminal, b"\x1a")  # Ctrl-Z, as typed: the command's group is the terminal's foreground
     _, status = os.waitpid(pid, os.WUNTRACED)
     assert os.WIFSTOPPED(status), "datalint stops itself once the command is stopped, as a shell's job does"
     time.sleep(2.0)  # the command is stopped too: its 1.5 s pass only after it is continued
-    while select.select([terminal], [], [], 0.2)[0]:
-        output += os.read(terminal, 4096)
+    output += read_terminal(terminal, until=b"done", wait=0.5)
     assert b"done" not in output
     os.kill(pid, signal.SIGCONT)  # what `fg` does to the job
-    while time.monotonic() < deadline:
-        if select.select([terminal], [], [], 1.0)[0]:
-            try:
-                piece = os.read(terminal, 4096)
-            except OSError:
-                break
-            if not piece:
-                break
-            output += piece
+    output += read_terminal(terminal)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, output.decode(errors="replace")
     assert b"done" in output
