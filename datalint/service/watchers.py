@@ -119,7 +119,8 @@ class Watchers:
         self._last_exit: dict[str, str] = {}
         self._commands: dict[str, list[str]] = {}  # what each running watcher was started with
         self._stamps: dict[str, tuple[int, int | None]] = {}  # its settings as last looked at
-        self._restarting: set[str] = set()  # stopped for new settings: started again at once
+        # stopped for new settings (-> when): started again at once; killed if it outlives STOP_GRACE_S
+        self._restarting: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -223,15 +224,19 @@ class Watchers:
                 code = child.poll()
                 if code is None and name in wanted:
                     if name in changed:
-                        self._restarting.add(name)
+                        self._restarting[name] = now
                         _signal_group(child.pid, signal.SIGTERM)  # it finishes the update it is writing
+                    elif now - self._restarting.get(name, now) > STOP_GRACE_S:
+                        # A watcher that outlives its grace would hold its dataset's restart for ever:
+                        # what it wrote is in the index; the next one goes on from there.
+                        _signal_group(child.pid, signal.SIGKILL)
                     continue
                 if code is None:  # unregistered or no longer watched
                     _signal_group(child.pid, signal.SIGTERM)
                     continue
                 del self._children[name]
                 if name in self._restarting:  # not a death: no backoff, no restart counted
-                    self._restarting.discard(name)
+                    del self._restarting[name]
                     self._next_start[name] = now
                     continue
                 self._died(name, code, now)
