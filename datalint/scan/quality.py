@@ -45,10 +45,16 @@ def score_pixels(pixels: Any) -> dict[str, Any]:
     float in 0..1 or 0..255). Channels beyond 3 (alpha) are ignored."""
     import numpy as np
 
-    rgb = _as_float_rgb(np.asarray(pixels))
+    array = np.asarray(pixels)
+    rgb = _as_float_rgb(array)
     grey = rgb @ np.array([0.299, 0.587, 0.114]) if rgb.ndim == 3 else rgb
-    low, high = percentiles(grey, (1, 99))
-    histogram = np.bincount(np.clip(grey * 255, 0, 255).astype(np.uint8).ravel(), minlength=256)
+    levels = np.clip(grey * 255, 0, 255).astype(np.uint8)
+    histogram = np.bincount(levels.ravel(), minlength=256)
+    # Integer pixels hold no NaN, whose level is undefined; a float image is checked for one.
+    if grey.size and (array.dtype.kind in "biu" or not np.isnan(grey).any()):
+        low, high = percentiles_by_level(grey, levels, histogram, (1, 99))
+    else:
+        low, high = percentiles(grey, (1, 99))
     probabilities = histogram[histogram > 0] / grey.size
     small = np.ascontiguousarray(grey, dtype=np.float32)  # what the thumbnails are resized from
     scores: dict[str, float | str] = {
@@ -91,6 +97,39 @@ def percentiles(values: Any, wanted: Sequence[float]) -> list[float]:
     return found
 
 
+def percentiles_by_level(values: Any, levels: Any, counts: Any, wanted: Sequence[float]) -> list[float]:
+    """`percentiles(values, wanted)`, to the last bit, given each value's level (a non-decreasing
+    function of the value: the grey histogram's bin) and how many values each level holds.
+
+    Values are ordered as their levels are, so the value of a given rank is the right one among
+    those of the level that rank falls in: only that level's few values are partitioned, not the
+    whole image (two thirds of the scores' time at 200 x 150 px)."""
+    import numpy as np
+
+    count = int(values.size)
+    ends = np.cumsum(counts)
+    found = []
+    for percent in wanted:
+        position = (count - 1) * (percent / 100)
+        low = min(math.floor(position), count - 1)
+        a, b = (_value_of_rank(values, levels, ends, rank) for rank in (low, min(low + 1, count - 1)))
+        gamma = position - low
+        difference = float(b - a)  # in the values' own precision, as numpy subtracts them
+        found.append(float(b) - difference * (1 - gamma) if gamma >= 0.5 else float(a) + difference * gamma)
+    return found
+
+
+def _value_of_rank(values: Any, levels: Any, ends: Any, rank: int) -> Any:
+    """The value `rank` places from the smallest (0: the smallest); `ends[level]` counts the values
+    of that level and every lower one."""
+    import numpy as np
+
+    level = int(np.searchsorted(ends, rank, side="right"))
+    start = int(ends[level - 1]) if level else 0
+    members = values[levels == level]
+    return np.partition(members, rank - start)[rank - start]
+
+
 def colorfulness(rgb: Any) -> float:
     """Mean of each pixel's largest channel difference (0 for grey, however it is stored)."""
     import numpy as np
@@ -113,7 +152,9 @@ def _as_float_rgb(array: Any) -> Any:
     scale = 255.0 if array.dtype == np.uint8 or float(array.max(initial=0)) > 1.0 else 1.0
     if array.dtype == np.uint16:
         scale = 65535.0
-    return array.astype(np.float32) / scale
+    rgb = array.astype(np.float32)
+    rgb /= scale  # in place: the same float32 quotients without a second image-sized array
+    return rgb
 
 
 def _resized(grey: Any, side: int) -> Any:

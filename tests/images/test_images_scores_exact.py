@@ -34,6 +34,36 @@ def test_percentiles_are_numpys_to_the_last_bit(wanted: tuple[float, ...]) -> No
         assert np.array_equal(got, expected, equal_nan=True), (values.size, values.dtype)
 
 
+@pytest.mark.parametrize("wanted", [(1, 99), (50,), (0, 100), (25, 75)])
+def test_percentiles_by_grey_level_are_numpys_to_the_last_bit(wanted: tuple[float, ...]) -> None:
+    for values in _arrays(5)[:-1]:  # the last holds a NaN, which has no level: score_pixels checks
+        for scaled in (values, values * 3 - 1):  # levels clipped at both ends
+            levels = np.clip(scaled * 255, 0, 255).astype(np.uint8)
+            counts = np.bincount(levels.ravel(), minlength=256)
+            expected = [float(value) for value in np.percentile(scaled, list(wanted))]
+            assert quality.percentiles_by_level(scaled, levels, counts, wanted) == expected, scaled.size
+
+
+def test_the_exposure_scores_are_numpys_percentiles_of_the_grey_image() -> None:
+    rng = np.random.default_rng(11)
+    weights = np.array([0.299, 0.587, 0.114])
+    images_ = [
+        rng.integers(0, 256, (150, 200, 3), dtype=np.uint8),
+        (rng.integers(0, 3, (90, 70, 3)) * 100).astype(np.uint8),  # few levels, many ties
+        rng.integers(0, 65536, (40, 30), dtype=np.uint16),
+        rng.random((64, 48, 3), dtype=np.float32),
+    ]
+    for pixels in images_:
+        rgb = quality._as_float_rgb(pixels)
+        grey = rgb @ weights if rgb.ndim == 3 else rgb
+        shadows, highlights = (round(float(value), 4) for value in np.percentile(grey, [1, 99]))
+        scores = quality.score_pixels(pixels)
+        assert (scores["shadows"], scores["highlights"]) == (shadows, highlights), pixels.dtype
+    with_nan = rng.random((20, 20, 3), dtype=np.float32)
+    with_nan[3, 4, 1] = np.nan
+    assert "highlights" not in quality.score_pixels(with_nan)  # NaN, as numpy's percentile gives
+
+
 def test_colourfulness_and_hash_are_the_plain_formulas() -> None:
     rng = np.random.default_rng(8)
     for shape in [(40, 52, 3), (33, 17, 3), (64, 64, 2), (9, 9)]:
