@@ -33,8 +33,12 @@ SCORE_AXES: dict[str, tuple[str, bool]] = {
     "sharpness": ("Laplacian energy of the normalised thumbnail (log)", True),
     "entropy": ("grey-level entropy, bits", False),
     "colorfulness": ("mean largest channel difference, 0..1", False),
+    "colour_share": ("colorfulness over the tonal range", False),
 }
-SHAPE_AXES = {"odd_size": "side (square root of the area, px)", "odd_aspect": "aspect (width / height)"}
+SHAPE_AXES = {
+    "odd_size": "side (square root of the area, px)",
+    "odd_aspect": "aspect (long side / short side)",
+}
 
 
 @dataclass(frozen=True)
@@ -163,7 +167,7 @@ def _shape_kinds(conn: sqlite3.Connection, options: Any, root: Path | None, per_
             values = np.array([(w * h) ** 0.5 for w, h in shapes.values()])
             fmt = format_pixels_side
         else:
-            values = np.array([w / max(1, h) for w, h in shapes.values()])
+            values = np.array([quality.aspect(w, h) for w, h in shapes.values()])
             fmt = _score_format
         chart = score_histogram(
             values,

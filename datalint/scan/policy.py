@@ -420,10 +420,12 @@ THRESHOLDS: dict[str, ThresholdRange] = {
     "light": ThresholdRange(0, 1, meaning="shadows (1st-percentile luminance) over it"),
     "blurry": ThresholdRange(0, meaning="sharpness (Laplacian energy) under it"),
     "low_information": ThresholdRange(0, 8, meaning="entropy of the grey histogram (bits) under it"),
-    "grayscale": ThresholdRange(0, 1, meaning="colorfulness under it"),
+    "grayscale": ThresholdRange(0, 1, meaning="colour_share (colorfulness over the tonal range) under it"),
     "outlier_mads": ThresholdRange(0, above_low=True, meaning="robust deviations (relative limits)"),
     "odd_size": ThresholdRange(0, above_low=True, meaning="robust deviations of log size"),
-    "odd_aspect": ThresholdRange(0, above_low=True, meaning="robust deviations of log aspect"),
+    "odd_aspect": ThresholdRange(
+        0, above_low=True, meaning="robust deviations of log aspect (long side / short side)"
+    ),
     "near_duplicate": ThresholdRange(0, 32, whole=True, meaning="hash distance (bits of 64), at most"),
     "tiny": ThresholdRange(0, whole=True, meaning="a side shorter than this many pixels (0: off)"),
     "extreme_aspect": ThresholdRange(1, meaning="one side more than this many times the other"),
@@ -491,7 +493,7 @@ def quality_rows(db: Any) -> list[tuple[int, str, dict[str, Any]]]:
     read = index_population.ok_images(db)
     found = [(idx, key, text) for idx, key, text, _digest, _w, _h in read if text is not None]
     rows = [
-        (idx, key if type(key) is str else _image_key(idx, key), parsed)
+        (idx, key if type(key) is str else _image_key(idx, key), quality.with_colour_share(parsed))
         for (idx, key, text), parsed in zip(found, _parsed_scores(found), strict=True)
     ]
     if state is not None:

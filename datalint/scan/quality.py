@@ -16,8 +16,10 @@ The scores (all stored under `samples.info.quality`, and in the `scores` view):
   low): it judges focus, not contrast or exposure; a smooth gradient (no structure at all) scores a
   neutral 1, so it is not called blurry;
 - `entropy`: of the grey histogram, in bits, 0..8 (`low_information` when low);
-- `colorfulness`: mean largest channel difference, 0..1 (`grayscale` when about 0: grey content
-  stored as colour);
+- `colorfulness`: mean largest channel difference, 0..1;
+- `colour_share`: `colorfulness` over the tonal range (`highlights` - `shadows`, at least 0.05),
+  (`grayscale` when about 0: grey content stored as colour). A photograph darkened or washed out
+  to a tenth of its range keeps its share of colour, so it is not called grey;
 - `phash`: a 64-bit DCT perceptual hash as 16 hex digits (near-duplicates).
 """
 
@@ -34,7 +36,10 @@ from datalint.scan.hash_index import HashIndex, hashes_from_hex
 
 THUMB = 64  # the normalised grey thumbnail's side
 _STRUCTURE = 0.04  # Laplacian energy at half scale (unit-variance image) under which nothing has structure
-SCORE_NAMES: tuple[str, ...] = ("highlights", "shadows", "sharpness", "entropy", "colorfulness")
+SCORE_NAMES: tuple[str, ...] = (
+    "highlights", "shadows", "sharpness", "entropy", "colorfulness", "colour_share",
+)  # fmt: skip
+_RANGE_FLOOR = 0.05  # the tonal range colour is measured against, at least: a flat image's is ~0
 
 
 # --------------------------------------------------------------------------- per image (workers)
@@ -66,7 +71,23 @@ def score_pixels(pixels: Any) -> dict[str, Any]:
         "phash": phash(small),
     }
     # The index stores JSON, where NaN is not a value: a score that cannot be computed is absent.
-    return {name: value for name, value in scores.items() if isinstance(value, str) or math.isfinite(value)}
+    finite = {name: value for name, value in scores.items() if isinstance(value, str) or math.isfinite(value)}
+    return with_colour_share(finite)
+
+
+def with_colour_share(scores: Any) -> Any:
+    """`scores` with `colour_share`, worked out from the stored (rounded) scores, so an index scanned
+    before the score existed gets the very value a new scan stores; unchanged when it is there, an
+    input is missing, or `scores` is not a dict of them."""
+    if not isinstance(scores, dict) or "colour_share" in scores:
+        return scores
+    try:
+        share = scores["colorfulness"] / max(scores["highlights"] - scores["shadows"], _RANGE_FLOOR)
+    except (KeyError, TypeError):
+        return scores
+    if not math.isfinite(share):
+        return scores
+    return {**scores, "colour_share": round(share, 4)}
 
 
 def reduction_factor(height: int, width: int) -> int:
@@ -243,7 +264,8 @@ class QualityThresholds:
     by a transform), the limit becomes `outlier_mads` robust deviations (1.4826 x MAD) from the median
     instead, so only that population's outliers are flagged and the population warning says what
     most images share. A limit the user sets is used as given. `odd_size` and `odd_aspect` are
-    relative: robust deviations of log size (sqrt of area) or log aspect from the median, the spread
+    relative: robust deviations of log size (sqrt of area) or log aspect (long side over short, so
+    portrait and landscape are alike) from the median, the spread
     floored at 0.1 so a uniform set needs a real difference.
     """
 
@@ -270,7 +292,7 @@ SCORED_KINDS: dict[str, tuple[str, str]] = {
     "light": ("shadows", "high"),
     "blurry": ("sharpness", "low"),
     "low_information": ("entropy", "low"),
-    "grayscale": ("colorfulness", "low"),
+    "grayscale": ("colour_share", "low"),
 }
 
 
@@ -329,7 +351,7 @@ def past_limit(value: float, limit: KindLimit) -> bool:
 @dataclass(frozen=True)
 class ShapeLimit:
     """`odd_size` or `odd_aspect` over a population, in log terms: the measure is the log of the side
-    (sqrt of the area, px) or of the aspect (width / height); an image more than `factor` robust
+    (sqrt of the area, px) or of the aspect (long side / short side); an image more than `factor` robust
     deviations from the median is odd."""
 
     kind: str
@@ -356,7 +378,15 @@ def _log_side(width: int, height: int) -> float:
 
 
 def _log_aspect(width: int, height: int) -> float:
-    return math.log(max(1, width) / max(1, height))
+    """The log of the long side over the short one: a portrait photo and a landscape one of the same
+    shape are alike (photo sets hold both; a third portrait would otherwise all be odd), while a
+    banner or a strip is far from either."""
+    return abs(math.log(max(1, width) / max(1, height)))
+
+
+def aspect(width: int, height: int) -> float:
+    """The long side over the short one, as `odd_aspect` measures it (>= 1)."""
+    return math.exp(_log_aspect(width, height))
 
 
 SHAPE_MEASURES = {"odd_size": _log_side, "odd_aspect": _log_aspect}
@@ -406,7 +436,7 @@ def odd_shapes(
                 what = (
                     f"{w}x{h}: side {math.sqrt(w * h):.0f} px against a typical {limit.typical:.0f}"
                     if kind == "odd_size"
-                    else f"{w}x{h}: aspect {w / max(1, h):.2f} against a typical {limit.typical:.2f}"
+                    else f"{w}x{h}: aspect {aspect(w, h):.2f} against a typical {limit.typical:.2f}"
                 )
                 odd[(w, h)] = f"{what} ({abs(deviation):.1f} robust deviations)"
         if odd:

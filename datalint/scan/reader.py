@@ -14,7 +14,7 @@ from typing import Any
 
 from datalint.index import read, tables
 from datalint.index.store import IndexFileError
-from datalint.scan.quality import SCORE_NAMES
+from datalint.scan.quality import SCORE_NAMES, with_colour_share
 
 
 class IndexReader:
@@ -56,7 +56,7 @@ class IndexReader:
                     "key": key,
                     "width": info.get("width"),
                     "height": info.get("height"),
-                    **info["quality"],
+                    **with_colour_share(info["quality"]),
                 }
             )
         return self._table(rows, ["idx", "key", "width", "height", *SCORE_NAMES, "phash"])

@@ -61,6 +61,7 @@ from datalint.index import read
 from datalint.index import summaries as index_summaries
 from datalint.index.summaries import MARKED as MARKED  # what `row_mark` hashes
 from datalint.index.summaries import SUMMARY_TABLE as SUMMARY_TABLE  # where a file keeps its summary
+from datalint.scan import quality
 
 if TYPE_CHECKING:
     from datalint.scan.policy import Population
@@ -371,6 +372,7 @@ class Summarizer:
             return
         scores = info.get("quality")
         if scores is not None:
+            scores = quality.with_colour_share(scores)  # as the policy reads them
             self.scored += 1
             for name, value in scores.items() if isinstance(scores, dict) else ():
                 if type(value) is not float:  # a str: the perceptual hash; an int is counted as its float

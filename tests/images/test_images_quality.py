@@ -82,6 +82,50 @@ def test_each_kind_is_found_on_its_planted_image(
     assert others == []
 
 
+def test_portrait_photos_among_landscape_ones_are_not_odd_but_a_banner_and_a_strip_are(
+    tmp_path: Path,
+) -> None:
+    """Photo sets hold both orientations (a third portrait is common): the aspect is the long side
+    over the short one, so only shapes far from every photo's are odd."""
+    folder = tmp_path / "images"
+    folder.mkdir()
+    rng = np.random.default_rng(9)
+    for number in range(12):
+        _write(folder, f"landscape_{number:02d}.jpg", corpus.scene(rng, 256, 192), quality=90)
+    for number in range(6):
+        _write(folder, f"portrait_{number:02d}.jpg", corpus.scene(rng, 192, 256), quality=90)
+    _write(folder, "banner.jpg", corpus.scene(rng, 448, 112), quality=90)
+    _write(folder, "strip.jpg", corpus.scene(rng, 112, 448), quality=90)
+    db = tmp_path / "scan.db"
+    code, _out, err = run_cli(
+        "scan", "--images", str(folder), "--db", str(db), "--workers", "1", "--progress", "none"
+    )
+    assert code in (0, 1), err
+    odd = {key for key, kinds in findings_by_key(db).items() if "odd_aspect" in kinds}
+    assert odd == {"banner.jpg", "strip.jpg"}
+
+
+def test_a_photo_darkened_or_washed_out_keeps_its_colour_and_is_not_called_grey(tmp_path: Path) -> None:
+    """At a tenth of its tonal range a colour photo's channels differ little in absolute terms, but
+    as much as ever relative to that range: `grayscale` reads the share, so only grey content is."""
+    folder = tmp_path / "images"
+    folder.mkdir()
+    rng = np.random.default_rng(12)
+    for number in range(12):
+        _write(folder, f"clean_{number:02d}.jpg", corpus.scene(rng, 256, 192), quality=90)
+    _write(folder, "darkened.jpg", corpus.scene(rng, 256, 192) * 0.03, quality=95)
+    _write(folder, "washed_out.jpg", 0.92 + corpus.scene(rng, 256, 192) * 0.03, quality=95)
+    _write(folder, "grey.jpg", corpus.planted("grayscale", rng, 256, 192), quality=90)
+    db = tmp_path / "scan.db"
+    code, _out, err = run_cli(
+        "scan", "--images", str(folder), "--db", str(db), "--workers", "1", "--progress", "none"
+    )
+    assert code in (0, 1), err
+    found = findings_by_key(db)
+    assert {key for key, kinds in found.items() if "grayscale" in kinds} == {"grey.jpg"}
+    assert "dark" in found["darkened.jpg"] and "light" in found["washed_out.jpg"]
+
+
 def test_look_alikes_are_not_flagged(scanned: tuple[Path, dict[str, set[str]]]) -> None:
     _db, found = scanned
     assert "dark" not in found.get("clean_night.jpg", set())  # dark, but lit detail
@@ -141,8 +185,10 @@ def test_a_bad_threshold_is_a_usage_error(scanned: tuple[Path, dict[str, set[str
     assert code == 2 and "KIND=NUMBER" in err
 
 
-def test_against_another_split_finds_leaks_and_quarantines_them(planted: Path, tmp_path: Path) -> None:
-    train_db = planted.parent / "scan.db"
+def test_against_another_split_finds_leaks_and_quarantines_them(
+    planted: Path, scanned: tuple[Path, dict[str, set[str]]], tmp_path: Path
+) -> None:
+    train_db, _found = scanned  # the planted folder's index, made here if no test before made it
     val = tmp_path / "val"
     val.mkdir()
     leaked = Image.open(planted / "clean_03.jpg")
