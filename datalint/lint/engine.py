@@ -494,8 +494,9 @@ def lint_paths(
     linters = LinterCache(Linter(config, catalog, project), resolver, project)
     with collector_tuned_for_lint():
         if jobs > 1 and len(files_to_lint) > 1:
-            from datalint.lint.parallel import lint_in_processes
+            from datalint.lint.parallel import lint_in_processes, summarize_in_processes
 
+            summarize_in_processes(files_to_lint, project, jobs)
             note_holdings(project, files_to_lint)  # every worker starts knowing the whole project
             findings, errors = lint_in_processes(files_to_lint, config, catalog, project, jobs, resolver)
         else:

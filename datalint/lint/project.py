@@ -1287,6 +1287,14 @@ class SummaryCache:
 # ---- the project --------------------------------------------------------------------------------------
 
 
+@record
+class Summarized:
+    """A file's summary and the cache key (its bytes, module name, datalint's version) it was made for."""
+
+    key: str
+    summary: FileSummary
+
+
 class Project:
     """The files of one project, summarized on demand; every query is memoized."""
 
@@ -1437,6 +1445,38 @@ class Project:
         self._summaries[path] = summary
         self._keys[path] = key
         return summary
+
+    def knows_summary(self, path: Path) -> bool:
+        """Whether `path`'s summary is in memory or can be read back from the cache (it is then
+        kept): a file that needs no parse for it."""
+        resolved, module, _root, is_package = self.name_of(path)
+        if resolved in self._summaries:
+            return True
+        try:
+            raw = read_regular_file(resolved, self.max_file_size)
+        except OSError:
+            return False  # summary_of says None for it, wherever it is asked
+        key = SummaryCache.key(raw, module, is_package)
+        summary = self.cache.get(key)
+        if summary is None:
+            return False
+        self._summaries[resolved] = summary
+        self._keys[resolved] = key
+        return True
+
+    def summarized(self, path: Path) -> Summarized | None:
+        """`summary_of(path)` with the cache key it was made for, to hand to another process's
+        project (`adopt`); None for a file with no summary (unreadable, not Python)."""
+        summary = self.summary_of(path)
+        if summary is None:
+            return None
+        return Summarized(self._keys[self.name_of(path)[0]], summary)
+
+    def adopt(self, path: Path, summarized: Summarized) -> None:
+        """Take the summary another process made of `path` (`summarized`), as if made here."""
+        resolved = self.name_of(path)[0]
+        self._summaries[resolved] = summarized.summary
+        self._keys[resolved] = summarized.key
 
     def expect(self, paths: Iterable[Path]) -> None:
         """The files (resolved) this run lints, one after another. A tree parsed to answer another

@@ -219,6 +219,30 @@ def test_jobs_give_the_same_findings_as_one_process() -> None:
     assert lint_project(project, jobs=2) == lint_project(project)
 
 
+def test_with_jobs_a_cold_cache_is_filled_by_the_worker_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a cold cache every file must be parsed for its summary before any is linted: with
+    `--jobs`, the processes make the summaries, and the parent parses none of the files itself."""
+    from datalint.lint import project as project_module
+
+    parsed_here: list[str] = []
+    parse = project_module._parse
+
+    def counted(raw: bytes, path: str) -> object:
+        if os.getpid() == parent:  # forked workers inherit this wrapper and count apart
+            parsed_here.append(path)
+        return parse(raw, path)
+
+    parent = os.getpid()
+    monkeypatch.setattr(project_module, "_parse", counted)
+    cache = tmp_path / "cache"
+    found = lint_project(PROJECTS / "shapes_pkg", cache=cache, jobs=2)
+    assert parsed_here == []
+    assert found == lint_project(PROJECTS / "shapes_pkg")
+    assert len(list(cache.rglob("*.json"))) == len(list((PROJECTS / "shapes_pkg").rglob("*.py")))
+
+
 # ---- the summary cache -------------------------------------------------------------------------------
 
 
