@@ -404,6 +404,12 @@ def take_terminal_back(terminal: int | None) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+def stopped_by_signal(pid: int) -> bool:
+    """Whether the process is stopped by a signal (state T in /proc/PID/stat), whatever SIGCHLD said."""
+    stat = processes.read_stat(pid)
+    return stat is not None and stat.state == "T"
+
+
 def _stopped(child: subprocess.Popen[bytes], terminal: int | None) -> None:
     """The command was stopped (Ctrl-Z in its foreground group): stop datalint too, so the shell sees
     its job stopped and gets the terminal; when continued (`fg`), continue the command."""
@@ -458,6 +464,10 @@ def _record(child: subprocess.Popen[bytes], command: Sequence[str], db: Any, gpu
             if info is not None and info.si_signo != signal.SIGCHLD and info.si_code != SI_KERNEL:
                 child.send_signal(info.si_signo)
             elif info is not None and info.si_code == CLD_STOPPED and info.si_pid == child.pid:
+                _stopped(child, terminal)
+            elif stopped_by_signal(child.pid):
+                # Stopped, but its SIGCHLD came while another was pending (the exit watcher's wake):
+                # the kernel keeps one of them, and the stop's went unseen.
                 _stopped(child, terminal)
             now = time.time()
             if not listening or exits.take_news():

@@ -5,6 +5,7 @@ not take the recorder with it; in a terminal, the command still sees one and Ctr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import re
@@ -220,6 +221,42 @@ def test_in_a_terminal_the_command_sees_one_and_ctrl_c_reaches_it(tmp_path: Path
     assert "the run ended badly (exited with 3)" in text
 
 
+def wait_stopped_or_ended(pid: int, within: float) -> int:
+    """waitpid(pid, WUNTRACED), bounded: a datalint that neither stops nor ends is killed with its
+    session, and the test fails saying so rather than hanging the suite."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        found, status = os.waitpid(pid, os.WNOHANG | os.WUNTRACED)
+        if found:
+            return status
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(os.getpgid(pid), signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail(f"datalint neither stopped nor ended within {within:.0f} s of the Ctrl-Z")
+
+
+def test_a_stopped_process_is_told_by_its_state_whatever_sigchld_said() -> None:
+    """The recorder's loop asks /proc as well as the SIGCHLD's details: two SIGCHLDs pending at once
+    are kept as one, so a stop can come with the details of another child's signal."""
+    from datalint.flight.supervise import stopped_by_signal
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert not stopped_by_signal(child.pid)
+        os.kill(child.pid, signal.SIGSTOP)
+        os.waitpid(child.pid, os.WUNTRACED)  # stopped now
+        assert stopped_by_signal(child.pid)
+        os.kill(child.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 10
+        while stopped_by_signal(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not stopped_by_signal(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_ctrl_z_stops_the_command_and_then_datalint_and_fg_resumes_both(tmp_path: Path) -> None:
     (tmp_path / "pausable.py").write_text(textwrap.dedent(
         """
@@ -232,7 +269,7 @@ def test_ctrl_z_stops_the_command_and_then_datalint_and_fg_resumes_both(tmp_path
     pid, terminal = run_in_a_terminal(tmp_path, "pausable.py")
     output = read_terminal(terminal, until=b"ready")
     os.write(terminal, b"\x1a")  # Ctrl-Z, as typed: the command's group is the terminal's foreground
-    _, status = os.waitpid(pid, os.WUNTRACED)
+    status = wait_stopped_or_ended(pid, within=60.0)
     assert os.WIFSTOPPED(status), "datalint stops itself once the command is stopped, as a shell's job does"
     time.sleep(2.0)  # the command is stopped too: its 1.5 s pass only after it is continued
     output += read_terminal(terminal, until=b"done", wait=0.5)
