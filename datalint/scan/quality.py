@@ -17,9 +17,9 @@ The scores (all stored under `samples.info.quality`, and in the `scores` view):
   neutral 1, so it is not called blurry;
 - `entropy`: of the grey histogram, in bits, 0..8 (`low_information` when low);
 - `colorfulness`: mean largest channel difference, 0..1;
-- `colour_share`: `colorfulness` over the tonal range (`highlights` - `shadows`, at least 0.05),
-  (`grayscale` when about 0: grey content stored as colour). A photograph darkened or washed out
-  to a tenth of its range keeps its share of colour, so it is not called grey;
+- `colour_share`: `colorfulness` over the tonal range (`highlights` - `shadows`, at least 0.05);
+  `grayscale` when about 0: grey content stored as colour. A photograph darkened or washed out to
+  a tenth of its range keeps its share of colour, so it is not called grey;
 - `phash`: a 64-bit DCT perceptual hash as 16 hex digits (near-duplicates).
 """
 
