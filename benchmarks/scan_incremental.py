@@ -9,6 +9,8 @@
     .venv/bin/python benchmarks/scan_incremental.py floor --folder DIR [--full-seconds S]
 
 incremental: a folder of small real PNG files (every one decoded by the scan) is scanned in full;
+then rescanned after the changes below, and (unless `--no-floor`) the floor is measured on the
+changed folder, so the rescan and the floor are printed side by side;
 with `--side 384 --format jpeg`, of photo-sized JPEGs of camera-like content instead (smooth
 colour, solid shapes with sharp edges, sensor-like noise; ~27 KB each at 384 px, as in an
 ImageNet-sized dataset). The default, 32 px PNGs, costs the scan almost nothing per file: the
@@ -295,6 +297,12 @@ def run_incremental(args: argparse.Namespace, work: Path) -> None:
     entries = len(list_content(work / "b.quarantine.json"))
     print(f"full scan of the changed folder: {rescan_wall:.2f} s; index identical: {same_index}; "
           f"list identical: {same_list} ({entries} entries)")  # fmt: skip
+    if args.floor:
+        print("the floor, on the changed folder (least of 3 runs of each part):")
+        floor = print_floor(floor_parts(folder, work, args.workers, 3), full_wall)
+        beyond = again_wall - floor
+        print(f"incremental {again_wall:.2f} s against the floor {floor:.2f} s: {beyond:.2f} s beyond it "
+              f"({beyond / floor:.2f}x the floor; the target is at most 1x)")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -454,33 +462,42 @@ _START_CHILD = "import datalint.cli, datalint.commands.scan, datalint.scan.api"
 def run_floor(args: argparse.Namespace, work: Path) -> None:
     """The least an incremental scan of `--folder` costs that stats every file and measures the
     changed ones (1.1% of them), as shares of a full scan (`--full-seconds`)."""
+    if args.folder is None:
+        raise SystemExit("floor: pass --folder, a folder of images (incremental --keep leaves one)")
+    print_floor(floor_parts(args.folder, work, args.workers, max(1, args.repeat)), args.full_seconds)
+
+
+def floor_parts(folder: Path, work: Path, workers: int, repeat: int) -> list[tuple[str, float]]:
+    """(what, least seconds of `repeat` runs) for each part of the floor of an incremental scan."""
     from datalint.scan import changes
     from datalint.scan.images import list_image_files
 
-    if args.folder is None:
-        raise SystemExit("floor: pass --folder, a folder of images (incremental --keep leaves one)")
-    repeat = max(1, args.repeat)
     start = _least(repeat, lambda: _timed_run([sys.executable, "-c", _START_CHILD]))
-    listing_seconds = _least(repeat, lambda: _timed(lambda: list_image_files(args.folder)))
-    files = list_image_files(args.folder).files
-    stat_seconds = _least(repeat, lambda: _timed(lambda: list(changes.current_rows(files, args.folder))))
+    listing_seconds = _least(repeat, lambda: _timed(lambda: list_image_files(folder)))
+    files = list_image_files(folder).files
+    stat_seconds = _least(repeat, lambda: _timed(lambda: list(changes.current_rows(files, folder))))
     changed = max(1, round(len(files) * 0.011))
     step = max(1, len(files) // changed)
     part = work / "changed"
     for relative in files[::step][:changed]:
         (part / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(args.folder / relative, part / relative)
-    measuring = _least(repeat, lambda: _measuring_seconds(part, work / "changed.db", args.workers))
-    parts = [
+        shutil.copyfile(folder / relative, part / relative)
+    measuring = _least(repeat, lambda: _measuring_seconds(part, work / "changed.db", workers))
+    return [
         ("interpreter start and imports", start),
         (f"listing {len(files):,} files", listing_seconds),
         (f"one stat per file ({len(files):,})", stat_seconds),
-        (f"measuring {changed:,} files ({args.workers} workers, pool start included)", measuring),
+        (f"measuring {changed:,} files ({workers} workers, pool start included)", measuring),
     ]
+
+
+def print_floor(parts: list[tuple[str, float]], full_seconds: float | None) -> float:
+    """Each part and the floor (returned), with its share of a full scan when that is given."""
     total = sum(seconds for _label, seconds in parts)
     for label, seconds in [*parts, ("the floor", total)]:
-        share = f" ({seconds / args.full_seconds:.1%} of the full scan)" if args.full_seconds else ""
+        share = f" ({seconds / full_seconds:.1%} of the full scan)" if full_seconds else ""
         print(f"  {label}: {seconds:.2f} s{share}")
+    return total
 
 
 def _least(repeat: int, measure: Any) -> float:
@@ -660,6 +677,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=6, help="policy: passes; floor: runs of each part")
     parser.add_argument("--folder", type=Path, help="floor: the folder of images")
     parser.add_argument("--full-seconds", type=float, help="floor: a full scan's wall time, for the shares")
+    parser.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
+                        help="incremental: the floor on the changed folder too")  # fmt: skip
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="datalint-incremental-"))
     print(f"load average {os.getloadavg()[0]:.1f}; scratch {work}")
