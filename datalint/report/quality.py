@@ -31,6 +31,7 @@ SCORE_AXES: dict[str, tuple[str, bool]] = {
     "highlights": ("99th-percentile luminance, 0..1", False),
     "shadows": ("1st-percentile luminance, 0..1", False),
     "sharpness": ("Laplacian energy of the normalised thumbnail (log)", True),
+    "focus": ("focus: fine detail and energy against their limits, 1 at the edge (log)", True),
     "entropy": ("grey-level entropy, bits", False),
     "colorfulness": ("mean largest channel difference, 0..1", False),
     "colour_share": ("colorfulness over the tonal range", False),

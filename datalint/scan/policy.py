@@ -418,7 +418,7 @@ class ThresholdRange:
 THRESHOLDS: dict[str, ThresholdRange] = {
     "dark": ThresholdRange(0, 1, meaning="highlights (99th-percentile luminance) under it"),
     "light": ThresholdRange(0, 1, meaning="shadows (1st-percentile luminance) over it"),
-    "blurry": ThresholdRange(0, meaning="sharpness (Laplacian energy) under it"),
+    "blurry": ThresholdRange(0, meaning="focus (1 at the edge of looking blurred) under it"),
     "low_information": ThresholdRange(0, 8, meaning="entropy of the grey histogram (bits) under it"),
     "grayscale": ThresholdRange(0, 1, meaning="colour_share (colorfulness over the tonal range) under it"),
     "outlier_mads": ThresholdRange(0, above_low=True, meaning="robust deviations (relative limits)"),
@@ -493,7 +493,7 @@ def quality_rows(db: Any) -> list[tuple[int, str, dict[str, Any]]]:
     read = index_population.ok_images(db)
     found = [(idx, key, text) for idx, key, text, _digest, _w, _h in read if text is not None]
     rows = [
-        (idx, key if type(key) is str else _image_key(idx, key), quality.with_colour_share(parsed))
+        (idx, key if type(key) is str else _image_key(idx, key), quality.with_derived_scores(parsed))
         for (idx, key, text), parsed in zip(found, _parsed_scores(found), strict=True)
     ]
     if state is not None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from datalint.index import read, tables
 from datalint.index.store import IndexFileError
-from datalint.scan.quality import SCORE_NAMES, with_colour_share
+from datalint.scan.quality import SCORE_NAMES, with_derived_scores
 
 
 class IndexReader:
@@ -56,7 +56,7 @@ class IndexReader:
                     "key": key,
                     "width": info.get("width"),
                     "height": info.get("height"),
-                    **with_colour_share(info["quality"]),
+                    **with_derived_scores(info["quality"]),
                 }
             )
         return self._table(rows, ["idx", "key", "width", "height", *SCORE_NAMES, "phash"])
@@ -93,5 +93,5 @@ def _pandas() -> Any:
 
 
 def open_index(path: str | Path, *, as_frames: bool | None = None) -> IndexReader:
-    """Open a scan index for reading: `open_index(db).scores().nsmallest(50, "sharpness")`."""
+    """Open a scan index for reading: `open_index(db).scores().nsmallest(50, "focus")`."""
     return IndexReader(path, as_frames)

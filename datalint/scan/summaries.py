@@ -372,7 +372,7 @@ class Summarizer:
             return
         scores = info.get("quality")
         if scores is not None:
-            scores = quality.with_colour_share(scores)  # as the policy reads them
+            scores = quality.with_derived_scores(scores)  # as the policy reads them
             self.scored += 1
             for name, value in scores.items() if isinstance(scores, dict) else ():
                 if type(value) is not float:  # a str: the perceptual hash; an int is counted as its float

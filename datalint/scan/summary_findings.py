@@ -276,7 +276,7 @@ def _read_part(db: Any, first: int, last: int) -> tuple[list[tuple[Any, ...]], i
     for (idx, key, _info), parsed in zip(found, policy._parsed_scores(found), strict=True):
         if isinstance(parsed, dict):
             get = parsed.get
-            scores = quality.with_colour_share(get("quality"))  # as `policy.quality_rows` reads them
+            scores = quality.with_derived_scores(get("quality"))  # as `policy.quality_rows` reads them
             images.append((idx, key, scores, get("sha256"), get("width"), get("height")))
     return images, count, marks
 

@@ -126,6 +126,64 @@ def test_a_photo_darkened_or_washed_out_keeps_its_colour_and_is_not_called_grey(
     assert "dark" in found["darkened.jpg"] and "light" in found["washed_out.jpg"]
 
 
+def _dusk(rng: np.random.Generator, width: int = 256, height: int = 192) -> np.ndarray:
+    """A sky graded from dark blue to orange over the whole frame, with four thin towers cut sharp
+    against it: most of the picture is smooth, and it is in focus."""
+    rows = np.linspace(0, 1, height)[:, None, None]
+    top, bottom = np.array([0.05, 0.05, 0.2]), np.array([1.0, 0.6, 0.2])
+    image = np.broadcast_to(top + (bottom - top) * rows, (height, width, 3)).copy()
+    for _ in range(4):
+        x, tower_width, tower_height = rng.integers(0, width - 12), rng.integers(3, 8), rng.integers(20, 60)
+        image[height - tower_height :, x : x + tower_width] -= 0.4
+    return np.clip(image, 0, 1)
+
+
+@pytest.fixture(scope="module")
+def dusk_and_blur(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An index of twelve scenes, a smooth dusk sky with sharp towers, and one blurred scene."""
+    folder = tmp_path_factory.mktemp("dusk") / "images"
+    folder.mkdir()
+    rng = np.random.default_rng(3)
+    for number in range(12):
+        _write(folder, f"clean_{number:02d}.jpg", corpus.scene(rng, 256, 192), quality=90)
+    _write(folder, "dusk.jpg", _dusk(np.random.default_rng(3)), quality=90)
+    _write(folder, "blurred.jpg", corpus.planted("blurry", rng, 256, 192), quality=90)
+    db = folder.parent / "scan.db"
+    code, _out, err = run_cli(
+        "scan", "--images", str(folder), "--db", str(db), "--workers", "1", "--progress", "none"
+    )
+    assert code in (0, 1), err
+    return db
+
+
+def test_a_smooth_scene_with_sharp_edges_is_not_blurry_but_a_blurred_one_is(dusk_and_blur: Path) -> None:
+    """The Laplacian energy alone is low wherever most of a picture is smooth; `focus` also reads
+    the share of that energy at the fine scale, which blur takes away and a smooth sky does not."""
+    blurry = {key for key, kinds in findings_by_key(dusk_and_blur).items() if "blurry" in kinds}
+    assert blurry == {"blurred.jpg"}
+
+
+def test_an_index_scanned_before_focus_is_judged_blurry_as_it_was(
+    dusk_and_blur: Path, tmp_path: Path
+) -> None:
+    """With no `focus` stored, `blurry` reads `sharpness` under its old limit of 0.1: the same images
+    as before, the smooth dusk sky among them, until a rescan stores `focus`."""
+    import shutil
+    import sqlite3
+
+    old = tmp_path / "old.db"
+    shutil.copyfile(dusk_and_blur, old)
+    with sqlite3.connect(old) as connection:
+        stored = "SELECT key, json_extract(info, '$.quality.sharpness') FROM samples"
+        sharpness = dict(connection.execute(stored))
+        connection.execute("UPDATE samples SET info = json_remove(info, '$.quality.focus')")
+    code, out, err = run_cli("quarantine", str(old), "--kinds", "blurry")
+    assert code == 1, err
+    listed = {sample["key"] for sample in json.loads(out)["samples"]}
+    assert listed == {key for key, value in sharpness.items() if value < 0.1} >= {"dusk.jpg", "blurred.jpg"}
+    assert quality.with_derived_scores({"sharpness": 0.05})["focus"] == 0.5
+
+
 def test_look_alikes_are_not_flagged(scanned: tuple[Path, dict[str, set[str]]]) -> None:
     _db, found = scanned
     assert "dark" not in found.get("clean_night.jpg", set())  # dark, but lit detail
@@ -342,7 +400,7 @@ def test_open_index_gives_data_frames_with_pandas(scanned: tuple[Path, dict[str,
     db, _found = scanned
     with datalint.open_index(db) as index:
         scores = index.scores()
-        blurriest = scores.nsmallest(1, "sharpness")["key"].tolist()
+        blurriest = scores.nsmallest(1, "focus")["key"].tolist()
         findings = index.findings("dark")
         samples = index.samples()
     assert blurriest == ["blurry.jpg"]
@@ -360,7 +418,7 @@ def test_open_index_gives_lists_of_dicts_without_pandas(scanned: tuple[Path, dic
         f"index = datalint.open_index({str(db)!r})\n"
         "rows = index.scores()\n"
         "assert isinstance(rows, list) and isinstance(rows[0], dict), rows\n"
-        "print(min(rows, key=lambda row: row['sharpness'])['key'])\n"
+        "print(min(rows, key=lambda row: row['focus'])['key'])\n"
     )
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "blurry.jpg"
