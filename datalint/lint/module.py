@@ -29,6 +29,7 @@ from datalint.records import field, record
 if TYPE_CHECKING:
     from datalint.lint.noqa import Directives, Noqa
     from datalint.lint.project import ClassRef, DatasetFact, Link, Project
+    from datalint.lint.readers import DatasetReader
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
@@ -822,18 +823,40 @@ class Module:
             if (dataset := self._loader_dataset_class(loader)) is not None and dataset.node is info.node
         )
 
-    def read_only_without_workers(self, info: ClassInfo) -> bool:
-        """The one "does the loader that reaches this have workers" answer for a Dataset class.
+    @cached_property
+    def dataset_readers(self) -> tuple[DatasetReader, ...]:
+        """The calls that read a dataset's samples, each with whether it certainly starts no workers:
+        DataLoaders, Hugging Face Trainers and the file's loader factories (`datalint.lint.readers`)."""
+        from datalint.lint.readers import dataset_readers
 
-        True when the file builds loaders of `info` and every one certainly has `num_workers=0`:
-        then nothing is pickled and nothing crosses a process boundary. No loader in the file, or
-        one with unknown workers, is False: each rule documents what it does on that unknown. So is
-        a class that another file of the project imports by name (or whose module it imports
-        whole): the file's own loaders, often a smoke run under `__main__`, are not all its loaders.
+        return dataset_readers(self)
+
+    def readers_of(self, info: ClassInfo) -> tuple[DatasetReader, ...]:
+        """The file's readers whose dataset is an instance of `info` (directly, via a name or a split)."""
+        return tuple(
+            reader
+            for reader in self.dataset_readers
+            if (read := self._read_class(reader.dataset)) is not None and read.node is info.node
+        )
+
+    def _read_class(self, dataset: ast.expr) -> ClassInfo | None:
+        resolved = self.split_source(dataset)
+        return self.resolve_class(resolved.func) if isinstance(resolved, ast.Call) else None
+
+    def read_only_without_workers(self, info: ClassInfo) -> bool:
+        """The one "does the reader that reaches this have workers" answer for a Dataset class.
+
+        True when the file hands `info` to readers (DataLoaders, Trainers, loader factories: see
+        `dataset_readers`) and every one certainly starts no workers (`num_workers=0`, a Trainer's
+        default `dataloader_num_workers`, a factory's branch without workers): then nothing is
+        pickled and nothing crosses a process boundary. No reader in the file, or one with unknown
+        workers, is False: each rule documents what it does on that unknown. So is a class that
+        another file of the project imports by name (or whose module it imports whole): the file's
+        own readers, often a smoke run under `__main__`, are not all its readers.
         """
-        loaders = self.loaders_of(info)
-        if loaders:
-            return all(loader.workers_known_zero for loader in loaders) and not self._named_elsewhere(info)
+        readers = self.readers_of(info)
+        if readers:
+            return all(reader.workers_zero for reader in readers) and not self._named_elsewhere(info)
         return self._used_only_in_process(info)
 
     def _named_elsewhere(self, info: ClassInfo) -> bool:

@@ -329,6 +329,37 @@ def known_dataset_bases() -> Mapping[str, DatasetKind]:
     return table
 
 
+@record
+class TrainerNames:
+    """Classes that read datasets with a loader of their own, and the arguments that set its
+    workers (`rules/bases/trainers.toml`): data, like the Dataset bases."""
+
+    trainers: frozenset[str] = frozenset()
+    arguments: frozenset[str] = frozenset()
+    dataset_keywords: frozenset[str] = frozenset()
+    workers_field: str = ""
+    loader_methods: frozenset[str] = frozenset()
+
+
+@lru_cache(maxsize=1)
+def known_trainers() -> TrainerNames:
+    """The catalog's trainers; none when the file is missing or broken (their datasets stay unknown)."""
+    data = _bases_table(rules_bases_dir() / "trainers.toml")
+    if data is None:
+        return TrainerNames()
+    return TrainerNames(
+        frozenset(map(str, data.get("trainers", []))),
+        frozenset(map(str, data.get("arguments", []))),
+        frozenset(map(str, data.get("dataset-keywords", []))),
+        str(data.get("workers-field", "")),
+        frozenset(map(str, data.get("loader-methods", []))),
+    )
+
+
+def rules_bases_dir() -> Path:
+    return bases_file().parent
+
+
 def _bases_table(path: Path) -> dict[str, Any] | None:
     """The parsed bases file, cached like the catalog's tables (a warm start imports no tomllib)."""
     try:

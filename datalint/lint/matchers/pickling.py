@@ -440,17 +440,15 @@ def _forwarded_arguments(
 
 
 def _read_only_without_workers(module: Module, construction: ast.Call) -> bool:
-    """Every loader of the file that reads this dataset object certainly runs without workers."""
-    readers = [loader for loader in module.loader_calls if _reads(module, loader, construction)]
-    return bool(readers) and all(loader.workers_known_zero for loader in readers)
+    """Every reader of the file (loader, Trainer, loader factory) that reads this dataset object
+    certainly runs without workers."""
+    readers = [reader for reader in module.dataset_readers if _reads(module, reader.dataset, construction)]
+    return bool(readers) and all(reader.workers_zero for reader in readers)
 
 
-def _reads(module: Module, loader: LoaderCall, construction: ast.Call) -> bool:
-    """The loader reads the constructed object, or a part of it (`DataLoader(ds.inner_dataset)`:
+def _reads(module: Module, dataset: ast.expr, construction: ast.Call) -> bool:
+    """The reader reads the constructed object, or a part of it (`DataLoader(ds.inner_dataset)`:
     a part that calls back into the dataset pickles it whole for workers)."""
-    dataset = loader.arg("dataset").node
-    if dataset is None:
-        return False
     source = module.split_source(dataset)
     for _ in range(4):
         if not isinstance(source, ast.Attribute):
