@@ -55,7 +55,7 @@ Forward = tuple[int, tuple[str, ...], tuple[tuple[str, str, str], ...]]
 LOADER_CLASS = "torch.utils.data.DataLoader"
 ROOT_MARKERS: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 Fact = TypeVar("Fact")  # what a summary table records about a function, beside its line
-SUMMARY_FORMAT = 24  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
+SUMMARY_FORMAT = 25  # bumped when FileSummary's fields, or what fills them, change: old entries are ignored
 _MAX_DEPTH = 24  # inheritance and re-export chains longer than this are unknown
 _MAX_CALL_HOPS = 6  # calls from a Dataset to a function of another file, followed this far
 _MAX_SCRIPT_LEVELS = 6  # folders above a file where a script importing it through namespace packages may run
@@ -148,6 +148,10 @@ class FileSummary:
     # classes built in an argument (`transform=Compose([RandomFlip()])`): (qualified name,
     # qualified callee, keyword or "" for a positional one, line, whether it is a class built there).
     handed: tuple[tuple[str, str, str, int, bool], ...] = ()
+    # How the result of each call of another file's function is first used: (qualified callee,
+    # "method:convert" / "call:numpy.array" / "" for anything else: kept, returned, handed on).
+    # A helper returning a lazy image that every caller decodes at once keeps no file open (DL305).
+    result_uses: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -167,6 +171,7 @@ class FileSummary:
             "top_calls": list(self.top_calls),
             "unpicklable_values": {k: list(v) for k, v in self.unpicklable_values.items()},
             "handed": [list(h) for h in self.handed],
+            "result_uses": [list(u) for u in self.result_uses],
             "classes": [
                 [
                     c.name,
@@ -251,6 +256,7 @@ class FileSummary:
             tuple(data.get("top_calls", ())),
             {k: (int(v[0]), str(v[1])) for k, v in data.get("unpicklable_values", {}).items()},
             tuple((str(a), str(b), str(c), int(d), bool(e)) for a, b, c, d, e in data.get("handed", ())),
+            tuple((str(a), str(b)) for a, b in data.get("result_uses", ())),
         )
 
 
@@ -558,7 +564,61 @@ def summarize(
             if isinstance(a.targets[0], ast.Name) and isinstance(a.value, ast.Lambda)
         },
         _handed_imports(inside, imports, qualify),
+        _result_uses(inside, qualify, local_classes),
     )
+
+
+def _result_uses(
+    inside: _Regions, qualify: Callable[[ast.AST], str], local: set[str]
+) -> tuple[tuple[str, str], ...]:
+    """(callee, first use) for the calls of functions of other modules (`frame_utils.read_gen(p)`):
+    the use of the result itself (`.convert(...)`, `np.array(...)`), or of the name it is bound to,
+    at that name's first read after the binding in the same function."""
+    found: set[tuple[str, str]] = set()
+    reads: dict[tuple[ast.AST, str], list[ast.Name]] = {}
+    for call in inside.every(ast.Call):
+        name = dotted(call.func) if isinstance(call.func, ast.Name | ast.Attribute) else None
+        if name is None or name.partition(".")[0] in local or not name.rpartition(".")[2][:1].islower():
+            continue
+        callee = qualify(call.func)
+        if callee:
+            found.add((callee, _first_use(inside, call, qualify, reads)))
+    return tuple(sorted(found))
+
+
+def _first_use(
+    inside: _Regions,
+    call: ast.Call,
+    qualify: Callable[[ast.AST], str],
+    reads: dict[tuple[ast.AST, str], list[ast.Name]],
+) -> str:
+    parent = inside.parent(call)
+    use = _direct_use(inside, parent, call, qualify)
+    region = inside.region(call)
+    if use or region is None or not isinstance(parent, ast.Assign) or len(parent.targets) != 1:
+        return use
+    target = parent.targets[0]
+    if not isinstance(target, ast.Name):
+        return ""
+    key = (region, target.id)
+    if key not in reads:  # each name's reads in a function, listed once for all its bindings
+        loads = [n for n in inside.of(region, ast.Name) if n.id == target.id and isinstance(n.ctx, ast.Load)]
+        reads[key] = sorted(loads, key=lambda n: (n.lineno, n.col_offset))
+    end = (parent.end_lineno or parent.lineno, parent.end_col_offset or 0)
+    later = [n for n in reads[key] if (n.lineno, n.col_offset) >= end]
+    return _direct_use(inside, inside.parent(later[0]), later[0], qualify) if later else ""
+
+
+def _direct_use(
+    inside: _Regions, parent: ast.AST | None, node: ast.AST, qualify: Callable[[ast.AST], str]
+) -> str:
+    """`node.method(...)` -> "method:method"; `f(node, ...)` -> "call:<qualified f>"; else ""."""
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        above = inside.parent(parent)
+        return f"method:{parent.attr}" if isinstance(above, ast.Call) and above.func is parent else ""
+    first = isinstance(parent, ast.Call) and bool(parent.args) and parent.args[0] is node
+    callee = qualify(parent.func) if first and isinstance(parent, ast.Call) else ""
+    return f"call:{callee}" if callee else ""
 
 
 def _handed_imports(
@@ -901,6 +961,13 @@ class _Regions:
                 grouped = self._grouped[kind] = self._group(self._nodes.get(kind, ()))
             found.extend(grouped.get(region, ()))
         return found
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        return self._parents.get(node)
+
+    def region(self, node: ast.AST) -> ast.AST | None:
+        """The top-level function or method `node` sits in; None at module level."""
+        return self._region_of(node)
 
     def _group(self, nodes: Iterable[ast.AST]) -> dict[ast.AST, list[Any]]:
         grouped: dict[ast.AST, list[Any]] = {}
@@ -1361,6 +1428,8 @@ class Project:
         # Qualified calls that module-level statements and top-level functions of the linted files make.
         self.top_calls: set[str] = set()
         self._handed: dict[str, tuple[HandOver, ...]] = {}  # see `handed_to_datasets`
+        # How the linted files first use what each function of another file returns (`result_uses`).
+        self._result_uses: dict[str, set[str]] = {}
         self._learnt: set[Path] = set()
         self._log: list[tuple[tuple[str, ...], Any]] | None = None
 
@@ -2025,6 +2094,11 @@ class Project:
         """Where linted files hand the module-level value `qualname` to a Dataset's constructor."""
         return self._logged(("handed", qualname), self._handed.get(qualname, ()))
 
+    def result_uses(self, qualname: str) -> frozenset[str]:
+        """How the other linted files first use what the function `qualname` returns: "method:convert",
+        "call:numpy.array", "" for anything else; empty when no other linted file calls it."""
+        return self._logged(("uses", qualname), frozenset(self._result_uses.get(qualname, ())))
+
     def called_at_module_level(self, qualname: str) -> bool:
         """Whether a module-level statement or a top-level function of a linted file calls
         `qualname` (a script's `cv2.setNumThreads(0)`, its `main()`'s, a `worker_init_fn`'s)."""
@@ -2094,6 +2168,8 @@ class Project:
         self.top_calls.update(callee for _line, calls in summary.functions.values() for callee, _at in calls)
         if summary.handed:
             self.note_hand_overs(path)
+        for callee, use in summary.result_uses:
+            self._result_uses.setdefault(callee, set()).add(use)
         for callee in summary.loaded_callees:
             self.loaded.update(ref.qualname for ref in self._loaded_classes(callee, root, 0))
         if not summary.classes:
@@ -2136,6 +2212,8 @@ class Project:
                 now = question[1] in self.top_calls
             elif kind == "handed":
                 now = self._handed.get(question[1], ())
+            elif kind == "uses":
+                now = frozenset(self._result_uses.get(question[1], ()))
             else:
                 now = question[1] in self.imported or question[2] in self.imported
             if now != answer:

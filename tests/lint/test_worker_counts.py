@@ -1,14 +1,19 @@
 """Issue 30: how many workers read a dataset. A Hugging Face Trainer reads its datasets with
 `dataloader_num_workers` workers (default 0), and a loader factory with `num_workers=0` off the
 training branch reads the datasets a call sends there without workers: the worker rules stay silent
-on those, and fire where the count is set, or unknown."""
+on those, and fire where the count is set, or unknown. A helper returning a lazy image that every
+caller in another file decodes at once keeps no file open (DL305)."""
 
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 from real_run_support import lint
+
+from datalint.config import Config
+from datalint.lint.engine import lint_paths
 
 ROWS = """
 import json
@@ -173,3 +178,74 @@ def test_a_factory_that_also_hands_the_dataset_elsewhere_is_not_known_to_have_no
         + '\n\ndef main():\n    create_dataloader(Rows("v.json"), {"phase": "val"})\n'
     )
     assert [f.code for f in lint("DL301", source)] == ["DL301"]
+
+
+# ---- DL305: a helper's lazy image decoded at once by its callers in other files ----------------
+
+FRAME_UTILS = """
+from PIL import Image
+
+
+def read_gen(path):
+    return Image.open(path)
+"""
+
+DATASETS = """
+import numpy as np
+from torch.utils.data import DataLoader, Dataset
+
+from pkg import frame_utils
+
+
+class Flow(Dataset):
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        img1 = frame_utils.read_gen(self.paths[i])
+        img2 = frame_utils.read_gen(self.paths[i + 1]).convert("RGB")
+        img1 = np.array(img1).astype(np.uint8)
+        return img1, np.asarray(img2)
+
+
+def loader(paths):
+    return DataLoader(Flow(paths), num_workers=4)
+"""
+
+KEEPER = """
+from pkg.frame_utils import read_gen
+
+
+class Frames:
+    def __init__(self, paths):
+        self.frames = [read_gen(p) for p in paths]
+"""
+
+
+def _project(tmp_path: Path, files: dict[str, str]) -> list[str]:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    for name, source in files.items():
+        (tmp_path / "pkg" / name).write_text(source)
+    report = lint_paths([tmp_path], Config(select=("DL305",)), cache_dir=None)
+    return [f"{Path(f.path).name}:{f.line}" for f in report.findings]
+
+
+def test_dl305_a_helper_whose_callers_in_other_files_decode_at_once_is_silent(tmp_path: Path) -> None:
+    assert _project(tmp_path, {"frame_utils.py": FRAME_UTILS, "datasets.py": DATASETS}) == []
+
+
+def test_dl305_a_caller_in_another_file_keeping_the_lazy_image_is_reported_at_the_helper(
+    tmp_path: Path,
+) -> None:
+    files = {"frame_utils.py": FRAME_UTILS, "datasets.py": DATASETS, "keep.py": KEEPER}
+    assert _project(tmp_path, files) == ["frame_utils.py:6"]
+
+
+def test_dl305_a_caller_binding_the_image_and_keeping_it_is_reported(tmp_path: Path) -> None:
+    kept = DATASETS.replace("img1 = np.array(img1).astype(np.uint8)", "self.last = img1")
+    assert _project(tmp_path, {"frame_utils.py": FRAME_UTILS, "datasets.py": kept}) == ["frame_utils.py:6"]

@@ -1620,6 +1620,8 @@ class ImageUses:
     header_attributes: frozenset[str]
     container_methods: frozenset[str]
     follow_returns: bool = True  # False while asking whether a caller keeps what a helper returns
+    # How a caller in another file decodes a returned image at once: "method:convert", "call:numpy.array".
+    decoding_uses: frozenset[str] = frozenset()
 
 
 def lazy_image_handle(
@@ -1628,11 +1630,14 @@ def lazy_image_handle(
     openers: Sequence[str] = (),
     header_attributes: Sequence[str] = (),
     container_methods: Sequence[str] = (),
+    decoding_methods: Sequence[str] = (),
+    decoding_calls: Sequence[str] = (),
 ) -> Iterator[Match]:
     """`Image.open(path)` whose still-lazy result is stored, returned or put in a container that is."""
     if not imports_any(module, openers):
         return
-    uses = ImageUses(frozenset(header_attributes), frozenset(container_methods))
+    decoding = frozenset({*(f"method:{m}" for m in decoding_methods), *(f"call:{c}" for c in decoding_calls)})
+    uses = ImageUses(frozenset(header_attributes), frozenset(container_methods), decoding_uses=decoding)
     for call in module.calls:
         if module.qualname(call.func) not in openers or _opens_file_object(module, call):
             continue
@@ -1743,14 +1748,27 @@ def _returned_escape(module: Module, statement: ast.Return, uses: ImageUses) -> 
     if not uses.follow_returns or not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
         return RETURNED
     callers = _in_file_callers(module, function)
-    if not callers:
+    # Callers in other files of the project count only when each decodes the image at once: what
+    # they do later with a name bound to it is not followed there.
+    elsewhere = _uses_elsewhere(module, function)
+    if not callers and not elsewhere:
         outside = (
             not module.dataset_classes and not module.loader_calls and not module.in_worker_code(function)
         )
         return None if outside else RETURNED
+    if not elsewhere <= uses.decoding_uses:
+        return RETURNED
     asked = ImageUses(uses.header_attributes, uses.container_methods, follow_returns=False)
     kept = [line for call in callers if (line := _kept_where(module, call, asked)) is not None]
     return RETURNED if kept else None
+
+
+def _uses_elsewhere(module: Module, function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """How the project's other files first use what the top-level `function` returns
+    (`Project.result_uses`)."""
+    if module.project is None or not module.module_name or module.parent(function) is not module.tree:
+        return frozenset()
+    return module.project.result_uses(module.qualified_prefix + function.name)
 
 
 def _in_file_callers(module: Module, function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Call]:
