@@ -249,3 +249,31 @@ def test_dl305_a_caller_in_another_file_keeping_the_lazy_image_is_reported_at_th
 def test_dl305_a_caller_binding_the_image_and_keeping_it_is_reported(tmp_path: Path) -> None:
     kept = DATASETS.replace("img1 = np.array(img1).astype(np.uint8)", "self.last = img1")
     assert _project(tmp_path, {"frame_utils.py": FRAME_UTILS, "datasets.py": kept}) == ["frame_utils.py:6"]
+
+
+# ---- DL501: a stream fed from a shared torch.multiprocessing queue ------------------------------
+
+FED = """
+import torch.multiprocessing as mp
+from torch.utils.data import DataLoader, IterableDataset
+
+
+class Fed(IterableDataset):
+    def __init__(self, jobs):
+        self.jobs = jobs
+
+    def __iter__(self):
+        while True:
+            item = self.jobs.get()
+            if item is None:
+                return
+            yield item
+
+
+loader = DataLoader(Fed(QUEUE), num_workers=2)
+"""
+
+
+@pytest.mark.parametrize("queue", ["mp.Queue()", "mp.get_context('spawn').SimpleQueue()"])
+def test_dl501_a_torch_multiprocessing_queue_shares_its_items_between_workers(queue: str) -> None:
+    assert lint("DL501", FED.replace("QUEUE", queue)) == []
