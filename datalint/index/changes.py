@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from datalint.index import store
+from datalint.index import positions, store
 
 _TABLE_NAME = "current_samples"
 _TABLE = f"temp.{_TABLE_NAME}"
@@ -133,7 +133,9 @@ WHERE f.key IS NULL OR f.size IS NOT c.size OR f.mtime_ns IS NOT c.mtime_ns OR f
    OR (c.content IS NOT NULL AND c.content IS NOT coalesce(f.content, json_extract(s.info, '$.sha256')))
 """
 _REMOVED_WHERE = f"(key IS NULL OR key NOT IN (SELECT key FROM {_TABLE}))"
-_MOVED = f"SELECT COUNT(*) FROM samples s JOIN {_TABLE} c ON c.key = s.key WHERE s.idx != c.pos"
+_MOVED = (
+    f"SELECT COUNT(*) FROM samples s JOIN {_TABLE} c ON c.key = s.key WHERE position_of(s.idx) IS NOT c.pos"
+)
 
 
 def added(db: Any) -> list[int]:
@@ -152,7 +154,7 @@ def removed_count(db: Any) -> int:
 
 
 def moved_count(db: Any) -> int:
-    """How many kept samples are now at another position."""
+    """How many kept samples are now at another position than the index's order gives them."""
     return int(db.execute(_MOVED).fetchone()[0])
 
 
@@ -181,24 +183,26 @@ def measured_runs(db: Any) -> list[Any]:
 # Applying them to the index
 
 
-def apply(db: Any, run_id: int, moved: int | None, forget: Forget) -> None:
-    """In one transaction: removed samples go to `sample_history`, kept ones to their new positions.
+def apply(db: Any, run_id: int, forget: Forget) -> positions.Positions:
+    """In one transaction: removed samples go to `sample_history`, and the current order is stored
+    (`datalint.index.positions`); returns it.
 
-    Findings move with their samples, so the index stays consistent if the scan stops before its
-    findings are derived again. `moved`: the count `moved_count` gave, when nothing wrote since (the
-    removed samples take no part in it, so it holds after they are gone). `forget` takes the
-    removed rows out of what the scan keeps about them (its population summary), given the
-    connection and the WHERE clause naming them, before they are deleted.
+    Kept rows and their findings are not touched, however far they moved: a sample's row is known
+    by its key, and its position is derived from the order. A current sample with no row yet (added)
+    is given its row id here, so the order covers it from now on and the rows measured for it take
+    that id (`Positions.id_at`): the index stays consistent if the scan stops at any point.
+    `forget` takes the removed rows out of what the scan keeps about them (its population summary),
+    given the connection and the WHERE clause naming them, before they are deleted.
     """
     with store.transaction(db):
-        # The removed positions found by one pass over the index; the statements below then touch
-        # only their rows, by primary key, instead of each testing every row against the source.
+        # The removed rows found by one pass over the index; the statements below then touch only
+        # their rows, by primary key, instead of each testing every row against the source.
         db.conn.execute(f"CREATE TABLE IF NOT EXISTS {_REMOVED} (idx INTEGER PRIMARY KEY)")
         db.conn.execute(f"DELETE FROM {_REMOVED}")
         db.conn.execute(f"INSERT INTO {_REMOVED} SELECT idx FROM samples WHERE {_REMOVED_WHERE}")
         db.conn.execute(
             "INSERT INTO sample_history (key, idx, status, kinds, measured_run, left_run, left_at, reason) "
-            "SELECT s.key, s.idx, s.status, (SELECT group_concat(f.kind, ',') FROM findings f "
+            "SELECT s.key, position_of(s.idx), s.status, (SELECT group_concat(f.kind, ',') FROM findings f "
             f"WHERE f.idx = s.idx), s.run_id, ?, ?, 'removed' "
             f"FROM {_REMOVED} r JOIN samples s ON s.idx = r.idx",
             [run_id, store.utc_now("milliseconds")],
@@ -209,26 +213,60 @@ def apply(db: Any, run_id: int, moved: int | None, forget: Forget) -> None:
         db.conn.execute(f"DELETE FROM samples WHERE idx IN (SELECT idx FROM {_REMOVED})")
         db.conn.execute(f"DELETE FROM {_REMOVED}")
         db.conn.execute(f"DELETE FROM sample_files WHERE key NOT IN (SELECT key FROM {_TABLE})")
-        if moved is None:
-            moved = db.execute(_MOVED).fetchone()[0]
-        total = db.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
-        if moved > _REWRITE_ABOVE * total:
-            _renumber_by_rewrite(db)
-        elif moved:
-            _renumber(db, db.execute(_MOVES).fetchall())  # (old, new), in the order of the old positions
+        order = current_order(db)
+        positions.write(db.conn, order)
+    return order
 
 
-# A share of moved rows above which the samples table is written anew in position order: a row
-# moved in place costs a b-tree delete and insert (~15-20 µs), an appended one ~2 µs.
-_REWRITE_ABOVE = 0.1
+# Each current sample's row, by position (a scanned row first where the guard also wrote one).
+_ROWS_BY_POSITION = f"""
+SELECT (SELECT s.idx FROM samples s WHERE s.key = c.key ORDER BY {_SCANNED} DESC LIMIT 1)
+FROM {_TABLE} c ORDER BY c.rowid
+"""
 
 
-def _renumber_by_rewrite(db: Any) -> None:
-    """Give every kept row its new position by copying the table in the new order (one pass, no
-    Python object per row); findings move first, by a join, through negative positions."""
-    moved = f"FROM samples s JOIN {_TABLE} c ON c.key = s.key WHERE findings.idx = s.idx AND s.idx != c.pos"
-    db.conn.execute(f"UPDATE findings SET idx = -1 - c.pos {moved}")
-    db.conn.execute("UPDATE findings SET idx = -1 - idx WHERE idx < 0")
+def current_order(db: Any) -> positions.Positions:
+    """The order of the current samples: each one's row, and for those with none yet a new row id,
+    past every id in use, in the order of their positions (a sample appended at the end of a
+    dataset whose rows all keep their positions gets its position: the order stays the identity)."""
+    ids = [row[0] for row in db.execute(_ROWS_BY_POSITION)]
+    highest = db.execute("SELECT max(idx) FROM samples").fetchone()[0]
+    fresh = itertools.count(-1 if highest is None else highest)
+    return positions.from_ids(next(fresh) + 1 if idx is None else idx for idx in ids)
+
+
+def compact(db: Any) -> None:
+    """Give every row its position as its idx (with its findings and failures), and store the
+    identity order: for the paths that address rows by position (a resumed scan by position,
+    rows merged from shard files). A row the order does not hold goes after the last position.
+
+    One pass: the table is copied in the new order, as a full scan would have written it."""
+    order = positions.read(db.conn)
+    if order.identity:
+        return
+    with store.transaction(db):
+        db.conn.execute("DROP TABLE IF EXISTS temp.compacted")
+        db.conn.execute("CREATE TEMP TABLE compacted (old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
+        assert order.ids is not None
+        held = [(idx, position) for position, idx in enumerate(order.ids) if idx >= 0]
+        db.conn.executemany("INSERT OR IGNORE INTO temp.compacted (old, new) VALUES (?, ?)", held)
+        unheld = "SELECT idx FROM samples WHERE idx NOT IN (SELECT old FROM temp.compacted) ORDER BY idx"
+        rest = [row[0] for row in db.execute(unheld)]
+        db.conn.executemany(
+            "INSERT INTO temp.compacted (old, new) VALUES (?, ?)",
+            ((idx, len(order.ids) + number) for number, idx in enumerate(rest)),
+        )
+        _rewrite_ids(db, "temp.compacted")
+        positions.write(db.conn, positions.Positions())
+
+
+def _rewrite_ids(db: Any, mapping: str) -> None:
+    """Give rows, findings and failures their new idx from `mapping` (old, new): findings and
+    failures by one UPDATE each; samples by copying the table in the new order (one pass, no
+    Python object per row, each row appended rather than moved in place)."""
+    for table in ("findings", "failures"):
+        db.conn.execute(f"UPDATE {table} SET idx = -1 - m.new FROM {mapping} m WHERE {table}.idx = m.old")
+        db.conn.execute(f"UPDATE {table} SET idx = -1 - idx WHERE idx < 0")
     columns = [row[1] for row in db.execute("PRAGMA main.table_info(samples)")]
     table_sql = db.execute(
         "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = 'samples'"
@@ -243,21 +281,11 @@ def _renumber_by_rewrite(db: Any) -> None:
     db.conn.execute("DROP TABLE IF EXISTS main.samples_renumbered")
     db.conn.execute(re.sub(r"\bsamples\b", "samples_renumbered", table_sql, count=1))
     others = ", ".join(f"s.{name}" for name in columns[1:])
-    # Every kept row has a current sample (the removed ones are gone): read them from the table of
-    # current samples, which holds them in position order (CROSS JOIN keeps that loop outermost),
-    # so the copy appends rows with no sort of the whole table.
     names = ", ".join(columns)
     db.conn.execute(
-        f"INSERT INTO samples_renumbered ({names}) SELECT c.pos, {others} "
-        f"FROM {_TABLE} c CROSS JOIN samples s ON s.key = c.key"
+        f"INSERT INTO samples_renumbered ({names}) SELECT m.new, {others} "
+        f"FROM samples s JOIN {mapping} m ON m.old = s.idx ORDER BY m.new"
     )
-    copied = db.execute("SELECT COUNT(*) FROM samples_renumbered").fetchone()[0]
-    if copied != db.execute("SELECT COUNT(*) FROM samples").fetchone()[0]:  # a row no current sample names
-        db.conn.execute("DELETE FROM samples_renumbered")
-        db.conn.execute(
-            f"INSERT INTO samples_renumbered ({names}) SELECT coalesce(c.pos, s.idx), {others} "
-            f"FROM samples s LEFT JOIN {_TABLE} c ON c.key = s.key ORDER BY 1"
-        )
     # The old table's rows are all in the new one: zeroing its pages as they are freed (builds
     # with secure_delete on, as Debian's, do by default) writes the whole table once more for
     # nothing kept secret.
@@ -274,40 +302,6 @@ def _renumber_by_rewrite(db: Any) -> None:
         db.conn.execute("PRAGMA legacy_alter_table = OFF")
     for statement in indexes:
         db.conn.execute(statement)
-
-
-_REBUILD_INDEXES_ABOVE = 5000
-_MOVES = (
-    f"SELECT s.idx, c.pos FROM samples s JOIN {_TABLE} c ON c.key = s.key WHERE s.idx != c.pos ORDER BY s.idx"
-)
-
-
-def _renumber(db: Any, moves: list[tuple[int, int]]) -> None:
-    """Give rows (and their findings) their new positions; `idx` is the primary key, so no two
-    rows may hold one position at any moment.
-
-    When the kept samples keep their order (a sorted folder, a dataset that inserts and deletes),
-    rows moving up are moved from the last down and rows moving down from the first up: every
-    target is free when it is taken, and each row moves once. Otherwise (a reordered dataset)
-    every moved row goes through a negative position first.
-    """
-    ordered = all(before[1] < after[1] for before, after in itertools.pairwise(moves))
-    if ordered:
-        steps = [(new, old) for old, new in reversed(moves) if new > old]
-        steps += [(new, old) for old, new in moves if new < old]
-    else:
-        steps = [(-1 - new, old) for old, new in moves] + [(new, -1 - new) for _, new in moves]
-    db.conn.executemany("UPDATE findings SET idx = ? WHERE idx = ?", steps)
-    # Each move rewrites the row and its entries in both secondary indexes; rebuilding those once
-    # afterwards costs a fraction of maintaining them through a renumbering of most rows.
-    rebuild = len(steps) > _REBUILD_INDEXES_ABOVE
-    if rebuild:
-        db.conn.execute("DROP INDEX IF EXISTS idx_samples_status")
-        db.conn.execute("DROP INDEX IF EXISTS idx_samples_key")
-    db.conn.executemany("UPDATE samples SET idx = ? WHERE idx = ?", steps)
-    if rebuild:
-        db.conn.execute("CREATE INDEX IF NOT EXISTS idx_samples_status ON samples (status)")
-        db.conn.execute("CREATE INDEX IF NOT EXISTS idx_samples_key ON samples (key)")
 
 
 def record_added_files(db: Any, positions: Iterable[int] | None = None) -> None:

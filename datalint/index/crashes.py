@@ -36,7 +36,9 @@ def crashed(connection: sqlite3.Connection, error_types: Sequence[str] | None, s
     scanned = count_samples(connection)
     count = connection.execute(f"SELECT count(*) FROM samples WHERE {where}", names).fetchone()[0]
     rows = connection.execute(
-        f"SELECT idx, key, error_type FROM samples WHERE {where} ORDER BY idx LIMIT ?", (*names, shown)
+        f"SELECT coalesce(position_of(idx), idx) AS position, key, error_type FROM samples WHERE {where}"
+        " ORDER BY position LIMIT ?",
+        (*names, shown),
     ).fetchall()
     first = tuple((int(idx), key, str(kind)) for idx, key, kind in rows)
     return Crashes(int(scanned), int(count), first)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from datalint.index import positions
 from datalint.index.store import read_key, storable_text, stored_key, transaction, utc_now
 from datalint.index.store import start_run as start_scan_run  # any run; this module's are guard runs
 
@@ -83,6 +84,7 @@ def write(connection: sqlite3.Connection, run_id: int, records: Sequence[Failure
     the run's count of the samples it recorded."""
     now = utc_now()
     records = [record if record.at else replace(record, at=now) for record in records]
+    records = _with_row_ids(connection, records)
     new = _new_to_run(connection, run_id, sorted({record.index for record in records}))
     connection.executemany(
         "INSERT OR REPLACE INTO samples (idx, key, status, run_id, duration, error_type, error_message,"
@@ -107,6 +109,33 @@ def write(connection: sqlite3.Connection, run_id: int, records: Sequence[Failure
     counts = json.loads(text) if text else {}
     counts["error"] = int(counts.get("error", 0)) + new
     connection.execute("UPDATE runs SET counts = ? WHERE id = ?", (json.dumps(counts), run_id))
+
+
+def _with_row_ids(connection: sqlite3.Connection, records: Sequence[FailureRecord]) -> list[FailureRecord]:
+    """The records with each sample's row id for its position (training says where a sample is;
+    the index knows a row by its key): the row of the same key; for a key the index has no row of,
+    a new row past every id in use; for a sample without a key, the row at its position."""
+    order = positions.read(connection)
+    if order.identity:
+        return list(records)  # each position is its row's id
+    fresh: dict[Any, int] = {}
+    found: list[FailureRecord] = []
+    for record in records:
+        row = None
+        if record.key is not None:
+            hit = connection.execute(
+                "SELECT idx FROM samples WHERE key = ? LIMIT 1", (stored_key(record.key),)
+            ).fetchone()
+            row = None if hit is None else int(hit[0])
+            if row is None:
+                if record.key not in fresh:
+                    highest = connection.execute("SELECT max(idx) FROM samples").fetchone()[0]
+                    fresh[record.key] = max([-1 if highest is None else highest, *fresh.values()]) + 1
+                row = fresh[record.key]
+        if row is None:
+            row = order.id_at(record.index)
+        found.append(record if row is None or row == record.index else replace(record, index=row))
+    return found
 
 
 def _new_to_run(connection: sqlite3.Connection, run_id: int, indexes: list[int]) -> int:
@@ -218,11 +247,14 @@ def keep_listed(connection: sqlite3.Connection) -> None:
 def clear(
     connection: sqlite3.Connection, indexes: Sequence[int], *, by: str, reason: str, at: str
 ) -> list[int]:
-    """End the active failures of these samples (inside the caller's write transaction); the samples'
-    rows the guard wrote are forgotten too, so the next scan measures them. Returns those ended."""
+    """End the active failures of the samples at these positions (inside the caller's write
+    transaction); the samples' rows the guard wrote are forgotten too, so the next scan measures
+    them. Returns the positions of those ended."""
+    order = positions.read(connection)
+    rows = sorted({row for row in map(order.id_at, indexes) if row is not None})
     ended: list[int] = []
-    for start in range(0, len(indexes), 500):
-        part = sorted(set(indexes[start : start + 500]))
+    for start in range(0, len(rows), 500):
+        part = rows[start : start + 500]
         marks = ", ".join("?" for _ in part)
         found = [
             row[0]
@@ -241,7 +273,7 @@ def clear(
         )
         connection.execute(f"DELETE FROM samples WHERE idx IN ({chosen}) AND {_GUARD_ROW}", found)
         ended += found
-    return ended
+    return sorted(order.shown(row) for row in ended)
 
 
 _GUARD_ROW = "run_id IN (SELECT id FROM runs WHERE kind = 'guard')"

@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from datalint.index import positions
 from datalint.index.kinds import severity_sql
 from datalint.index.store import read_key
 
@@ -28,14 +29,20 @@ def _grouped(where: str) -> str:
 
 
 def entries_json_sql(where: str = "") -> str:
-    """One compact JSON object per quarantined sample (`index`, `key`, `kinds`, `detail`), by index:
-    SQLite assembles a million of them in seconds. `where` narrows the findings (`AND idx IN (...)`)."""
+    """(position, one compact JSON object) per quarantined sample (`index`: its position, `key`,
+    `kinds`, `detail`), by position: SQLite assembles a million of them in seconds. `where` narrows
+    the findings by row (`AND idx IN (...)`). Needs `position_of` (every index connection has it)."""
     return f"""
-        SELECT f.idx, json_object('index', f.idx, 'key', s.key, 'kinds', json_group_array(f.kind),
-                                  'detail', group_concat(f.detail, '{DETAIL_SEPARATOR}')) AS entry
-        FROM ({_grouped(where)}) AS f
-        LEFT JOIN samples s ON s.idx = f.idx
-        GROUP BY f.idx ORDER BY f.idx
+        SELECT position, json_object('index', position, 'key', key, 'kinds', json(kinds),
+                                     'detail', detail) AS entry
+        FROM (
+            SELECT coalesce(position_of(f.idx), f.idx) AS position, s.key AS key,
+                   json_group_array(f.kind) AS kinds, group_concat(f.detail, '{DETAIL_SEPARATOR}') AS detail
+            FROM ({_grouped(where)}) AS f
+            LEFT JOIN samples s ON s.idx = f.idx
+            GROUP BY f.idx
+        )
+        ORDER BY position
     """
 
 
@@ -50,22 +57,26 @@ class Entry:
 
 
 def entries(connection: sqlite3.Connection) -> Iterator[Entry]:
-    """The list's entries as values, by index (the training path's reading of an index)."""
+    """The list's entries as values, by position (the training path's reading of an index)."""
     query = f"""
-        SELECT f.idx, s.key, group_concat(f.kind, char(31)), group_concat(f.detail, '{DETAIL_SEPARATOR}')
+        SELECT coalesce(position_of(f.idx), f.idx) AS position, s.key, group_concat(f.kind, char(31)),
+               group_concat(f.detail, '{DETAIL_SEPARATOR}')
         FROM ({_grouped('')}) AS f
         LEFT JOIN samples s ON s.idx = f.idx
-        GROUP BY f.idx ORDER BY f.idx
+        GROUP BY f.idx ORDER BY position
     """
     for index, key, kinds, detail in connection.execute(query):
         yield Entry(index, read_key(key), tuple(dict.fromkeys(kinds.split("\x1f"))), detail or "")
 
 
 def entries_of(connection: sqlite3.Connection, indexes: Sequence[int]) -> list[tuple[int, str]]:
-    """(index, the entry's JSON) of these samples where they are listed: cheap for a batch of failures."""
+    """(position, the entry's JSON) of the samples at these positions where they are listed: cheap
+    for a batch of failures."""
+    order = positions.read(connection)
+    rows = sorted({row for row in map(order.id_at, indexes) if row is not None})
     found: list[tuple[int, str]] = []
-    for start in range(0, len(indexes), 500):
-        part = sorted(set(indexes[start : start + 500]))
+    for start in range(0, len(rows), 500):
+        part = rows[start : start + 500]
         marks = ", ".join("?" for _ in part)
         found += connection.execute(entries_json_sql(f"AND idx IN ({marks})"), part).fetchall()
-    return found
+    return sorted(found)

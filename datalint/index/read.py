@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from datalint.index import positions
 from datalint.index.store import SCHEMA_VERSION, IndexFileError, RunRecord, latest_run, read_key
 
 REQUIRED_TABLES = ("runs", "samples", "findings")
@@ -27,8 +28,11 @@ def uri(path: str | os.PathLike[str]) -> str:
 
 
 def connect(path: str | os.PathLike[str], *, timeout: float = 10.0) -> sqlite3.Connection:
-    """A connection that can only read the SQLite file at `path` (never creates or changes it)."""
-    return sqlite3.connect(uri(path), uri=True, timeout=timeout)
+    """A connection that can only read the SQLite file at `path` (never creates or changes it); its
+    `position_of(idx)` gives a sample's current position (`datalint.index.positions`)."""
+    connection = sqlite3.connect(uri(path), uri=True, timeout=timeout)
+    positions.register(connection)
+    return connection
 
 
 @contextlib.contextmanager
@@ -145,15 +149,18 @@ def measured(connection: sqlite3.Connection, after_run: int | None = None) -> Me
 
 
 def scanned_keys(connection: sqlite3.Connection, indexes: Sequence[int]) -> dict[int, str]:
-    """The key a scan found at each of these indexes (where it found one)."""
+    """The key a scan found at each of these positions (where it found one)."""
+    order = positions.read(connection)
+    rows_at = {row: index for index in indexes if (row := order.id_at(index)) is not None}
+    wanted = sorted(rows_at)
     found: dict[int, str] = {}
-    for start in range(0, len(indexes), 500):
-        part = list(indexes[start : start + 500])
+    for start in range(0, len(wanted), 500):
+        part = wanted[start : start + 500]
         marks = ", ".join("?" for _ in part)
         rows = connection.execute(
             f"SELECT idx, key FROM samples WHERE idx IN ({marks}) AND key IS NOT NULL AND {_SCANNED}", part
         )
-        found.update((index, key) for index, key in ((i, read_key(k)) for i, k in rows) if key)
+        found.update((rows_at[row], key) for row, key in ((i, read_key(k)) for i, k in rows) if key)
     return found
 
 
@@ -171,7 +178,8 @@ def failed_samples(connection: sqlite3.Connection) -> list[FailedSample]:
     if not has_tables(connection, ("samples",)):
         return []
     rows = connection.execute(
-        "SELECT idx, error_type, error_message FROM samples WHERE status != 'ok' ORDER BY idx"
+        "SELECT coalesce(position_of(idx), idx) AS position, error_type, error_message FROM samples"
+        " WHERE status != 'ok' ORDER BY position"
     )
     return [FailedSample(int(index), kind, message) for index, kind, message in rows]
 
@@ -186,7 +194,7 @@ def measured_sizes(connection: sqlite3.Connection) -> tuple[list[int], int]:
 
 
 def keys_at(connection: Any, indexes: Sequence[int]) -> dict[int, str | None]:
-    """The key of the sample at each of these indexes (None where it has none), whoever wrote it."""
+    """The key of each of these rows (by idx; None where it has none), whoever wrote it."""
     found: dict[int, str | None] = {}
     ordered = sorted(indexes)
     for start in range(0, len(ordered), 500):

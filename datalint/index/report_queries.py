@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from datalint.index import positions
 from datalint.index.kinds import DAMAGE_KINDS, UNSUPPORTED_KIND
 from datalint.index.store import STATUSES, RunRecord, read_key
 
@@ -28,6 +29,9 @@ FAILED_STATUSES = tuple(status for status in STATUSES if status != "ok")
 # than the page shows of them (render.MESSAGE_LIMIT, DETAIL_LIMIT), so a cut is still marked, and
 # far less than the 3 KB messages a dataset can raise 100,000 times (the rest stays in the index).
 TEXT_READ_LIMIT = 2_000
+
+# A sample's position (the row's idx unless an incremental scan moved it: datalint.index.positions).
+_POSITION = positions.sql("s.idx")
 
 # What the page tells the user to run for what it leaves out.
 ALL_FINDINGS_QUERY = "select * from findings order by idx"
@@ -189,24 +193,27 @@ def flagged_samples(conn: sqlite3.Connection, has_findings: bool, limit: int) ->
                 SELECT idx, max(quarantine) AS quarantine FROM findings GROUP BY idx
             ) f ON f.idx = s.idx
             WHERE {_flagged_filter(True, "s.")}
-            ORDER BY (coalesce(f.quarantine, 0) = 1 OR s.status != 'ok') DESC, s.idx
+            ORDER BY (coalesce(f.quarantine, 0) = 1 OR s.status != 'ok') DESC, {_POSITION}
             LIMIT ?
         """
     else:
         sql = f"""
             SELECT {_sample_columns(conn)}, NULL AS kinds, NULL AS details, 1 AS q FROM samples s
-            WHERE {_flagged_filter(False, "s.")} ORDER BY s.idx LIMIT ?
+            WHERE {_flagged_filter(False, "s.")} ORDER BY {_POSITION} LIMIT ?
         """
     for row in _named_rows(conn.execute(sql, (limit,))):
         yield _flagged_sample(row)
 
 
 def _sample_columns(conn: sqlite3.Connection) -> str:
-    """`s.*` with the message read only as far as the page can show it (an older index may lack
-    columns, so they are the table's own)."""
+    """`s.*` with the position as `idx` and the message read only as far as the page can show it (an
+    older index may lack columns, so they are the table's own)."""
     names = [row[1] for row in conn.execute("PRAGMA table_info(samples)")]
-    clipped = f"substr(s.error_message, 1, {TEXT_READ_LIMIT}) AS error_message"
-    return ", ".join(clipped if name == "error_message" else f's."{name}"' for name in names)
+    shown = {
+        "error_message": f"substr(s.error_message, 1, {TEXT_READ_LIMIT}) AS error_message",
+        "idx": f'{_POSITION} AS "idx"',
+    }
+    return ", ".join(shown.get(name, f's."{name}"') for name in names)
 
 
 def _flagged_sample(row: dict[str, Any]) -> FlaggedSample:
@@ -240,9 +247,10 @@ def good_images(conn: sqlite3.Connection, has_findings: bool, limit: int) -> Ite
     total = conn.execute(f"SELECT count(*) FROM samples WHERE {where}").fetchone()[0]
     step = max(1, total // limit)
     rows = conn.execute(
-        f"SELECT *, NULL AS kinds, NULL AS details, 0 AS q FROM ("
-        f"  SELECT *, row_number() OVER (ORDER BY idx) - 1 AS rank FROM samples WHERE {where}"
-        f") WHERE rank % ? = 0 ORDER BY idx LIMIT ?",
+        f"SELECT {_sample_columns(conn)}, NULL AS kinds, NULL AS details, 0 AS q FROM ("
+        f"  SELECT *, row_number() OVER (ORDER BY {_POSITION.replace('s.', '')}) - 1 AS rank"
+        f"  FROM samples WHERE {where}"
+        f") s WHERE rank % ? = 0 ORDER BY {_POSITION} LIMIT ?",
         (step, limit),
     )
     for row in _named_rows(rows):
@@ -324,8 +332,8 @@ def most_odd(conn: sqlite3.Connection, kind: str, typical: float, limit: int) ->
 
 def _with_kind(conn: sqlite3.Connection, kind: str, order: str, limit: int) -> list[KindSample]:
     rows = conn.execute(
-        f"SELECT s.idx, s.key, f.detail FROM findings f JOIN samples s ON s.idx = f.idx "
-        f"WHERE f.kind = ? ORDER BY {order}, s.idx LIMIT ?",
+        f"SELECT {_POSITION}, s.key, f.detail FROM findings f JOIN samples s ON s.idx = f.idx "
+        f"WHERE f.kind = ? ORDER BY {order}, {_POSITION} LIMIT ?",
         (kind, limit),
     )
     return [(idx, read_key(key), detail) for idx, key, detail in rows]
@@ -353,22 +361,24 @@ def shape_kind_query(kind: str, typical: float) -> str:
 def near_duplicates(conn: sqlite3.Connection) -> list[KindSample]:
     """Every near-duplicate finding by index (its detail names the group's representative)."""
     rows = conn.execute(
-        "SELECT f.idx, s.key, f.detail FROM findings f JOIN samples s ON s.idx = f.idx "
-        "WHERE f.kind = 'near_duplicate' ORDER BY f.idx"
+        f"SELECT {_POSITION} AS position, s.key, f.detail FROM findings f JOIN samples s ON s.idx = f.idx "
+        "WHERE f.kind = 'near_duplicate' ORDER BY position"
     )
     return [(idx, read_key(key), detail) for idx, key, detail in rows]
 
 
-def sample_key(conn: sqlite3.Connection, idx: int) -> str | None:
-    found = conn.execute("SELECT key FROM samples WHERE idx = ?", (idx,)).fetchone()
+def sample_key(conn: sqlite3.Connection, position: int) -> str | None:
+    """The key of the sample at `position`."""
+    row = positions.read(conn).id_at(position)
+    found = None if row is None else conn.execute("SELECT key FROM samples WHERE idx = ?", (row,)).fetchone()
     return read_key(found[0]) if found else None
 
 
 def leaks(conn: sqlite3.Connection, limit: int) -> list[KindSample]:
     """The first `limit` leaked images by index (each detail names the other split's file)."""
     rows = conn.execute(
-        "SELECT f.idx, s.key, f.detail FROM findings f JOIN samples s ON s.idx = f.idx "
-        "WHERE f.kind = 'leak' ORDER BY f.idx LIMIT ?",
+        f"SELECT {_POSITION} AS position, s.key, f.detail FROM findings f JOIN samples s ON s.idx = f.idx "
+        "WHERE f.kind = 'leak' ORDER BY position LIMIT ?",
         (limit,),
     )
     return [(idx, read_key(key), detail) for idx, key, detail in rows]

@@ -19,15 +19,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from datalint.errors import DatalintError
-from datalint.index import read, store
+from datalint.index import positions, read, store
 
 ATTACH_BATCH = 8  # below SQLite's default SQLITE_MAX_ATTACHED of 10
 
 # The secondary indexes of the schema (store._SCHEMA), built once after the copy.
 _SECONDARY = ("idx_samples_status", "idx_samples_key", "idx_findings_kind")
 _COLUMNS = ", ".join(store.SAMPLE_COLUMNS)
-_SELECTED = ", ".join("?" if column == "run_id" else column for column in store.SAMPLE_COLUMNS)
 _COPY_SAMPLES = f"INSERT {{}} INTO samples ({_COLUMNS}) SELECT {{}} FROM {{}}.samples ORDER BY idx"
+# A shard file keys its rows by position; the index, by row id (`datalint.index.positions`): where
+# the two differ (after an incremental scan moved samples), each row takes the id of its position.
+_ROW_OF = "row_at(idx)"
+
+
+def _selected(keep_run_ids: bool, translate: bool) -> str:
+    """The shard file's columns as the index's rows take them."""
+    chosen = {"idx": _ROW_OF if translate else "idx", "run_id": "run_id" if keep_run_ids else "?"}
+    return ", ".join(chosen.get(column, column) for column in store.SAMPLE_COLUMNS)
 KEEP_RUN_IDS = -1  # `run_id=KEEP_RUN_IDS`: every row keeps the run id its shard file gave it
 
 
@@ -86,18 +94,20 @@ def merge_shard_indexes(
 def _drop_superseded(connection: sqlite3.Connection, shard_files: Sequence[Path], run_id: int) -> None:
     """Remove the target's rows of other runs for the samples these files hold (one range probe per
     file first: a fresh scan has none, and pays only that)."""
+    order = positions.read(connection)
     for path in shard_files:
         with contextlib.closing(read.connect(path)) as shard:
             first, last = shard.execute("SELECT min(idx), max(idx) FROM samples").fetchone()
             if first is None:
                 continue
             probe = "SELECT 1 FROM samples WHERE idx BETWEEN ? AND ? AND run_id IS NOT ? LIMIT 1"
-            if connection.execute(probe, (first, last, run_id)).fetchone() is None:
+            if order.identity and connection.execute(probe, (first, last, run_id)).fetchone() is None:
                 continue
-            indices = [index for (index,) in shard.execute("SELECT idx FROM samples")]
+            indices = [order.id_at(index) for (index,) in shard.execute("SELECT idx FROM samples")]
         with connection:
             connection.executemany(
-                "DELETE FROM samples WHERE idx = ? AND run_id IS NOT ?", ((i, run_id) for i in indices)
+                "DELETE FROM samples WHERE idx = ? AND run_id IS NOT ?",
+                ((i, run_id) for i in indices if i is not None),
             )
 
 
@@ -113,7 +123,9 @@ def _merge_batch(
 ) -> tuple[int, int]:
     verb = "OR REPLACE" if replace else ""
     keep = run_id == KEEP_RUN_IDS
-    copy_samples = _COPY_SAMPLES.format(verb, _COLUMNS if keep else _SELECTED, "{}")
+    translate = not positions.read(connection).identity
+    copy_samples = _COPY_SAMPLES.format(verb, _selected(keep, translate), "{}")
+    copy_findings = f"SELECT {_ROW_OF}, kind, detail, quarantine" if translate else "SELECT *"
     parameters = () if keep else (run_id,)
     aliases = [f"shard{n}" for n in range(len(shard_files))]
     for alias, path in zip(aliases, shard_files, strict=True):
@@ -133,7 +145,7 @@ def _merge_batch(
             for alias, path in zip(aliases, shard_files, strict=True):
                 try:
                     connection.execute(copy_samples.format(alias), parameters)
-                    connection.execute(f"INSERT {verb} INTO findings SELECT * FROM {alias}.findings")
+                    connection.execute(f"INSERT {verb} INTO findings {copy_findings} FROM {alias}.findings")
                 except sqlite3.IntegrityError as exc:
                     raise ShardMergeError(f"{path}: a sample is in another shard index too ({exc})") from None
         after_samples = connection.execute("SELECT count(*) FROM samples").fetchone()[0]

@@ -27,9 +27,10 @@ from typing import Any
 
 from datalint.errors import DatalintError
 from datalint.files import LockHeld, file_kind, is_regular, take_lock
+from datalint.index import positions
 from datalint.text import exception_text, is_utf8, name_bytes
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _BASE_VERSION = 1  # what `_SCHEMA` creates; `_MIGRATIONS` bring it up to SCHEMA_VERSION
 
 _SCHEMA = """
@@ -142,6 +143,15 @@ INSERT OR IGNORE INTO failures (ident, idx, key, error_type, message, count, fir
     4: """
 ALTER TABLE sample_files ADD COLUMN ctime_ns INTEGER
 """,
+    # Keys are identity (docs/index.md, "Positions"): an incremental scan keeps the rows it finds
+    # again, and stores the samples' current order here once, rather than renumbering every row
+    # that moved. No row: each sample's position is its idx.
+    5: """
+CREATE TABLE IF NOT EXISTS sample_order (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    ids BLOB NOT NULL
+)
+""",
 }
 
 SAMPLE_COLUMNS: tuple[str, ...] = (
@@ -150,8 +160,11 @@ SAMPLE_COLUMNS: tuple[str, ...] = (
     "worker", "measured_at",
 )  # fmt: skip
 INDEX_TABLES = frozenset(
-    {"runs", "samples", "findings", "sample_files", "sample_history", "failures", "failure_events"}
-)
+    {
+        "runs", "samples", "findings", "sample_files", "sample_history", "failures", "failure_events",
+        "sample_order",
+    }
+)  # fmt: skip
 _JSON_COLUMNS = ("signature", "labels", "info", "reported")
 STATUSES = ("ok", "error", "crash", "timeout")
 
@@ -235,6 +248,7 @@ def open_index(path: str | Path, *, busy_timeout: float = 30.0, create: bool = T
             raise IndexFileError(f"cannot create the folder of the index {path}: {os_cause(exc)}") from None
     try:
         connection = sqlite3.connect(path, timeout=busy_timeout, check_same_thread=False)
+        positions.register(connection)
         db = sqlite_utils.Database(connection)
         ensure_schema(db)
     except sqlite3.DatabaseError as exc:
@@ -256,6 +270,7 @@ def open_shard_file(path: Path) -> Any:
     import sqlite_utils
 
     connection = sqlite3.connect(path, check_same_thread=False)
+    positions.register(connection)
     connection.execute("PRAGMA journal_mode = OFF")
     connection.execute("PRAGMA synchronous = OFF")
     connection.execute("PRAGMA locking_mode = EXCLUSIVE")
@@ -554,9 +569,19 @@ def latest_run(
 class SampleWriter:
     """Buffers sample rows and writes them in one transaction per batch (by count or by age)."""
 
-    def __init__(self, db: Any, run_id: int, *, max_rows: int = 2000, max_age: float = 0.5) -> None:
+    def __init__(
+        self,
+        db: Any,
+        run_id: int,
+        order: positions.Positions | None = None,
+        *,
+        max_rows: int = 2000,
+        max_age: float = 0.5,
+    ) -> None:
         self.db = db
         self.run_id = run_id
+        # Rows come keyed by position (the sample measured); each is stored under its row id.
+        self.order = order if order is not None and not order.identity else None
         self.max_rows = max_rows
         self.max_age = max_age
         self.buffer: list[tuple[Any, ...]] = []
@@ -580,7 +605,13 @@ class SampleWriter:
 
     def _normalise(self, row: dict[str, Any]) -> tuple[Any, ...]:
         row["run_id"] = self.run_id
-        return sample_values(row)
+        values = sample_values(row)
+        if self.order is None:
+            return values
+        idx = self.order.id_at(values[0])
+        if idx is None:
+            raise IndexFileError(f"sample {values[0]} is past the end of the index's order of samples")
+        return (idx, *values[1:])
 
 
 _INSERT_SAMPLES = "INSERT OR REPLACE INTO samples ({}) VALUES ({})".format(
@@ -676,6 +707,7 @@ def clear_samples(db: Any) -> None:
     with transaction(db):
         db.execute("DELETE FROM samples")
         db.execute("DELETE FROM findings")
+        positions.write(db.conn, positions.Positions())
         failures.keep_listed(db.conn)
 
 

@@ -31,7 +31,7 @@ from datalint.extras import require as require_extra
 from datalint.files import Content, json_parts, write_atomically
 from datalint.host.cpus import effective_cpu_count
 from datalint.host.memory import memory_left_now
-from datalint.index import binary_list, failures, read, store
+from datalint.index import binary_list, failures, positions, read, store
 from datalint.index.quarantine import FORMAT as LIST_FORMAT
 from datalint.scan import changes as changes_
 from datalint.scan import dask_backend, policy, preflight, runner, shard_writers, summaries, summary_findings
@@ -402,7 +402,8 @@ def _scan_locked(
     if todo is not None:
         try:
             scanned, length, _merged = _measure(
-                index, description, source, options, todo, length, print_, resumed, workers, plan.run_id
+                index, description, source, options, todo, length, print_, resumed, workers, plan.run_id,
+                plan.order,
             )
         finally:
             _record_files(index, plan)
@@ -588,6 +589,7 @@ def _plan(
     if options.rescan:
         store.clear_samples(index)
         return full, 0
+    changes_.compact(index)  # a scan resumed by position finds each row at its position
     if previous is None or measured == 0:
         return full, 0  # rows the training guard wrote are replaced as their samples are measured
     _check_same_dataset(index, previous, description, options, length, print_)
@@ -669,6 +671,7 @@ class _Plan:
     notes: tuple[str, ...] = ()
     files: bool = False  # the current samples (with file states) are loaded for `_record_files`
     follow: summaries.Followed | None = None  # the kept summary, less the rows measured again
+    order: positions.Positions = positions.IDENTITY  # the row id of the sample at each position
 
 
 def _plan_changes(
@@ -709,7 +712,7 @@ def _plan_changes(
     if not found.any:
         return _Plan(None, measured, changes=found, notes=(f"incremental: {found.describe()}",))
     run_id = _start_run(index, description, options, length, print_, workers, found)
-    changes_.apply(index, run_id, moved=found.moved)
+    order = changes_.apply(index, run_id)
     # A scan killed from here on resumes without measuring the added files twice.
     changes_.record_added_files(index, found.todo)
     todo = found.ranges()
@@ -720,8 +723,14 @@ def _plan_changes(
         changes=found,
         notes=(f"incremental: {found.describe()}",),
         files=True,
-        follow=summaries.follow_changes(index.conn, found.todo),
+        follow=summaries.follow_changes(index.conn, _rows_at(order, found.todo)),
+        order=order,
     )
+
+
+def _rows_at(order: positions.Positions, todo: Iterable[int]) -> list[int]:
+    """The row ids of the samples at these positions."""
+    return [row for position in todo if (row := order.id_at(position)) is not None]
 
 
 _VANISHED_AT_LEAST = 10
@@ -864,14 +873,15 @@ def _measure(
     resumed: int,
     workers: int,
     run_id: int | None = None,
+    order: positions.Positions = positions.IDENTITY,
 ) -> tuple[int, int | None, shard_writers.MergedFiles | None]:
     """Run the engine over `todo`, writing rows as they come; returns (measured, final length, the
     shard files merged, None without shard files).
 
-    `run_id`: a run already started (an incremental scan starts its run before changing the index)."""
+    `run_id`: a run already started (an incremental scan starts its run before changing the index).
+    `order`: the index's order, by which the sample measured at a position takes its row id."""
     if run_id is None:
         run_id = _start_run(index, description, options, length, print_, workers)
-    writer = store.SampleWriter(index, run_id)
     progress = Progress(options.progress, interval=options.progress_interval)
     total = sum(len(r) for r in todo)
     progress.start(length, resumed, description.spec)
@@ -883,6 +893,7 @@ def _measure(
     folder = shard_writers.folder_of(index_path) if files else None
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
+    writer = store.SampleWriter(index, run_id, order)
     outcomes: Generator[list[Any], None, None]
     warm_up = getattr(source, "warm_up", None)
     if callable(warm_up) and total >= _WARM_UP_FROM * max(1, workers) and options.backend == "local":
@@ -977,7 +988,7 @@ def _write_quarantine(
     path: Path,
 ) -> list[QuarantineEntry]:
     keys = read.keys_at(index, sorted({f.idx for f in findings if f.kind in kinds}))
-    entries = policy.quarantine_entries(findings, keys, kinds)
+    entries = policy.quarantine_entries(findings, keys, kinds, positions.read(index))
     document = policy.quarantine_document(
         entries, dataset=spec, length=length, fingerprint=print_, created=store.utc_now(), kinds=kinds
     )
@@ -1177,7 +1188,7 @@ def derive_quarantine(
         options = _policy_over_scan(str(index_path), run, kinds, dict(overrides))
         findings = _findings_of(index, options, workers)
         keys = read.keys_at(index, sorted({f.idx for f in findings if f.kind in options.kinds}))
-        entries = policy.quarantine_entries(findings, keys, options.kinds)
+        entries = policy.quarantine_entries(findings, keys, options.kinds, positions.read(index))
         return policy.quarantine_document(
             entries,
             dataset=run.spec if run is not None else "?",

@@ -10,7 +10,8 @@ samples cost one pass and no Python set of a million keys:
 - changed: a file whose stat (or content hash) differs from the one recorded when it was measured;
   the ctime is compared too, as no write, and no `utime`, leaves it as it was;
 - removed: a key the source no longer has; its row moves to `sample_history`;
-- moved: a kept sample at another position (its row is renumbered, not measured);
+- moved: a kept sample at another position (its row stays as it is: the stored order says where
+  it is now; it is not measured);
 - re-measured: samples a changed option can judge differently (`option_effects`).
 
 Population findings are re-derived over the whole index afterwards by the caller, as after any scan.
@@ -30,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from datalint.index import changes as index
-from datalint.index import store
+from datalint.index import positions, store
 
 # The index's, under the names a scan calls them by (statements with nothing to decide around them).
+from datalint.index.changes import compact as compact
 from datalint.index.changes import drop_current as drop_current
 from datalint.index.changes import record_added_files as record_added_files
 from datalint.index.changes import record_files as record_files
@@ -312,15 +314,12 @@ def without_unsettled(db: Any, found: Changes, settle: float) -> Changes:
 # Applying them to the index
 
 
-def apply(db: Any, run_id: int, moved: int | None = None) -> None:
-    """In one transaction: removed samples go to `sample_history`, kept ones to their new positions;
-    the index's population summary loses the removed rows with them.
-
-    Findings move with their samples, so the index stays consistent if the scan stops before its
-    findings are derived again. `moved`: the count `compare` found, when nothing wrote since (the
-    removed samples take no part in it, so it holds after they are gone).
-    """
-    index.apply(db, run_id, moved, summaries.take_away)
+def apply(db: Any, run_id: int) -> positions.Positions:
+    """In one transaction: removed samples go to `sample_history`, and the current order is stored
+    (kept rows stay as they are: a sample's row is known by its key, its position derived from the
+    order); the index's population summary loses the removed rows with them. Returns the order, by
+    which the rows measured next take their ids (`Positions.id_at`)."""
+    return index.apply(db, run_id, summaries.take_away)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any
 
 from datalint.errors import UsageError
 from datalint.index import population as index_population
-from datalint.index import quarantine
+from datalint.index import positions, quarantine
 from datalint.index.kinds import DEFAULT_KINDS, KINDS, SAID_BY, candidate_where, severity_rank
 from datalint.scan import hash_groups, quality
 from datalint.scan.images import (
@@ -675,7 +675,8 @@ def quality_index_findings(
         found.extend(quality.shape_outliers(image_shapes(db), thresholds, options.min_peers))
     hashed = [(idx, key, scores["phash"]) for idx, key, scores in rows if scores.get("phash")]
     grouping = hash_groups.kept_grouping(db) if keep_groups else None
-    found.extend(quality.near_duplicate_findings(hashed, thresholds.near_duplicate, grouping))
+    label = positions.read(db).shown  # a group is named by its representative's position
+    found.extend(quality.near_duplicate_findings(hashed, thresholds.near_duplicate, grouping, label))
     if options.against:
         found.extend(_leaks(db, options.against, thresholds.near_duplicate))
     return found
@@ -1179,23 +1180,24 @@ class QuarantineEntry:
 
 
 def quarantine_entries(
-    findings: Iterable[Finding], keys: dict[int, str | None], kinds: Sequence[str]
+    findings: Iterable[Finding],
+    keys: dict[int, str | None],
+    kinds: Sequence[str],
+    order: positions.Positions = positions.IDENTITY,
 ) -> list[QuarantineEntry]:
-    """One entry per sample with at least one finding of a quarantined kind, sorted by index."""
+    """One entry per sample with at least one finding of a quarantined kind, by position: findings
+    and `keys` name rows by their idx, and `order` (the index's) gives each row's position."""
     chosen: dict[int, list[Finding]] = {}
     wanted = set(kinds)
     for finding in findings:
         if finding.kind in wanted:
             chosen.setdefault(finding.idx, []).append(finding)
     entries = []
-    for index in sorted(chosen):
-        group = sorted(chosen[index], key=_severity)
-        entries.append(
-            QuarantineEntry(
-                index, keys.get(index), tuple(f.kind for f in group), "; ".join(f.detail for f in group)
-            )
-        )
-    return entries
+    for row, group in chosen.items():
+        group = sorted(group, key=_severity)
+        kinds_of, details = tuple(f.kind for f in group), "; ".join(f.detail for f in group)
+        entries.append(QuarantineEntry(order.shown(row), keys.get(row), kinds_of, details))
+    return sorted(entries, key=operator.attrgetter("index"))
 
 
 def _severity(finding: Finding) -> tuple[int, str]:

@@ -525,25 +525,31 @@ def near_duplicate_findings(
     hashed: Sequence[tuple[int, str, str]],
     radius: int,
     grouping: Callable[[Sequence[tuple[int, str, str]], Any, int], list[list[int]]] | None = None,
+    label: Callable[[int], int] | None = None,
 ) -> list[tuple[int, str, str]]:
     """`hashed` is (index, key, phash hex) per image -> `near_duplicate` for every member of a group
     but its representative (the first by key), naming the group and the representative.
 
     `grouping(ordered, values, radius)` finds the groups (positions in `ordered`, members sorted)
-    another way: a scan updates the groups it stored last time (datalint/scan/hash_groups.py)."""
+    another way: a scan updates the groups it stored last time (datalint/scan/hash_groups.py).
+    `label`: the position a group is named by, from its representative's row (the row itself when
+    not given)."""
     ordered = sorted(hashed, key=lambda item: (item[1], item[0]))
     values = hashes_from_hex([digest for _idx, _key, digest in ordered])
     found: list[tuple[int, str, str]] = []
     groups = HashIndex(values, radius).groups() if grouping is None else grouping(ordered, values, radius)
     for members in groups:
-        found.extend(group_findings([(*ordered[m][:2], int(values[m])) for m in members]))
+        found.extend(group_findings([(*ordered[m][:2], int(values[m])) for m in members], label))
     return found
 
 
-def group_findings(members: Sequence[tuple[int, str, int]]) -> list[tuple[int, str, str]]:
-    """`near_duplicate` for each member of one group, (index, key, hash) sorted by key, but the first."""
+def group_findings(
+    members: Sequence[tuple[int, str, int]], label: Callable[[int], int] | None = None
+) -> list[tuple[int, str, str]]:
+    """`near_duplicate` for each member of one group, (row, key, hash) sorted by key, but the first;
+    the group is named by `label(row)` of the first (its position), or its row when not given."""
     representative = members[0]
-    group = f"group {representative[0]}"
+    group = f"group {representative[0] if label is None else label(representative[0])}"
     others = f" ({len(members)} images)" if len(members) > 2 else ""
     return [
         (idx, "near_duplicate", f"{group}{others}: looks like {representative[1]} (hash distance "
@@ -553,7 +559,7 @@ def group_findings(members: Sequence[tuple[int, str, int]]) -> list[tuple[int, s
 
 
 def group_of(detail: str) -> int | None:
-    """The representative's index that a `near_duplicate` finding's detail names ("group 12 ...")."""
+    """The representative's position that a `near_duplicate` finding's detail names ("group 12 ...")."""
     head = detail.split(":", 1)[0].split()
     return int(head[1]) if len(head) >= 2 and head[0] == "group" and head[1].isdigit() else None
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.index import parts as index_parts
-from datalint.index import store
+from datalint.index import positions, store
 from datalint.scan import hash_partitions, policy, quality, summaries
 from datalint.scan.hash_partitions import GatheredHashes
 from datalint.scan.images import ShapeThresholds, duplicate_findings, shape_findings
@@ -394,11 +394,12 @@ def near_duplicates(db: Any, hashes: GatheredHashes, radius: int) -> list[tuple[
     groups = hashes.near_groups(radius)
     members = [idx for group in groups for idx in group.indices]
     keys = {idx: policy._image_key(idx, key) for idx, (key,) in _rows_by_index(db, "key", members).items()}
+    label = positions.read(db).shown  # a group is named by its representative's position
     found: list[tuple[int, str, str]] = []
     for group in groups:
         pairs = zip(group.indices, group.hashes, strict=True)
         named = sorted((keys[idx], idx, value) for idx, value in pairs)
-        found.extend(quality.group_findings([(idx, key, value) for key, idx, value in named]))
+        found.extend(quality.group_findings([(idx, key, value) for key, idx, value in named], label))
     return found
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from datalint.files import write_atomically
-from datalint.index import failures, quarantine, read, store
+from datalint.index import failures, positions, quarantine, read, store
 
 logger = logging.getLogger("datalint.service")
 
@@ -524,9 +524,11 @@ def list_entries(path: Path, indexes: list[int]) -> list[tuple[int, str]]:
 
 
 def guard_failures(path: Path) -> list[int]:
-    """The quarantined samples whose row the guard wrote (the service's ingest or a local recorder)."""
+    """The positions of the quarantined samples whose row the guard wrote (the service's ingest or a
+    local recorder)."""
     with read.reading(path) as connection:
-        return [failure.index for failure in failures.active(connection)]
+        order = positions.read(connection)
+        return [order.shown(failure.index) for failure in failures.active(connection)]
 
 
 @dataclass(frozen=True)

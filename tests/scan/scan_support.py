@@ -50,7 +50,11 @@ def start_cli(*argv: str, **kwargs: Any) -> subprocess.Popen[str]:
 
 
 def rows(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    with contextlib.closing(sqlite3.connect(db)) as connection:
+    """The rows `sql` reads, through datalint's read-only open: `position_of(idx)` gives a sample's
+    position (its row's idx, unless an incremental scan moved it)."""
+    from datalint.index import read
+
+    with contextlib.closing(read.connect(db)) as connection:
         return connection.execute(sql, params).fetchall()
 
 

@@ -125,7 +125,9 @@ def _scan(folder: Path, db: Path) -> dict[str, Any]:
 
 def _findings(db: Path) -> list[tuple[Any, ...]]:
     return rows(
-        db, "SELECT f.idx, s.key, f.kind, f.detail FROM findings f JOIN samples s USING (idx) ORDER BY 1, 3"
+        db,
+        "SELECT position_of(f.idx), s.key, f.kind, f.detail FROM findings f JOIN samples s USING (idx)"
+        " ORDER BY 1, 3",
     )
 
 

@@ -18,6 +18,8 @@ import pytest
 from incremental_support import damage, quarantined_keys, scan_in_child, write_image
 from scan_support import start_cli
 
+from datalint.index import read
+
 pytestmark = pytest.mark.slow
 
 
@@ -159,8 +161,8 @@ def test_a_watch_killed_with_sigkill_leaves_a_valid_index_that_the_next_start_re
         wait_for(lambda: count_rows(db) == 601, 90, "the restarted watch to finish")
         wait_for(lambda: "many/0150.png" in listed(tmp_path / "w.quarantine.json"), 60, "the list")
         stop(process)
-    with closing(sqlite3.connect(db)) as connection:
-        keys = [row[0] for row in connection.execute("SELECT key FROM samples ORDER BY idx")]
+    with closing(read.connect(db)) as connection:
+        keys = [row[0] for row in connection.execute("SELECT key FROM samples ORDER BY position_of(idx)")]
     assert keys == sorted(["first.png", *(f"many/{n:04d}.png" for n in range(600))])
     document = json.loads((tmp_path / "w.quarantine.json").read_text())
     assert [(e["index"], e["key"]) for e in document["samples"]] == [(151, "many/0150.png")]
@@ -189,10 +191,12 @@ def test_a_watched_dataset_is_polled_and_its_new_keys_measured(tmp_path: Path) -
 
 
 def index_content(db: Path) -> list[tuple[Any, ...]]:
-    with closing(sqlite3.connect(db)) as connection:
+    """Per sample its position, key, status and findings, as a full rescan must give them."""
+    with closing(read.connect(db)) as connection:
         return connection.execute(
-            "SELECT s.idx, s.key, s.status, (SELECT group_concat(kind) FROM "
-            "(SELECT kind FROM findings f WHERE f.idx = s.idx ORDER BY kind)) FROM samples s ORDER BY s.idx"
+            "SELECT position_of(s.idx) AS position, s.key, s.status, (SELECT group_concat(kind) FROM "
+            "(SELECT kind FROM findings f WHERE f.idx = s.idx ORDER BY kind)) FROM samples s "
+            "ORDER BY position"
         ).fetchall()
 
 

@@ -45,7 +45,9 @@ def assert_same_as_a_full_scan(
     db: Path, summary: dict[str, Any], reference: Path, full: dict[str, Any]
 ) -> None:
     assert measured(db) == measured(reference)
-    findings = "SELECT * FROM findings ORDER BY idx, kind"
+    findings = (
+        "SELECT position_of(idx) AS position, kind, detail, quarantine FROM findings ORDER BY position, kind"
+    )
     assert rows(db, findings) == rows(reference, findings)
     assert quarantine(summary) == quarantine(full)
 

@@ -24,8 +24,9 @@ from tests.scan.scan_support import rows, run_cli, start_cli
 from tests.shards.shard_support import good_sample, jpeg, write_faulty_shards, write_shard
 
 # What a measurement may change between two scans of the same bytes: the rest must be equal.
-MEASURED = (
-    "idx, key, status, nbytes, signature, non_finite, labels, info, reported, error_type, error_message"
+MEASURED = (  # the position first, as a list gives it (`position_of`: datalint.index.positions)
+    "position_of(idx), key, status, nbytes, signature, non_finite, labels, info, reported, error_type, "
+    "error_message"
 )
 
 
@@ -48,7 +49,7 @@ def scan(pattern: str, db: Path, *flags: str, source: str = "--webdataset") -> d
 
 
 def measured(db: Path) -> list[tuple[Any, ...]]:
-    return rows(db, f"SELECT {MEASURED} FROM samples ORDER BY idx")
+    return rows(db, f"SELECT {MEASURED} FROM samples ORDER BY position_of(idx)")
 
 
 def quarantine(summary: dict[str, Any]) -> list[dict[str, Any]]:
