@@ -19,7 +19,7 @@ Then 1% of files are added (in the middle of the sorted order, so positions shif
 by damaged versions and 0.1% deleted; the rerun (incremental) is timed against the full scan, and
 its index and list are compared with a full scan of the changed folder into a fresh index.
 With `--phases`, DATALINT_FINE_PHASES=1 also times the steps inside the phases (the walk, the
-renumbering, recording file states, reading the scores and the stored groups, regrouping).
+the order, recording file states, reading the scores and the stored groups, regrouping).
 
 sharded: webdataset tar shards of small PNGs scanned with per-shard index files (`--shard-index
 on`), so the index keeps a population summary; then one shard is added in the middle of the
@@ -216,7 +216,7 @@ for module, name, label in [
     (command, "_announce_image_files", "listing the folder"),
     (changes, "load_current", "stat walk + loading (key, size, mtime, inode) rows"),
     (changes, "compare", "the join with the index"),
-    (changes, "apply", "removals and renumbering"),
+    (changes, "apply", "removals and the order"),
     (api, "_measure", "measuring (workers)"),
     (policy, "population", "population (shapes, sizes)"),
     (policy, "population_warnings", "quality scores read + limits"),
@@ -232,7 +232,7 @@ from datalint.scan import images
 for module, name, label in [] if not os.environ.get("DATALINT_FINE_PHASES") else [
     (images, "list_image_files", "    listing: the walk"),
     (changes, "take_recorded_states", "    recorded states"),
-    (index_changes, "_renumber_by_rewrite", "    renumbering by rewrite"),
+    (index_changes, "current_order", "    the current order (row ids by position)"),
     (changes, "record_added_files", "    recording added files' states"),
     (changes, "record_files", "    recording measured files' states"),
     (policy, "quality_rows", "    reading the images' scores"),
@@ -258,13 +258,16 @@ print(f"  the command after the imports {total:.2f} (cpu {total_cpu:.2f})", file
 
 
 def index_content(db: Path) -> list[tuple[Any, ...]]:
-    """Per sample its position, key, status and findings (kind and detail: a near-duplicate's
-    detail names its group and representative, a quality finding the population's median)."""
-    with contextlib.closing(sqlite3.connect(db)) as connection:
+    """Per sample its position (`position_of`: datalint.index.positions), key, status and findings
+    (kind and detail: a near-duplicate's detail names its group and representative, a quality
+    finding the population's median)."""
+    from datalint.index import read
+
+    with contextlib.closing(read.connect(db)) as connection:
         return connection.execute(
-            "SELECT s.idx, s.key, s.status, (SELECT group_concat(kind || ': ' || detail, ' | ') FROM "
-            "(SELECT kind, detail FROM findings f WHERE f.idx = s.idx ORDER BY kind)) FROM samples s "
-            "ORDER BY s.idx"
+            "SELECT position_of(s.idx) AS position, s.key, s.status, (SELECT group_concat(kind || ': ' "
+            "|| detail, ' | ') FROM (SELECT kind, detail FROM findings f WHERE f.idx = s.idx ORDER BY kind)) "
+            "FROM samples s ORDER BY position"
         ).fetchall()
 
 

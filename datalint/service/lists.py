@@ -560,7 +560,7 @@ def build_list(path: Path) -> _Built:
     # The entries joined as they are (each is json_object's compact text already: json_group_array
     # would parse each one again), and the listed indexes from the same pass.
     query = f"""SELECT count(*), '[' || coalesce(group_concat(entry, ','), '') || ']',
-                       coalesce(group_concat(idx, ','), '')
+                       coalesce(group_concat(position, ','), '')
                 FROM ({quarantine.entries_json_sql()})"""
     with read.reading(path) as connection:
         connection.execute("BEGIN")  # one snapshot of the index for every query below (WAL)

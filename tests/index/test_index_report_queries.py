@@ -68,6 +68,8 @@ def test_runs_and_flagged_samples_of_an_index_with_fewer_columns(tmp_path: Path)
         "INSERT INTO samples VALUES (0, 'a', 'ok'), (1, 'b', 'crash');"
     )
     connection.commit()
+    connection.close()
+    connection = read.connect(index)  # as the report opens it
     (run,) = report_queries.runs(connection)
     (flagged,) = report_queries.flagged_samples(connection, False, 10)
     connection.close()
