@@ -114,7 +114,9 @@ def write(connection: sqlite3.Connection, run_id: int, records: Sequence[Failure
 def _with_row_ids(connection: sqlite3.Connection, records: Sequence[FailureRecord]) -> list[FailureRecord]:
     """The records with each sample's row id for its position (training says where a sample is;
     the index knows a row by its key): the row of the same key; for a key the index has no row of,
-    a new row past every id in use; for a sample without a key, the row at its position."""
+    the row the order holds at its position if nothing is written there yet (a sample the scan
+    listed and has not measured), else a new row past every id in use; for a sample without a key,
+    the row at its position."""
     order = positions.read(connection)
     if order.identity:
         return list(records)  # each position is its row's id
@@ -127,6 +129,9 @@ def _with_row_ids(connection: sqlite3.Connection, records: Sequence[FailureRecor
                 "SELECT idx FROM samples WHERE key = ? LIMIT 1", (stored_key(record.key),)
             ).fetchone()
             row = None if hit is None else int(hit[0])
+            held = order.id_at(record.index)
+            if row is None and held is not None and not _written(connection, held):
+                row = held
             if row is None:
                 if record.key not in fresh:
                     highest = connection.execute("SELECT max(idx) FROM samples").fetchone()[0]
@@ -136,6 +141,10 @@ def _with_row_ids(connection: sqlite3.Connection, records: Sequence[FailureRecor
             row = order.id_at(record.index)
         found.append(record if row is None or row == record.index else replace(record, index=row))
     return found
+
+
+def _written(connection: sqlite3.Connection, row: int) -> bool:
+    return connection.execute("SELECT 1 FROM samples WHERE idx = ?", (row,)).fetchone() is not None
 
 
 def _new_to_run(connection: sqlite3.Connection, run_id: int, indexes: list[int]) -> int:

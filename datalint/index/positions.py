@@ -17,6 +17,7 @@ from __future__ import annotations
 import array
 import sqlite3
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,13 +107,23 @@ def write(db: Any, positions: Positions) -> None:
 
 def register(connection: sqlite3.Connection, positions: Positions | None = None) -> None:
     """Give `connection` the SQL functions `position_of(idx)` and its inverse `row_at(position)`:
-    from `positions`, or from the order the index holds, read at the first call."""
-    known: list[Positions] = [] if positions is None else [positions]
+    from `positions` (the order this connection just wrote), or from the order the index holds, read
+    at the first call. A connection kept open while another process stores a new order (a notebook's
+    reader during a scan) reads it again: `PRAGMA data_version` says so, asked at most every
+    `_RECHECK_S` (a statement reads one snapshot, so no call within it can see another order)."""
+    cache = None if positions is None else _Cached(positions, _data_version(connection), time.monotonic())
 
     def order() -> Positions:
-        if not known:
-            known.append(read(connection))
-        return known[0]
+        nonlocal cache
+        now = time.monotonic()
+        if cache is not None and now - cache.checked < _RECHECK_S:
+            return cache.positions
+        version = _data_version(connection)
+        if cache is None or version != cache.version:
+            cache = _Cached(read(connection), version, now)
+        else:
+            cache = _Cached(cache.positions, version, now)
+        return cache.positions
 
     def position_of(idx: Any) -> int | None:
         return None if idx is None else order().position(int(idx))
@@ -122,6 +133,20 @@ def register(connection: sqlite3.Connection, positions: Positions | None = None)
 
     connection.create_function("position_of", 1, position_of, deterministic=True)
     connection.create_function("row_at", 1, row_at, deterministic=True)
+
+
+_RECHECK_S = 0.5
+
+
+@dataclass(frozen=True)
+class _Cached:
+    positions: Positions
+    version: int  # PRAGMA data_version when read: other connections' commits change it
+    checked: float  # time.monotonic() of the last look
+
+
+def _data_version(connection: sqlite3.Connection) -> int:
+    return int(connection.execute("PRAGMA data_version").fetchone()[0])
 
 
 def _connection(db: Any) -> sqlite3.Connection:
