@@ -133,9 +133,7 @@ WHERE f.key IS NULL OR f.size IS NOT c.size OR f.mtime_ns IS NOT c.mtime_ns OR f
    OR (c.content IS NOT NULL AND c.content IS NOT coalesce(f.content, json_extract(s.info, '$.sha256')))
 """
 _REMOVED_WHERE = f"(key IS NULL OR key NOT IN (SELECT key FROM {_TABLE}))"
-_MOVED = (
-    f"SELECT COUNT(*) FROM samples s JOIN {_TABLE} c ON c.key = s.key WHERE position_of(s.idx) IS NOT c.pos"
-)
+_MOVED = f"SELECT COUNT(*) FROM samples s JOIN {_TABLE} c ON c.key = s.key WHERE {{}} IS NOT c.pos"
 
 
 def added(db: Any) -> list[int]:
@@ -155,7 +153,10 @@ def removed_count(db: Any) -> int:
 
 def moved_count(db: Any) -> int:
     """How many kept samples are now at another position than the index's order gives them."""
-    return int(db.execute(_MOVED).fetchone()[0])
+    # Where no order is stored, each row's idx is its position: SQL alone compares them, with no
+    # call into Python per row.
+    was = "s.idx" if positions.read(db).identity else "position_of(s.idx)"
+    return int(db.execute(_MOVED.format(was)).fetchone()[0])
 
 
 def selected(db: Any, where: str, params: list[Any]) -> Iterable[int]:
@@ -218,10 +219,11 @@ def apply(db: Any, run_id: int, forget: Forget) -> positions.Positions:
     return order
 
 
-# Each current sample's row, by position (a scanned row first where the guard also wrote one).
+# Each current sample's row (none: added), by position; a key the guard also wrote a row for comes
+# twice, its scanned row first.
 _ROWS_BY_POSITION = f"""
-SELECT (SELECT s.idx FROM samples s WHERE s.key = c.key ORDER BY {_SCANNED} DESC LIMIT 1)
-FROM {_TABLE} c ORDER BY c.rowid
+SELECT c.rowid, s.idx FROM {_TABLE} c LEFT JOIN samples s ON s.key = c.key
+ORDER BY c.rowid, {_SCANNED} DESC
 """
 
 
@@ -229,10 +231,15 @@ def current_order(db: Any) -> positions.Positions:
     """The order of the current samples: each one's row, and for those with none yet a new row id,
     past every id in use, in the order of their positions (a sample appended at the end of a
     dataset whose rows all keep their positions gets its position: the order stays the identity)."""
-    ids = [row[0] for row in db.execute(_ROWS_BY_POSITION)]
+    rows: list[int | None] = []
+    previous = None
+    for position, idx in db.execute(_ROWS_BY_POSITION):
+        if position != previous:
+            rows.append(idx)
+            previous = position
     highest = db.execute("SELECT max(idx) FROM samples").fetchone()[0]
-    fresh = itertools.count(-1 if highest is None else highest)
-    return positions.from_ids(next(fresh) + 1 if idx is None else idx for idx in ids)
+    fresh = itertools.count(0 if highest is None else highest + 1)
+    return positions.from_ids(next(fresh) if idx is None else idx for idx in rows)
 
 
 def compact(db: Any) -> None:
