@@ -32,6 +32,7 @@ class Positions:
     when every sample's position is its `idx`."""
 
     ids: array.array[int] | None = None
+    # idx -> position, built at the first lookup (most readers ask only `id_at`, or nothing).
     _index: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
 
     @property

@@ -707,7 +707,7 @@ def clear_samples(db: Any) -> None:
     with transaction(db):
         db.execute("DELETE FROM samples")
         db.execute("DELETE FROM findings")
-        positions.write(db.conn, positions.Positions())
+        positions.write(db.conn, positions.IDENTITY)
         failures.keep_listed(db.conn)
 
 
