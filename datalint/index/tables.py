@@ -8,16 +8,16 @@ import sqlite3
 
 # Each row's position (`position_of`, datalint.index.positions) is shown as `idx`, as a list says it.
 _SAMPLES = (
-    "SELECT coalesce(position_of(idx), idx) AS position, key, status, error_type, error_message, info "
-    "FROM samples ORDER BY position"
+    "SELECT coalesce(position_of(idx), idx) AS idx, key, status, error_type, error_message, info "
+    "FROM samples ORDER BY 1"
 )
 _FINDINGS = (
-    "SELECT coalesce(position_of(f.idx), f.idx) AS position, s.key, f.kind, f.detail, f.quarantine "
-    "FROM findings f LEFT JOIN samples s ON s.idx = f.idx {} ORDER BY position, f.kind"
+    "SELECT coalesce(position_of(f.idx), f.idx) AS idx, s.key, f.kind, f.detail, f.quarantine "
+    "FROM findings f LEFT JOIN samples s ON s.idx = f.idx {} ORDER BY 1, f.kind"
 )
 _SCORED_SAMPLES = """
-SELECT coalesce(position_of(idx), idx) AS position, key, info FROM samples
-WHERE json_extract(info, '$.quality') IS NOT NULL ORDER BY position
+SELECT coalesce(position_of(idx), idx) AS idx, key, info FROM samples
+WHERE json_extract(info, '$.quality') IS NOT NULL ORDER BY 1
 """
 
 

@@ -85,3 +85,15 @@ def test_an_index_from_before_stored_orders_reads_every_position_as_its_row(tmp_
     with contextlib.closing(read.connect(path)) as connection:
         assert positions.read(connection).identity
         assert connection.execute("SELECT position_of(idx) FROM samples").fetchone() == (7,)
+
+
+def test_open_index_gives_each_sample_its_position_as_idx(tmp_path: Path) -> None:
+    import datalint
+
+    path = tmp_path / "index.db"
+    _moved(path).close()
+    with datalint.open_index(path, as_frames=False) as index:
+        samples = [(row["idx"], row["key"]) for row in index.samples()]
+        found = [(row["idx"], row["key"], row["kind"]) for row in index.findings()]
+    assert samples == [(1, "a"), (2, "c"), (3, "d")]  # a's row is 0; x, at 0, is not measured yet
+    assert found == [(3, "d", "corrupt")]
