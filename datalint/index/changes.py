@@ -19,7 +19,7 @@ from datalint.index import positions, store
 
 _TABLE_NAME = "current_samples"
 _TABLE = f"temp.{_TABLE_NAME}"
-_REMOVED = "temp.removed_positions"
+_REMOVED = "temp.removed_rows"
 
 _SCANNED = "s.run_id IN (SELECT id FROM runs WHERE kind != 'guard')"
 

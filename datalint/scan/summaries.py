@@ -436,7 +436,7 @@ def row_mark(key: Any, status: Any, signature: Any, nbytes: Any, duration: Any, 
     are taken as SQLite stores them (an integral float in an INTEGER column is an integer, a REAL
     column's integer a float, a key text), so a row hashes alike before it is written and read back.
 
-    Not its position: files inserted before a row move it (an incremental scan renumbers the rows)
+    Not its position: files inserted before a row move it (an incremental scan stores the new order)
     and change nothing the summary counts, so the summary still covers the index after it."""
     if isinstance(nbytes, float) and nbytes.is_integer() and abs(nbytes) < 2**63:
         nbytes = int(nbytes)
