@@ -228,17 +228,24 @@ ORDER BY c.rowid, {_SCANNED} DESC
 
 
 def current_order(db: Any) -> positions.Positions:
-    """The order of the current samples: each one's row, and for those with none yet a new row id,
-    past every id in use, in the order of their positions (a sample appended at the end of a
-    dataset whose rows all keep their positions gets its position: the order stays the identity)."""
+    """The order of the current samples: each one's row, and for those with none yet a new row id:
+    its position where no row holds that id (a scan resumed after a kill, samples appended at the
+    end: the order stays the identity), else the next id past every one in use."""
     rows: list[int | None] = []
     previous = None
     for position, idx in db.execute(_ROWS_BY_POSITION):
         if position != previous:
             rows.append(idx)
             previous = position
+    if None not in rows:  # every sample has its row
+        return positions.from_ids(idx for idx in rows if idx is not None)
+    taken = {idx for idx in rows if idx is not None}
+    for position, idx in enumerate(rows):
+        if idx is None and position not in taken:
+            rows[position] = position
+            taken.add(position)
     highest = db.execute("SELECT max(idx) FROM samples").fetchone()[0]
-    fresh = itertools.count(0 if highest is None else highest + 1)
+    fresh = itertools.count(max(taken | {-1 if highest is None else highest}) + 1)
     return positions.from_ids(next(fresh) if idx is None else idx for idx in rows)
 
 

@@ -97,3 +97,24 @@ def test_open_index_gives_each_sample_its_position_as_idx(tmp_path: Path) -> Non
         found = [(row["idx"], row["key"], row["kind"]) for row in index.findings()]
     assert samples == [(1, "a"), (2, "c"), (3, "d")]  # a's row is 0; x, at 0, is not measured yet
     assert found == [(3, "d", "corrupt")]
+
+
+def test_a_scan_resumed_or_appended_to_keeps_every_position_as_its_row(tmp_path: Path) -> None:
+    """Samples with no row yet (a scan killed half-way, whose workers finished a and c but not b;
+    a file appended, d) take their positions as row ids: nothing moved, so no order is stored."""
+    db = store.open_index(tmp_path / "index.db")
+    run = store.start_run(db, kind="images", spec="f", length=4, fingerprint=None, options={}, environment={})
+    store.write_samples(
+        db,
+        [
+            store.sample_values({"idx": i, "key": k, "status": "ok", "run_id": run})
+            for i, k in [(0, "a"), (2, "c")]
+        ],
+    )
+    changes.create_current(db)
+    changes.add_current(db, [(key, pos, None, None, None, None, None, 1) for pos, key in enumerate("abcd")])
+
+    order = changes.apply(db, run, lambda connection, where: None)
+
+    assert order.identity and positions.read(db.conn).identity
+    db.close()
