@@ -248,7 +248,7 @@ def good_images(conn: sqlite3.Connection, has_findings: bool, limit: int) -> Ite
     step = max(1, total // limit)
     rows = conn.execute(
         f"SELECT {_sample_columns(conn)}, NULL AS kinds, NULL AS details, 0 AS q FROM ("
-        f"  SELECT *, row_number() OVER (ORDER BY {_POSITION.replace('s.', '')}) - 1 AS rank"
+        f"  SELECT *, row_number() OVER (ORDER BY {positions.sql('idx')}) - 1 AS rank"
         f"  FROM samples WHERE {where}"
         f") s WHERE rank % ? = 0 ORDER BY {_POSITION} LIMIT ?",
         (step, limit),
