@@ -24,6 +24,7 @@ from typing import Any
 
 ORDER_TABLE = "sample_order"
 _READ = f"SELECT ids FROM {ORDER_TABLE} WHERE id = 0"
+_ID_BYTES = 8  # each row id of the stored order: a little-endian signed 64-bit integer
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,16 @@ def read(connection: Any) -> Positions:
         return IDENTITY
     if row is None or row[0] is None:
         return IDENTITY
+    stored = row[0]
+    if not isinstance(stored, bytes) or len(stored) % _ID_BYTES:
+        from datalint.index.store import IndexFileError  # it builds on this module
+
+        raise IndexFileError(
+            f"{_path(connection)}: its sample order (table {ORDER_TABLE}) is damaged: not whole 64-bit "
+            "row ids (edited by hand?); restore the file, or scan again with --rescan"
+        )
     order = array.array("q")
-    order.frombytes(row[0])
+    order.frombytes(stored)
     if sys.byteorder != "little":
         order.byteswap()
     return Positions(order)
@@ -148,6 +157,11 @@ class _Cached:
 
 def _data_version(connection: sqlite3.Connection) -> int:
     return int(connection.execute("PRAGMA data_version").fetchone()[0])
+
+
+def _path(connection: Any) -> str:
+    row = connection.execute("PRAGMA database_list").fetchone()
+    return str(row[2]) if row and row[2] else "the index"
 
 
 def _connection(db: Any) -> sqlite3.Connection:

@@ -92,6 +92,7 @@ def check_index(
             f"{path}: index schema version {version} is newer than this datalint understands "
             f"({SCHEMA_VERSION}); upgrade datalint"
         )
+    positions.read(connection)  # a damaged order is named here, not mid-query by SQLite
 
 
 # ---- what the service asks of an index it serves ---------------------------------------------------

@@ -118,3 +118,17 @@ def test_a_scan_resumed_or_appended_to_keeps_every_position_as_its_row(tmp_path:
 
     assert order.identity and positions.read(db.conn).identity
     db.close()
+
+
+def test_a_damaged_order_is_named_when_the_index_is_opened_and_a_rescan_mends_it(tmp_path: Path) -> None:
+    path = tmp_path / "index.db"
+    db = _moved(path)
+    with store.transaction(db):
+        db.conn.execute("UPDATE sample_order SET ids = x'010203'")  # not whole 64-bit ids
+    with pytest.raises(store.IndexFileError, match=r"sample order .* is damaged.*--rescan"):
+        read.open_index(path)
+
+    store.clear_samples(db)  # what `datalint scan --rescan` does first
+
+    read.open_index(path).close()
+    db.close()
